@@ -1,0 +1,110 @@
+package v1alpha1
+
+// ConditionType names a condition in status.conditions. tugboat follows the
+// kstatus / Flux conventions: every kind reports Ready, and Reconciling or
+// Stalled while they are true.
+//
+// metav1.Condition stores the type as a plain string: convert with
+// string(ReadyCondition) or ConditionType.String.
+type ConditionType string
+
+// String returns the condition type as the plain string metav1.Condition holds.
+func (t ConditionType) String() string { return string(t) }
+
+const (
+	// ReadyCondition is True when the object reached the state its spec asks for,
+	// False when it cannot, and Unknown while that is not yet known.
+	ReadyCondition ConditionType = "Ready"
+
+	// ReconcilingCondition is True while the controller is working towards the
+	// spec (an "abnormal-true" condition: absent when there is nothing to do).
+	ReconcilingCondition ConditionType = "Reconciling"
+
+	// StalledCondition is True when the controller cannot make progress without a
+	// change to the spec or to a referenced object (a terminal configuration
+	// error). Absent otherwise.
+	StalledCondition ConditionType = "Stalled"
+)
+
+// ConditionReason is the machine-readable, CamelCase reason of a condition.
+// Convert with string(reason) or ConditionReason.String for metav1.Condition.
+type ConditionReason string
+
+// String returns the reason as the plain string metav1.Condition holds.
+func (r ConditionReason) String() string { return string(r) }
+
+// Reasons shared by every kind.
+const (
+	// SucceededReason: the last reconciliation reached the desired state.
+	SucceededReason ConditionReason = "Succeeded"
+
+	// ProgressingReason: the controller is working towards the desired state.
+	ProgressingReason ConditionReason = "Progressing"
+
+	// ReconciliationFailedReason: a transient error stopped the last
+	// reconciliation; it is retried with back-off.
+	ReconciliationFailedReason ConditionReason = "ReconciliationFailed"
+
+	// InvalidSpecReason: the spec cannot be acted on as written (terminal; set
+	// together with Stalled=True).
+	InvalidSpecReason ConditionReason = "InvalidSpec"
+
+	// SecretNotFoundReason: a referenced Secret, or a key in it, does not exist.
+	SecretNotFoundReason ConditionReason = "SecretNotFound"
+
+	// SuspendedReason: spec.suspend is true; the controller does nothing.
+	SuspendedReason ConditionReason = "Suspended"
+)
+
+// Spoke reasons.
+const (
+	// AgentConnectedReason: the spoke's agent sent a signed state snapshot within
+	// the heartbeat timeout.
+	AgentConnectedReason ConditionReason = "AgentConnected"
+
+	// AgentNotSeenReason: no heartbeat arrived within the heartbeat timeout, or
+	// none ever did. Ready is Unknown, not False: the spoke may be fine, the hub
+	// just does not know.
+	AgentNotSeenReason ConditionReason = "AgentNotSeen"
+)
+
+// Pipeline reasons.
+const (
+	// PromotionInProgressReason: a Promotion of this Pipeline is running.
+	PromotionInProgressReason ConditionReason = "PromotionInProgress"
+
+	// WaitingForSoakReason: an environment runs a new version, healthy, but for
+	// less than its soak time.
+	WaitingForSoakReason ConditionReason = "WaitingForSoak"
+
+	// HeldAfterRollbackReason: a human rolled an environment back; automatic
+	// promotion into it is held until someone resumes it.
+	HeldAfterRollbackReason ConditionReason = "HeldAfterRollback"
+
+	// TargetNotFoundReason: a target's Spoke or ReleaseHistory does not exist (yet).
+	TargetNotFoundReason ConditionReason = "TargetNotFound"
+)
+
+// Promotion reasons.
+const (
+	// WaitingForApprovalReason: the destination environment requires approval
+	// and nobody has approved or rejected the Promotion yet.
+	WaitingForApprovalReason ConditionReason = "WaitingForApproval"
+
+	// VerifyingReason: the strategy acted; the controller waits for every target
+	// of the destination environment to report the version, healthy.
+	VerifyingReason ConditionReason = "Verifying"
+
+	// StrategyFailedReason: the promotion strategy returned an error.
+	StrategyFailedReason ConditionReason = "StrategyFailed"
+
+	// TimedOutReason: the Promotion did not complete within the Pipeline's timeout.
+	TimedOutReason ConditionReason = "TimedOut"
+
+	// RejectedReason: a person rejected the Promotion.
+	RejectedReason ConditionReason = "Rejected"
+
+	// AbortedReason: the Promotion was aborted (superseded by a newer version, or
+	// its Pipeline or destination environment went away or was held).
+	AbortedReason ConditionReason = "Aborted"
+)

@@ -1,0 +1,326 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PipelineSpec is an ordered list of environments a release's chart version is
+// promoted through, how, and who is told.
+type PipelineSpec struct {
+	// release is the Helm release name the Pipeline promotes; a target may
+	// override it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=53
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Release string `json:"release"`
+
+	// environments in promotion order: a version proven in environments[i] is
+	// promoted into environments[i+1]. Names are unique.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	Environments []Environment `json:"environments"`
+
+	// promotion is the default strategy, used for every environment that does
+	// not set its own.
+	// +required
+	Promotion PromotionStrategy `json:"promotion"`
+
+	// notify lists who is told about promotions. Names are unique.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	Notify []Notifier `json:"notify,omitempty"`
+
+	// secretRef names a Secret in the Pipeline's namespace that authenticates
+	// external CI calling the hub for this Pipeline (promotions, approvals):
+	// key "token" for a bearer token, or key "key" for an HMAC key.
+	// +optional
+	SecretRef *LocalSecretReference `json:"secretRef,omitempty"`
+
+	// timeout bounds one Promotion, from start to the destination's targets
+	// reporting the version healthy. Defaults to 30m.
+	// +optional
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be positive"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// historyLimit is how many finished Promotions of this Pipeline are kept.
+	// Defaults to 10.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	HistoryLimit *int32 `json:"historyLimit,omitempty"`
+
+	// suspend stops new Promotions of this Pipeline; running ones continue.
+	// Defaults to false.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// Environment is one stage of a Pipeline.
+type Environment struct {
+	// name of the environment, a DNS label (e.g. staging).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// CEL spells the field namespace as __namespace__: namespace is a reserved
+	// word in CEL.
+
+	// targets are the releases that make up the environment: a version is in
+	// the environment when every target runs it.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:XValidation:rule="self.all(t, self.exists_one(u, u.spoke == t.spoke && u.__namespace__ == t.__namespace__ && (has(u.release) ? u.release : '') == (has(t.release) ? t.release : '')))",message="targets must be unique by spoke, namespace and release"
+	Targets []Target `json:"targets"`
+
+	// gates must pass before a version proven here is promoted onwards, or (for
+	// requireApproval) before a version is promoted into this environment.
+	// +optional
+	// +kubebuilder:default={}
+	Gates Gates `json:"gates,omitempty"`
+
+	// promotion overrides the Pipeline's default strategy for promotions into
+	// this environment.
+	// +optional
+	Promotion *PromotionStrategy `json:"promotion,omitempty"`
+}
+
+// Target is one Helm release on one spoke.
+type Target struct {
+	// spoke is the name of a Spoke in the Pipeline's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Spoke string `json:"spoke"`
+
+	// namespace is the release's namespace on the spoke.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+
+	// release overrides spec.release for this target.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=53
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Release string `json:"release,omitempty"`
+
+	// helmRelease names the Flux HelmRelease on the spoke that manages the
+	// release (namespace defaults to the target's namespace). Strategies that
+	// edit HelmReleases need it.
+	// +optional
+	HelmRelease *ObjectReference `json:"helmRelease,omitempty"`
+}
+
+// Gates are the checks between environments.
+type Gates struct {
+	// soakTime is how long every target must run a version, healthy, before it
+	// is promoted onwards. Defaults to 0 (promote as soon as healthy).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="soakTime must not be negative"
+	SoakTime *metav1.Duration `json:"soakTime,omitempty"`
+
+	// requireApproval makes a promotion into this environment wait for a
+	// person's approval. Defaults to false.
+	// +optional
+	RequireApproval bool `json:"requireApproval,omitempty"`
+
+	// requireHealthy requires every target to be healthy (kstatus Current)
+	// before a version is promoted onwards. Defaults to true.
+	// +optional
+	// +kubebuilder:default=true
+	RequireHealthy *bool `json:"requireHealthy,omitempty"`
+}
+
+// PipelineStatus is where each environment stands.
+type PipelineStatus struct {
+	// observedGeneration is the metadata.generation the controller last
+	// reconciled to a steady state.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, Reconciling and Stalled.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// environments holds one entry per environment, in spec order.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	Environments []EnvironmentStatus `json:"environments,omitempty"`
+
+	// heldEnvironments are environments into which automatic promotion is held
+	// because a person rolled them back; `tugboat promote --resume` releases
+	// the hold.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	HeldEnvironments []HeldEnvironment `json:"heldEnvironments,omitempty"`
+}
+
+// EnvironmentStatus is where one environment stands.
+type EnvironmentStatus struct {
+	// name of the environment.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// versions are the distinct chart versions the targets run, sorted; one
+	// entry when the environment is converged.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MaxLength=64
+	Versions []string `json:"versions,omitempty"`
+
+	// healthySince is when every target started running versions[0], healthy;
+	// absent while the environment is not converged or not healthy. The soak
+	// time counts from here.
+	// +optional
+	HealthySince *metav1.Time `json:"healthySince,omitempty"`
+
+	// activePromotion is the name of the Promotion into this environment that
+	// has not finished, if any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ActivePromotion string `json:"activePromotion,omitempty"`
+
+	// targets holds one entry per target, in spec order.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Targets []TargetStatus `json:"targets,omitempty"`
+}
+
+// TargetStatus is what the target's ReleaseHistory reports.
+type TargetStatus struct {
+	// spoke is the target's Spoke.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Spoke string `json:"spoke"`
+
+	// namespace is the release's namespace on the spoke.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// release is the release's name (spec.release unless overridden).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=53
+	Release string `json:"release"`
+
+	// revision is the release's current Helm revision; 0 when not reported.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Revision int32 `json:"revision,omitempty"`
+
+	// version is the chart version of the current revision.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version,omitempty"`
+
+	// health is the release's health.
+	// +optional
+	Health Health `json:"health,omitempty"`
+
+	// lastDeployed is when the current revision was deployed.
+	// +optional
+	LastDeployed *metav1.Time `json:"lastDeployed,omitempty"`
+}
+
+// HeldEnvironment records a rollback hold.
+type HeldEnvironment struct {
+	// name of the held environment.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// since is when the rollback was seen.
+	// +required
+	Since metav1.Time `json:"since"`
+
+	// version is the chart version the environment was rolled back to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version,omitempty"`
+
+	// message says what was seen, e.g. which target was rolled back from which
+	// revision.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// Pipeline promotes a Helm release's chart version from one environment to the
+// next once it is proven healthy there. Its name is at most 63 characters: it
+// is part of its Promotions' names and labels.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pl,categories=tugboat
+// +kubebuilder:printcolumn:name="Release",type=string,JSONPath=`.spec.release`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters"
+type Pipeline struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec describes the environments, gates, strategy and notifiers.
+	// +required
+	Spec PipelineSpec `json:"spec"`
+
+	// status is where each environment stands.
+	// +optional
+	Status PipelineStatus `json:"status,omitempty"`
+}
+
+// PipelineList is a list of Pipelines.
+//
+// +kubebuilder:object:root=true
+type PipelineList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the Pipelines.
+	Items []Pipeline `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Pipeline{}, &PipelineList{})
+}

@@ -1,0 +1,340 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Requester says who asked for a Promotion.
+// +kubebuilder:validation:Enum=auto;user;ci
+type Requester string
+
+const (
+	// RequestedByAuto: the Pipeline controller, because gates passed.
+	RequestedByAuto Requester = "auto"
+	// RequestedByUser: a person, with `tugboat promote`.
+	RequestedByUser Requester = "user"
+	// RequestedByCI: an external CI system, through the hub's API.
+	RequestedByCI Requester = "ci"
+)
+
+// PromotionSpec says what to promote, where, and how. It is immutable: a
+// Promotion is a record of one decision.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.from) || self.from != self.to",message="from and to must differ",fieldPath=".to"
+type PromotionSpec struct {
+	// pipeline is the name of the Pipeline, in the Promotion's namespace, this
+	// Promotion belongs to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Pipeline string `json:"pipeline"`
+
+	// from is the environment the version was proven in; absent for a
+	// promotion into the first environment.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	From string `json:"from,omitempty"`
+
+	// to is the environment the version is promoted into.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	To string `json:"to"`
+
+	// version is the chart version to promote.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9A-Za-z][0-9A-Za-z.+_-]*$`
+	Version string `json:"version"`
+
+	// strategy is the strategy resolved when the Promotion was created (the
+	// destination environment's, else the Pipeline's), copied so later edits
+	// of the Pipeline do not change a running Promotion.
+	// +required
+	Strategy PromotionStrategy `json:"strategy"`
+
+	// requestedBy is auto, user or ci.
+	// +required
+	RequestedBy Requester `json:"requestedBy"`
+
+	// requester identifies the person or system, when known (e.g. a user name
+	// or a CI job URL).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Requester string `json:"requester,omitempty"`
+}
+
+// PromotionPhase is where a Promotion stands.
+// +kubebuilder:validation:Enum=Pending;WaitingApproval;Running;Verifying;Succeeded;Failed;Aborted
+type PromotionPhase string
+
+const (
+	// PromotionPending: created, not started.
+	PromotionPending PromotionPhase = "Pending"
+	// PromotionWaitingApproval: waiting for a person to approve or reject.
+	PromotionWaitingApproval PromotionPhase = "WaitingApproval"
+	// PromotionRunning: the strategy is acting.
+	PromotionRunning PromotionPhase = "Running"
+	// PromotionVerifying: the strategy acted; waiting for the targets to report
+	// the version, healthy.
+	PromotionVerifying PromotionPhase = "Verifying"
+	// PromotionSucceeded: every target runs the version, healthy. Terminal.
+	PromotionSucceeded PromotionPhase = "Succeeded"
+	// PromotionFailed: the strategy failed, the targets failed, the timeout
+	// passed or a person rejected it. Terminal.
+	PromotionFailed PromotionPhase = "Failed"
+	// PromotionAborted: stopped before completion (superseded or held). Terminal.
+	PromotionAborted PromotionPhase = "Aborted"
+)
+
+// Terminal reports whether the phase is final.
+func (p PromotionPhase) Terminal() bool {
+	return p == PromotionSucceeded || p == PromotionFailed || p == PromotionAborted
+}
+
+// StrategyResult is what the strategy reported.
+type StrategyResult struct {
+	// url links to what the strategy produced, e.g. the pull request.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url,omitempty"`
+
+	// reference identifies it otherwise, e.g. the branch and commit pushed or
+	// the action id.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reference string `json:"reference,omitempty"`
+
+	// message is the strategy's human-readable summary.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// PromotionTargetStatus is one destination target's progress.
+type PromotionTargetStatus struct {
+	// spoke is the target's Spoke.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Spoke string `json:"spoke"`
+
+	// namespace is the release's namespace on the spoke.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// release is the release's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=53
+	Release string `json:"release"`
+
+	// version is the chart version the target last reported.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version,omitempty"`
+
+	// revision is the Helm revision the target last reported.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Revision int32 `json:"revision,omitempty"`
+
+	// health is the target's health as last reported.
+	// +optional
+	Health Health `json:"health,omitempty"`
+
+	// done is true once the target runs the version, healthy.
+	// +optional
+	Done bool `json:"done,omitempty"`
+
+	// message explains what the target is waiting for, or why it failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// lastTransitionTime is when version, health or done last changed.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// NotificationPhase is whether a notification has been delivered.
+// +kubebuilder:validation:Enum=Pending;Delivered;Failed
+type NotificationPhase string
+
+const (
+	// NotificationPending: not delivered yet; retried.
+	NotificationPending NotificationPhase = "Pending"
+	// NotificationDelivered: delivered (at least once).
+	NotificationDelivered NotificationPhase = "Delivered"
+	// NotificationFailed: given up after too many attempts.
+	NotificationFailed NotificationPhase = "Failed"
+)
+
+// NotificationDelivery records the notice one notifier sends about one
+// Promotion phase, so a restart neither loses nor repeats it.
+type NotificationDelivery struct {
+	// notifier is the name of the notifier in the Pipeline's spec.notify.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Notifier string `json:"notifier"`
+
+	// promotionPhase is the Promotion phase the notice is about.
+	// +required
+	PromotionPhase PromotionPhase `json:"promotionPhase"`
+
+	// phase is Pending, Delivered or Failed.
+	// +required
+	Phase NotificationPhase `json:"phase"`
+
+	// attempts is how many deliveries were attempted.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// lastAttemptAt is when delivery was last attempted.
+	// +optional
+	LastAttemptAt *metav1.Time `json:"lastAttemptAt,omitempty"`
+
+	// deliveredAt is when the notice was delivered.
+	// +optional
+	DeliveredAt *metav1.Time `json:"deliveredAt,omitempty"`
+
+	// error is the last delivery error, if any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Error string `json:"error,omitempty"`
+}
+
+// Approval records a person's decision on a Promotion that required one.
+// +kubebuilder:validation:XValidation:rule="has(self.approvedBy) != has(self.rejectedBy)",message="exactly one of approvedBy and rejectedBy must be set"
+type Approval struct {
+	// approvedBy is who approved the Promotion.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	ApprovedBy string `json:"approvedBy,omitempty"`
+
+	// rejectedBy is who rejected the Promotion.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	RejectedBy string `json:"rejectedBy,omitempty"`
+
+	// time is when the decision was made.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// message is the person's comment, if any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// PromotionStatus is the Promotion's progress.
+type PromotionStatus struct {
+	// observedGeneration is the metadata.generation the controller last
+	// reconciled to a steady state.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, Reconciling and Stalled.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// phase is where the Promotion stands.
+	// +optional
+	Phase PromotionPhase `json:"phase,omitempty"`
+
+	// attempts is how many times the strategy was run.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// strategyResult is what the strategy last reported.
+	// +optional
+	StrategyResult *StrategyResult `json:"strategyResult,omitempty"`
+
+	// targets holds the progress of each target of the destination
+	// environment.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Targets []PromotionTargetStatus `json:"targets,omitempty"`
+
+	// notifications records each notifier's notice per Promotion phase.
+	// +optional
+	// +listType=map
+	// +listMapKey=notifier
+	// +listMapKey=promotionPhase
+	// +kubebuilder:validation:MaxItems=100
+	Notifications []NotificationDelivery `json:"notifications,omitempty"`
+
+	// approval is the approval decision, once made.
+	// +optional
+	Approval *Approval `json:"approval,omitempty"`
+
+	// startedAt is when the Promotion left Pending.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+
+	// completedAt is when the Promotion reached a terminal phase.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+}
+
+// Promotion is one attempt to move one chart version into one environment of a
+// Pipeline. The Pipeline controller creates one per pipeline, environment and
+// version, owned by the Pipeline, and keeps the last spec.historyLimit.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=promo,categories=tugboat
+// +kubebuilder:printcolumn:name="Pipeline",type=string,JSONPath=`.spec.pipeline`
+// +kubebuilder:printcolumn:name="From",type=string,JSONPath=`.spec.from`
+// +kubebuilder:printcolumn:name="To",type=string,JSONPath=`.spec.to`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Promotion struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec says what to promote, where, and how.
+	// +required
+	Spec PromotionSpec `json:"spec"`
+
+	// status is the Promotion's progress.
+	// +optional
+	Status PromotionStatus `json:"status,omitempty"`
+}
+
+// PromotionList is a list of Promotions.
+//
+// +kubebuilder:object:root=true
+type PromotionList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the Promotions.
+	Items []Promotion `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Promotion{}, &PromotionList{})
+}

@@ -1,0 +1,139 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Keys of the Secret that spec.keySecretRef names.
+const (
+	// SpokeKeySecretKey holds the HMAC key the spoke's agent signs with, and the
+	// key the hub verifies with first. At least 16 bytes; 32 random bytes are
+	// recommended.
+	SpokeKeySecretKey = "key"
+
+	// SpokePreviousKeySecretKey optionally holds the key being rotated out. While
+	// it is present the hub accepts signatures made with either key, so the
+	// agent can switch keys without a gap. Remove it once every agent signs
+	// with the new key.
+	SpokePreviousKeySecretKey = "previousKey"
+
+	// DefaultKubeConfigSecretKey is the key of a kubeconfig Secret when none is
+	// given; Cluster API writes the kubeconfig of Cluster <name> to Secret
+	// <name>-kubeconfig under this key.
+	DefaultKubeConfigSecretKey = "value"
+)
+
+// SpokeSpec describes a leaf cluster and how the hub authenticates its agent.
+// +kubebuilder:validation:XValidation:rule="!(has(self.clusterRef) && has(self.kubeConfigSecretRef))",message="clusterRef and kubeConfigSecretRef are mutually exclusive",fieldPath=".kubeConfigSecretRef"
+type SpokeSpec struct {
+	// keySecretRef names the Secret, in the Spoke's namespace, that holds the
+	// HMAC key the spoke's agent signs its requests with. The Secret holds the
+	// current key under "key" and, during a rotation, the previous one under
+	// "previousKey": the hub accepts either while both are present. To rotate,
+	// move "key" to "previousKey", write the new "key", roll the agent, then
+	// delete "previousKey".
+	// +required
+	KeySecretRef LocalSecretReference `json:"keySecretRef"`
+
+	// clusterRef names a Cluster API Cluster. When set, the hub reaches the
+	// spoke's API server (for strategies that need it, such as kubernetes)
+	// through the kubeconfig in Secret <cluster>-kubeconfig, key "value", in the
+	// Cluster's namespace. Mutually exclusive with kubeConfigSecretRef.
+	// +optional
+	ClusterRef *ObjectReference `json:"clusterRef,omitempty"`
+
+	// kubeConfigSecretRef names a Secret, in the Spoke's namespace, holding a
+	// kubeconfig for the spoke's API server. key defaults to "value".
+	// Mutually exclusive with clusterRef. Leave both unset when no strategy
+	// needs the hub to reach the spoke (the agent pulls helm actions itself).
+	// +optional
+	KubeConfigSecretRef *SecretKeyReference `json:"kubeConfigSecretRef,omitempty"`
+
+	// suspend tells the hub to ignore the spoke: its requests are rejected with
+	// 503 and its releases are not promoted into or from. Defaults to false.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// SpokeStatus is what the hub last heard from the spoke's agent.
+type SpokeStatus struct {
+	// observedGeneration is the metadata.generation of the spec the hub last
+	// reconciled.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready is True while the agent's heartbeats (state snapshots)
+	// arrive, and Unknown once none arrived within the heartbeat timeout.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// lastSeen is when the hub last accepted a signed request from the agent.
+	// +optional
+	LastSeen *metav1.Time `json:"lastSeen,omitempty"`
+
+	// agentVersion is the version of the tugboat agent, as it reports it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	AgentVersion string `json:"agentVersion,omitempty"`
+
+	// kubernetesVersion is the spoke API server's version, as the agent reports
+	// it (e.g. v1.36.3).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+
+	// releaseCount is how many Helm releases the agent reported in its last
+	// state snapshot.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReleaseCount int32 `json:"releaseCount,omitempty"`
+}
+
+// Spoke is a leaf cluster whose tugboat agent reports Helm releases to the hub.
+// Its name is a DNS label (at most 63 characters, no dots): it appears in URL
+// paths and as the first dot-separated part of ReleaseHistory names.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=spk,categories=tugboat
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.status.agentVersion`
+// +kubebuilder:printcolumn:name="Kubernetes",type=string,JSONPath=`.status.kubernetesVersion`
+// +kubebuilder:printcolumn:name="Releases",type=integer,JSONPath=`.status.releaseCount`
+// +kubebuilder:printcolumn:name="Last Seen",type=date,JSONPath=`.status.lastSeen`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && !self.metadata.name.contains('.')",message="metadata.name must be a DNS label: at most 63 characters, no dots"
+type Spoke struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec describes the spoke and its agent's credentials.
+	// +required
+	Spec SpokeSpec `json:"spec"`
+
+	// status is what the hub last heard from the spoke's agent.
+	// +optional
+	Status SpokeStatus `json:"status,omitempty"`
+}
+
+// SpokeList is a list of Spokes.
+//
+// +kubebuilder:object:root=true
+type SpokeList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the Spokes.
+	Items []Spoke `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Spoke{}, &SpokeList{})
+}

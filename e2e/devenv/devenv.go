@@ -1,0 +1,317 @@
+// Package devenv runs tugboat's embedded default on one machine: a hub
+// cluster and N spoke clusters from the e2e harness, with the tugboat CRDs
+// installed into the hub and a kubeconfig per cluster (plus one merged
+// kubeconfig with a context each). It backs `tugboat dev up` and
+// `tugboat dev down`.
+//
+// It is for local development and demos, not for production.
+package devenv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"tugboat.dev/tugboat/config/crd"
+	"tugboat.dev/tugboat/e2e/bins"
+	"tugboat.dev/tugboat/e2e/harness"
+)
+
+// Options configure Up.
+type Options struct {
+	// Spokes is the number of spoke clusters. Defaults to 2.
+	Spokes int
+	// Dir holds the state of the environment: kubeconfigs, cluster working
+	// directories and logs. Defaults to DefaultDir().
+	Dir string
+	// RepoRoot is the tugboat checkout that builds the control-plane
+	// binaries. Defaults to the checkout around the working directory.
+	RepoRoot string
+	// Progress receives progress lines. Defaults to io.Discard.
+	Progress io.Writer
+}
+
+// DefaultDir is where `tugboat dev up` keeps its state unless told otherwise.
+func DefaultDir() string { return filepath.Join(os.TempDir(), "tugboat-dev") }
+
+// StateFile is the name of the file in Dir that records a running environment,
+// so `tugboat dev down` can clean up one whose `up` was killed.
+const StateFile = "state.json"
+
+// State is what StateFile holds.
+type State struct {
+	// PID is the process running `tugboat dev up`.
+	PID int `json:"pid"`
+	// Clusters lists every cluster of the environment.
+	Clusters []ClusterState `json:"clusters"`
+}
+
+// ClusterState records one cluster.
+type ClusterState struct {
+	Name       string `json:"name"`
+	Role       string `json:"role"` // hub or spoke
+	Kubeconfig string `json:"kubeconfig"`
+	Dir        string `json:"dir"`
+	APIServer  string `json:"apiServer"`
+	PIDs       []int  `json:"pids"`
+}
+
+// Env is a running environment.
+type Env struct {
+	Dir string
+	// Kubeconfig is the merged kubeconfig with one context per cluster.
+	Kubeconfig string
+	Hub        *harness.Cluster
+	Spokes     []*harness.Cluster
+}
+
+// SpokeName returns the name of spoke i (0-based) of n.
+func SpokeName(i, n int) string { return fmt.Sprintf("spoke-%d", i+1) }
+
+// Up starts the environment. On error nothing is left running.
+func Up(ctx context.Context, opts Options) (_ *Env, err error) {
+	if opts.Spokes == 0 {
+		opts.Spokes = 2
+	}
+	if opts.Spokes < 1 || opts.Spokes > 10 {
+		return nil, fmt.Errorf("--spokes must be between 1 and 10, got %d", opts.Spokes)
+	}
+	if opts.Dir == "" {
+		opts.Dir = DefaultDir()
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	if st, err := ReadState(opts.Dir); err == nil && harness.ProcessAlive(st.PID) {
+		return nil, fmt.Errorf("an environment is already running from %s (pid %d); stop it with Ctrl-C or `tugboat dev down`", opts.Dir, st.PID)
+	} else if err == nil {
+		fmt.Fprintf(opts.Progress, "cleaning up an environment left behind in %s\n", opts.Dir)
+		if err := Down(opts.Dir, opts.Progress); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	binDir := os.Getenv(bins.EnvDir)
+	if binDir == "" {
+		root := opts.RepoRoot
+		if root == "" {
+			wd, _ := os.Getwd()
+			if root, err = bins.FindRepoRoot(wd); err != nil {
+				return nil, fmt.Errorf("%w; run from a tugboat checkout, or set $%s to a directory with the control-plane binaries", err, bins.EnvDir)
+			}
+		}
+		fmt.Fprintln(opts.Progress, "checking control-plane binaries")
+		if binDir, err = bins.Ensure(ctx, root, opts.Progress); err != nil {
+			return nil, err
+		}
+	}
+	crdFS, err := crd.Bases()
+	if err != nil {
+		return nil, err
+	}
+	crds, err := harness.ReadCRDsFS(crdFS)
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded CRDs: %w", err)
+	}
+
+	env := &Env{Dir: opts.Dir, Spokes: make([]*harness.Cluster, opts.Spokes)}
+	defer func() {
+		if err != nil {
+			env.Stop()
+		}
+	}()
+	names := []string{"hub"}
+	for i := 0; i < opts.Spokes; i++ {
+		names = append(names, SpokeName(i, opts.Spokes))
+	}
+	fmt.Fprintf(opts.Progress, "starting %d clusters: %v\n", len(names), names)
+	clusters := make([]*harness.Cluster, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			clusters[i], errs[i] = harness.Start(ctx, harness.Options{
+				Name: name, BinDir: binDir, Dir: filepath.Join(opts.Dir, "clusters"),
+				StartTimeout: 3 * time.Minute,
+			})
+			if errs[i] == nil {
+				fmt.Fprintf(opts.Progress, "cluster %s ready in %s (%s)\n", name, time.Since(start).Round(100*time.Millisecond), clusters[i].APIServerURL)
+			}
+		}()
+	}
+	wg.Wait()
+	env.Hub = clusters[0]
+	copy(env.Spokes, clusters[1:])
+	if err := errors.Join(errs...); err != nil {
+		return env, err
+	}
+	if err := env.writeState(); err != nil {
+		return env, err
+	}
+	fmt.Fprintln(opts.Progress, "installing tugboat CRDs into the hub")
+	if err := harness.Install(ctx, env.Hub.Client, crds); err != nil {
+		return env, err
+	}
+	if err := env.writeKubeconfigs(); err != nil {
+		return env, err
+	}
+	return env, nil
+}
+
+// Clusters returns the hub followed by the spokes.
+func (e *Env) Clusters() []*harness.Cluster {
+	return append([]*harness.Cluster{e.Hub}, e.Spokes...)
+}
+
+// KubeconfigFor returns the path of the kubeconfig of one cluster.
+func (e *Env) KubeconfigFor(name string) string { return filepath.Join(e.Dir, name+".kubeconfig") }
+
+func (e *Env) writeKubeconfigs() error {
+	merged := clientcmdapi.NewConfig()
+	for _, c := range e.Clusters() {
+		cfg, err := clientcmd.LoadFromFile(c.KubeconfigPath)
+		if err != nil {
+			return err
+		}
+		if err := clientcmd.WriteToFile(*cfg, e.KubeconfigFor(c.Name)); err != nil {
+			return err
+		}
+		for k, v := range cfg.Clusters {
+			merged.Clusters[k] = v
+		}
+		for k, v := range cfg.AuthInfos {
+			merged.AuthInfos[k] = v
+		}
+		for k, v := range cfg.Contexts {
+			merged.Contexts[k] = v
+		}
+	}
+	merged.CurrentContext = "hub"
+	e.Kubeconfig = filepath.Join(e.Dir, "kubeconfig")
+	return clientcmd.WriteToFile(*merged, e.Kubeconfig)
+}
+
+func (e *Env) writeState() error {
+	st := State{PID: os.Getpid()}
+	for _, c := range e.Clusters() {
+		role := "spoke"
+		if c == e.Hub {
+			role = "hub"
+		}
+		st.Clusters = append(st.Clusters, ClusterState{
+			Name: c.Name, Role: role, Kubeconfig: e.KubeconfigFor(c.Name), Dir: c.Dir,
+			APIServer: c.APIServerURL, PIDs: c.PIDs(),
+		})
+	}
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(e.Dir, StateFile), data, 0o600)
+}
+
+// Stop stops every cluster and removes the environment's files.
+func (e *Env) Stop() error {
+	var errs []error
+	for _, c := range e.Clusters() {
+		if c != nil {
+			errs = append(errs, c.Stop())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return removeEnvFiles(e.Dir)
+}
+
+// ReadState reads the state of an environment from dir.
+func ReadState(dir string) (*State, error) {
+	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if err != nil {
+		return nil, err
+	}
+	st := &State{}
+	if err := json.Unmarshal(data, st); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, StateFile), err)
+	}
+	return st, nil
+}
+
+// Down cleans up an environment left behind in dir: it stops the `dev up`
+// process if it still runs, kills every process group the state names, and
+// removes the files. A dir with no state is not an error.
+func Down(dir string, progress io.Writer) error {
+	if progress == nil {
+		progress = io.Discard
+	}
+	st, err := ReadState(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(progress, "nothing to clean up in %s\n", dir)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.PID != os.Getpid() && harness.ProcessAlive(st.PID) {
+		fmt.Fprintf(progress, "stopping tugboat dev up (pid %d)\n", st.PID)
+		_ = syscall.Kill(st.PID, syscall.SIGTERM)
+		deadline := time.Now().Add(20 * time.Second)
+		for harness.ProcessAlive(st.PID) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for _, c := range st.Clusters {
+		for _, pid := range c.PIDs {
+			if harness.ProcessAlive(pid) {
+				fmt.Fprintf(progress, "killing %s process group %d\n", c.Name, pid)
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, c := range st.Clusters {
+		for _, pid := range c.PIDs {
+			for harness.ProcessAlive(pid) && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if harness.ProcessAlive(pid) {
+				return fmt.Errorf("process %d of cluster %s survived SIGKILL", pid, c.Name)
+			}
+		}
+		if c.Dir != "" {
+			_ = os.RemoveAll(c.Dir)
+		}
+	}
+	if err := removeEnvFiles(dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "cleaned up %s\n", dir)
+	return nil
+}
+
+func removeEnvFiles(dir string) error {
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.kubeconfig"))
+	matches = append(matches, filepath.Join(dir, "kubeconfig"), filepath.Join(dir, StateFile), filepath.Join(dir, "clusters"))
+	var errs []error
+	for _, m := range matches {
+		if err := os.RemoveAll(m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

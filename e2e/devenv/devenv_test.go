@@ -1,0 +1,244 @@
+package devenv_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tugboat.dev/tugboat/e2e/bins"
+	"tugboat.dev/tugboat/e2e/devenv"
+	"tugboat.dev/tugboat/e2e/harness"
+)
+
+// buildTugboat builds the real binary once for the package's tests.
+var buildTugboat = sync.OnceValues(func() (string, error) {
+	root, err := bins.FindRepoRoot(".")
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "tugboat-bin-")
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "tugboat")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/tugboat")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", &exec.ExitError{Stderr: b}
+	}
+	return out, nil
+})
+
+// upProcess is a running `tugboat dev up`.
+type upProcess struct {
+	cmd    *exec.Cmd
+	lines  chan string
+	output *strings.Builder
+	mu     sync.Mutex
+	done   chan struct{}
+}
+
+func startUp(t *testing.T, dir string, spokes string) *upProcess {
+	t.Helper()
+	bin, err := buildTugboat()
+	if err != nil {
+		t.Fatalf("building tugboat: %v", err)
+	}
+	cmd := exec.Command(bin, "dev", "up", "--spokes", spokes, "--dir", dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	p := &upProcess{cmd: cmd, lines: make(chan string, 1000), output: &strings.Builder{}, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.output.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		close(p.lines)
+	}()
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		_ = devenv.Down(dir, nil)
+		if t.Failed() {
+			t.Logf("tugboat dev up output:\n%s", p.out())
+		}
+	})
+	return p
+}
+
+func (p *upProcess) out() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.output.String()
+}
+
+// waitForLine waits until a line containing substr is printed.
+func (p *upProcess) waitForLine(t *testing.T, substr string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("tugboat dev up exited before printing %q", substr)
+			}
+			if strings.Contains(line, substr) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("tugboat dev up did not print %q within %s", substr, timeout)
+		}
+	}
+}
+
+func clusterPIDs(g Gomega, dir string) []int {
+	st, err := devenv.ReadState(dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	var pids []int
+	for _, c := range st.Clusters {
+		pids = append(pids, c.PIDs...)
+	}
+	return pids
+}
+
+// TestDevUp_hubAndTwoSpokes runs the real `tugboat dev up --spokes 2`: every
+// kubeconfig reaches its own API server with a Ready node, the hub serves the
+// tugboat CRDs, and Ctrl-C stops everything and cleans up.
+func TestDevUp_hubAndTwoSpokes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	up := startUp(t, dir, "2")
+	up.waitForLine(t, "Press Ctrl-C", 4*time.Minute)
+	g.Expect(up.out()).To(ContainSubstring("export KUBECONFIG=" + filepath.Join(dir, "kubeconfig")))
+
+	st, err := devenv.ReadState(dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.Clusters).To(HaveLen(3))
+	seen := map[string]string{}
+	for _, c := range st.Clusters {
+		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, c.Name+".kubeconfig"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cfg.Host).To(Equal(c.APIServer))
+		for other, host := range seen {
+			g.Expect(cfg.Host).NotTo(Equal(host), "%s and %s share an API server", c.Name, other)
+		}
+		seen[c.Name] = cfg.Host
+		cl, err := client.New(cfg, client.Options{Scheme: harness.DefaultScheme()})
+		g.Expect(err).NotTo(HaveOccurred())
+		// The node's name is only known to the cluster that has it; list
+		// and check readiness through this kubeconfig.
+		var nodes corev1.NodeList
+		g.Expect(cl.List(ctx, &nodes)).To(Succeed())
+		g.Expect(nodes.Items).To(HaveLen(1))
+		ready := false
+		for _, cond := range nodes.Items[0].Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		g.Expect(ready).To(BeTrue(), "node of %s Ready", c.Name)
+
+		// A marker written through this kubeconfig is not visible through
+		// the others: each reaches its own cluster.
+		ns := &corev1.Namespace{}
+		ns.Name = "marker-" + c.Name
+		g.Expect(cl.Create(ctx, ns)).To(Succeed())
+
+		var crds apiextensionsv1.CustomResourceDefinitionList
+		g.Expect(cl.List(ctx, &crds)).To(Succeed())
+		tugboatCRDs := 0
+		for _, crd := range crds.Items {
+			if crd.Spec.Group == "tugboat.dev" {
+				tugboatCRDs++
+			}
+		}
+		if c.Role == "hub" {
+			g.Expect(tugboatCRDs).To(Equal(4), "Spoke, ReleaseHistory, Pipeline, Promotion")
+		} else {
+			g.Expect(tugboatCRDs).To(BeZero())
+		}
+	}
+	for _, c := range st.Clusters {
+		cfg, _ := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, c.Name+".kubeconfig"))
+		cl, _ := client.New(cfg, client.Options{})
+		var nsList corev1.NamespaceList
+		g.Expect(cl.List(ctx, &nsList)).To(Succeed())
+		markers := 0
+		for _, ns := range nsList.Items {
+			if strings.HasPrefix(ns.Name, "marker-") {
+				markers++
+				g.Expect(ns.Name).To(Equal("marker-" + c.Name))
+			}
+		}
+		g.Expect(markers).To(Equal(1))
+	}
+
+	pids := clusterPIDs(g, dir)
+	g.Expect(up.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
+	select {
+	case <-up.done:
+	case <-time.After(time.Minute):
+		t.Fatal("tugboat dev up did not exit within a minute of SIGINT")
+	}
+	g.Expect(up.cmd.ProcessState.ExitCode()).To(Equal(0), up.out())
+	for _, pid := range pids {
+		g.Expect(harness.ProcessAlive(pid)).To(BeFalse(), "pid %d after Ctrl-C", pid)
+	}
+	g.Expect(filepath.Join(dir, devenv.StateFile)).NotTo(BeAnExistingFile())
+	g.Expect(filepath.Join(dir, "clusters")).NotTo(BeADirectory())
+}
+
+// TestDevDown_cleansUpAfterKilledUp kills `dev up` without letting it clean
+// up, then checks that `dev down` leaves no process and no files behind.
+func TestDevDown_cleansUpAfterKilledUp(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	up := startUp(t, dir, "1")
+	up.waitForLine(t, "Press Ctrl-C", 4*time.Minute)
+	pids := clusterPIDs(g, dir)
+	g.Expect(pids).To(HaveLen(10))
+	g.Expect(up.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+	<-up.done
+
+	bin, _ := buildTugboat()
+	out, err := exec.Command(bin, "dev", "down", "--dir", dir).CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	g.Expect(string(out)).To(ContainSubstring("cleaned up"))
+	for _, pid := range pids {
+		g.Expect(harness.ProcessAlive(pid)).To(BeFalse(), "pid %d after dev down", pid)
+	}
+	g.Expect(filepath.Join(dir, devenv.StateFile)).NotTo(BeAnExistingFile())
+
+	out, err = exec.Command(bin, "dev", "down", "--dir", dir).CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	g.Expect(string(out)).To(ContainSubstring("nothing to clean up"))
+}

@@ -1,0 +1,15 @@
+// Package harness starts complete, local Kubernetes clusters for tests and for
+// `tugboat dev up`, with no Docker: etcd, kube-apiserver,
+// kube-controller-manager (deployment, replicaset, garbage-collector,
+// node-lifecycle, namespace and job controllers), kube-scheduler and kwok,
+// which runs fake nodes whose pods become Ready without a kubelet.
+//
+// Every process of a cluster runs in one process group on loopback ports
+// chosen at start, with its own temporary directory, so several clusters run
+// side by side. Stop kills the group and waits; StartT does so at test
+// cleanup, also after a failure or panic, and prints the log directory when
+// the test failed.
+//
+// The harness is for tests and local development only; it makes no attempt to
+// be a production cluster (no kubelet, no networking, no persistence).
+package harness
