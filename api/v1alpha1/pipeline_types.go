@@ -320,7 +320,3 @@ type PipelineList struct {
 	// items are the Pipelines.
 	Items []Pipeline `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Pipeline{}, &PipelineList{})
-}

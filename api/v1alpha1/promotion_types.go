@@ -334,7 +334,3 @@ type PromotionList struct {
 	// items are the Promotions.
 	Items []Promotion `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Promotion{}, &PromotionList{})
-}

@@ -263,10 +263,6 @@ type ReleaseHistoryList struct {
 	Items []ReleaseHistory `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&ReleaseHistory{}, &ReleaseHistoryList{})
-}
-
 // ReleaseHistoryName returns the name of the ReleaseHistory for a release:
 // <spoke>.<namespace>.<release>. Spoke names and namespaces hold no dots, so
 // the name parses back unambiguously.

@@ -133,7 +133,3 @@ type SpokeList struct {
 	// items are the Spokes.
 	Items []Spoke `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Spoke{}, &SpokeList{})
-}

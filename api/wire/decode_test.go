@@ -126,8 +126,8 @@ func TestDecodeEventBatch_rejectsBadBodies(t *testing.T) {
 		{name: "null", body: `null`, want: []string{"body must be a JSON object"}},
 		{name: "unknown field", body: mutate(t, valid, func(m map[string]any) { m["priority"] = 1 }), want: []string{"priority: unknown field"}},
 		{name: "unknown nested field", body: mutate(t, valid, func(m map[string]any) {
-			item(m, "events", 1)["colour"] = "blue"
-		}), want: []string{"events[1].colour: unknown field"}},
+			item(m, "events", 1)["flavor"] = "blue"
+		}), want: []string{"events[1].flavor: unknown field"}},
 		{name: "trailing data", body: mustJSON(t, valid) + `{}`, want: []string{"unexpected data after the JSON object"}},
 		{name: "trailing garbage", body: mustJSON(t, valid) + ` x`, want: []string{"unexpected data after the JSON object"}},
 		{name: "oversized", body: mustJSON(t, valid), limit: 100, want: []string{"body too large", "more than 100 bytes"}, large: true},

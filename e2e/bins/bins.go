@@ -179,7 +179,7 @@ func Ensure(ctx context.Context, repoRoot string, progress io.Writer) (string, e
 			}
 		}
 		if !have {
-			if err := os.MkdirAll(versioned, 0o755); err != nil {
+			if err := os.MkdirAll(versioned, 0o750); err != nil {
 				return "", err
 			}
 			fmt.Fprintf(progress, "building %s into %s (first time only; this takes minutes on 2 cores)\n", s.what, versioned)
@@ -222,11 +222,7 @@ func Ensure(ctx context.Context, repoRoot string, progress io.Writer) (string, e
 }
 
 func goCmd(ctx context.Context, dir string, log io.Writer, env []string, args ...string) error {
-	goBin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	if _, err := os.Stat(goBin); os.Getenv("GOROOT") == "" || err != nil {
-		goBin = "go"
-	}
-	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout = log

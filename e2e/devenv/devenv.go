@@ -100,7 +100,7 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, err
 	}
 	binDir := os.Getenv(bins.EnvDir)
@@ -129,7 +129,7 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	env := &Env{Dir: opts.Dir, Spokes: make([]*harness.Cluster, opts.Spokes)}
 	defer func() {
 		if err != nil {
-			env.Stop()
+			_ = env.Stop()
 		}
 	}()
 	names := []string{"hub"}

@@ -128,7 +128,7 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if parent == "" {
 		parent = os.TempDir()
 	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := os.MkdirAll(parent, 0o750); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp(parent, "tugboat-"+opts.Name+"-")
@@ -138,11 +138,11 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c := &Cluster{Name: opts.Name, Dir: dir, LogDir: filepath.Join(dir, "logs")}
 	defer func() {
 		if err != nil {
-			c.stop(false)
+			_ = c.stop(false)
 			err = fmt.Errorf("cluster %s (logs in %s): %w", opts.Name, c.LogDir, err)
 		}
 	}()
-	if err := os.MkdirAll(c.LogDir, 0o755); err != nil {
+	if err := os.MkdirAll(c.LogDir, 0o750); err != nil {
 		return nil, err
 	}
 	certs, err := newPKI(filepath.Join(dir, "pki"))

@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -89,7 +90,7 @@ func decodeCRDs(name string, data []byte) ([]*apiextensionsv1.CustomResourceDefi
 	for {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := dec.Decode(crd); err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return crds, nil
 			}
 			return nil, fmt.Errorf("%s: %w", name, err)

@@ -135,7 +135,7 @@ func waitFor(ctx context.Context, what string, interval time.Duration, procs []*
 		}
 		for _, p := range procs {
 			if ok, err := p.exited(); ok {
-				return fmt.Errorf("waiting for %s: %s %v; last log lines:\n%s", what, p.name, err, p.tail(2048))
+				return fmt.Errorf("waiting for %s: %s: %w; last log lines:\n%s", what, p.name, err, p.tail(2048))
 			}
 		}
 		select {
