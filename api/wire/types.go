@@ -148,6 +148,12 @@ type Event struct {
 	// Object is the object the event is about; nil for events about the
 	// release itself.
 	Object *ObjectRef `json:"object,omitempty"`
+	// State is the release as the agent saw it when the event happened, on
+	// events about the release itself (ReleaseStarted, ReleaseStatus,
+	// HealthChanged). It lets the hub update a ReleaseHistory from the event
+	// alone, without waiting for the next snapshot. Its namespace and release
+	// must equal the event's.
+	State *ReleaseState `json:"state,omitempty"`
 	// Message is a human-readable description (at most MaxMessageLength
 	// characters).
 	Message string `json:"message,omitempty"`

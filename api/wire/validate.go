@@ -67,6 +67,13 @@ func validateEvent(fe *fieldErrors, p string, e *Event, spoke string) {
 		token(fe, join(op, "name"), e.Object.Name, 253, true)
 		token(fe, join(op, "uid"), e.Object.UID, 128, false)
 	}
+	if e.State != nil {
+		sp := join(p, "state")
+		validateReleaseState(fe, sp, e.State)
+		if e.State.Namespace != e.Namespace || e.State.Release != e.Release {
+			fe.add(sp, "namespace and release must equal the event's")
+		}
+	}
 	text(fe, join(p, "message"), e.Message, MaxMessageLength, false, true)
 	if e.Time.IsZero() {
 		fe.add(join(p, "time"), "required")
