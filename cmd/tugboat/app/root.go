@@ -15,6 +15,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newDevCommand())
+	root.AddCommand(newHubCommand())
 	root.AddCommand(newVersionCommand())
 	return root
 }

@@ -1,0 +1,129 @@
+// Package hub assembles the hub process (`tugboat hub`): one
+// controller-runtime manager on the management cluster running the webhook
+// receiver (on every replica), the ReleaseHistory recorder (every replica)
+// and the reconcilers (leader only).
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/releasehistory"
+	"tugboat.dev/tugboat/controllers/spoke"
+	"tugboat.dev/tugboat/webhook/receiver"
+)
+
+// Options configure the hub process.
+type Options struct {
+	// MetricsBindAddress serves /metrics ("0" disables).
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz for the kubelet.
+	HealthProbeBindAddress string
+	// LeaderElection elects one replica to run the reconcilers.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the Lease (defaults to the pod's
+	// namespace in a cluster).
+	LeaderElectionNamespace string
+
+	Receiver receiver.Options
+	History  releasehistory.Options
+	Spoke    spoke.Options
+}
+
+// NewOptions returns the defaults.
+func NewOptions() Options {
+	return Options{
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+		LeaderElection:         true,
+		Receiver:               receiver.NewOptions(),
+		History:                releasehistory.NewOptions(),
+		Spoke:                  spoke.NewOptions(),
+	}
+}
+
+// BindFlags binds every option of the hub to fs.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of the Prometheus /metrics endpoint ("0" disables it)`)
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of the /healthz and /readyz probes")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one replica to run the reconcilers (the receiver serves on every replica)")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
+	o.Receiver.BindFlags(fs)
+	o.History.BindFlags(fs)
+	o.Spoke.BindFlags(fs)
+}
+
+// Validate reports every invalid option.
+func (o *Options) Validate() error {
+	return errors.Join(o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate())
+}
+
+// Scheme returns the hub's scheme: client-go's kinds and tugboat.dev/v1alpha1.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = tugboatv1alpha1.AddToScheme(s)
+	return s
+}
+
+// Hub is an assembled, not yet started, hub process.
+type Hub struct {
+	Manager  ctrl.Manager
+	Receiver *receiver.Server
+	Recorder *releasehistory.Recorder
+}
+
+// New assembles the hub against the cluster cfg points at.
+func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  Scheme(),
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        "tugboat-hub.tugboat.dev",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	rec := releasehistory.NewRecorder(mgr.GetClient(), mgr.GetAPIReader(), opts.History)
+	if err := rec.SetupWithManager(ctx, mgr); err != nil {
+		return nil, err
+	}
+	if err := (&spoke.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: opts.Spoke}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	ropts := opts.Receiver
+	ropts.ReadyCheck = func(*http.Request) error { return rec.Ready() }
+	srv, err := receiver.New(rec, ropts)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(srv); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("recorder", func(*http.Request) error { return rec.Ready() }); err != nil {
+		return nil, err
+	}
+	return &Hub{Manager: mgr, Receiver: srv, Recorder: rec}, nil
+}
+
+// Start runs the hub until ctx ends.
+func (h *Hub) Start(ctx context.Context) error { return h.Manager.Start(ctx) }

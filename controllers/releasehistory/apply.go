@@ -1,0 +1,203 @@
+package releasehistory
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/api/wire"
+)
+
+// applyState records a release's state into status. A state with revision 0
+// comes from a source that does not know Helm's revision (Flux events): it
+// is matched to the newest revision of the same chart version, else recorded
+// as a new revision after the newest. It returns the revision it wrote.
+func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) int32 {
+	rev := int32(s.Revision)
+	if rev == 0 {
+		rev = resolveUnknownRevision(st, s.ChartVersion)
+	}
+	r := findRevision(st, rev)
+	if r == nil {
+		st.Revisions = append(st.Revisions, tugboatv1alpha1.Revision{})
+		r = &st.Revisions[len(st.Revisions)-1]
+		r.Revision = rev
+	}
+	r.Chart = s.Chart
+	r.ChartVersion = s.ChartVersion
+	if s.AppVersion != "" {
+		r.AppVersion = s.AppVersion
+	}
+	if s.ValuesDigest != "" {
+		r.ValuesDigest = s.ValuesDigest
+	}
+	if s.ManifestDigest != "" {
+		r.ManifestDigest = s.ManifestDigest
+	}
+	r.Status = tugboatv1alpha1.ReleaseStatus(s.Status)
+	if s.Health != "" {
+		r.Health = tugboatv1alpha1.Health(s.Health)
+		r.HealthReason = truncate(s.HealthReason, 512)
+	}
+	if !s.FirstDeployed.IsZero() {
+		r.FirstDeployed = &metav1.Time{Time: s.FirstDeployed.UTC().Truncate(time.Second)}
+	}
+	if !s.LastDeployed.IsZero() {
+		r.LastDeployed = &metav1.Time{Time: s.LastDeployed.UTC().Truncate(time.Second)}
+	}
+	sortRevisions(st)
+	// The current revision is the newest one; an update of an older
+	// revision (Helm marking it superseded) never moves current back.
+	newest := st.Revisions[0].RevisionSummary
+	st.Current = &newest
+	return rev
+}
+
+func resolveUnknownRevision(st *tugboatv1alpha1.ReleaseHistoryStatus, chartVersion string) int32 {
+	sortRevisions(st)
+	if len(st.Revisions) == 0 {
+		return 1
+	}
+	if st.Revisions[0].ChartVersion == chartVersion {
+		return st.Revisions[0].Revision
+	}
+	return st.Revisions[0].Revision + 1
+}
+
+// markUninstalled records that the release is no longer on the spoke.
+func markUninstalled(st *tugboatv1alpha1.ReleaseHistoryStatus) bool {
+	if st.Current == nil || st.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled {
+		return false
+	}
+	if r := findRevision(st, st.Current.Revision); r != nil {
+		r.Status = tugboatv1alpha1.ReleaseStatusUninstalled
+		r.Health = tugboatv1alpha1.HealthUnknown
+		r.HealthReason = "release not present in the spoke's state snapshot"
+		cur := r.RevisionSummary
+		st.Current = &cur
+	}
+	return true
+}
+
+// applyEvent adds e to the revision it belongs to, compacting a repeat of
+// the newest event with the same reason, object and message into a count.
+// An event for a revision the history does not hold is attached to the
+// newest revision not after it, or dropped when there is none.
+func applyEvent(st *tugboatv1alpha1.ReleaseHistoryStatus, e *wire.Event, rev int32, limit int) bool {
+	r := findRevision(st, rev)
+	if r == nil {
+		sortRevisions(st)
+		for i := range st.Revisions {
+			if st.Revisions[i].Revision <= rev {
+				r = &st.Revisions[i]
+				break
+			}
+		}
+	}
+	if r == nil {
+		return false
+	}
+	for i := range r.Events {
+		if r.Events[i].ID == e.ID {
+			return false // already recorded
+		}
+	}
+	t := metav1.Time{Time: e.Time.UTC().Truncate(time.Second)}
+	var obj *tugboatv1alpha1.EventObjectReference
+	if e.Object != nil {
+		obj = &tugboatv1alpha1.EventObjectReference{Kind: e.Object.Kind, Namespace: e.Object.Namespace, Name: e.Object.Name}
+	}
+	msg := truncate(e.Message, tugboatv1alpha1.MaxEventMessageLength)
+	if n := len(r.Events); n > 0 {
+		last := &r.Events[n-1]
+		if last.Reason == e.Reason && last.Message == msg && last.Type == tugboatv1alpha1.EventType(e.Type) && sameObject(last.Object, obj) {
+			if last.Count == 0 {
+				last.Count = 1
+			}
+			last.Count++
+			last.ID = e.ID
+			if t.After(last.Time.Time) {
+				last.Time = t
+			}
+			touch(st, t)
+			return true
+		}
+	}
+	r.Events = append(r.Events, tugboatv1alpha1.ReleaseEvent{
+		ID: e.ID, Time: t, Type: tugboatv1alpha1.EventType(e.Type), Reason: e.Reason, Object: obj, Message: msg,
+	})
+	sort.SliceStable(r.Events, func(i, j int) bool { return r.Events[i].Time.Before(&r.Events[j].Time) })
+	if len(r.Events) > limit {
+		r.Events = append([]tugboatv1alpha1.ReleaseEvent(nil), r.Events[len(r.Events)-limit:]...)
+	}
+	touch(st, t)
+	return true
+}
+
+func touch(st *tugboatv1alpha1.ReleaseHistoryStatus, t metav1.Time) {
+	if st.LastEventTime == nil || t.After(st.LastEventTime.Time) {
+		st.LastEventTime = &t
+	}
+}
+
+func sameObject(a, b *tugboatv1alpha1.EventObjectReference) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// trim enforces the revision limit and the size cap: revisions beyond the
+// limit go first, then the oldest events of the oldest revisions.
+func trim(st *tugboatv1alpha1.ReleaseHistoryStatus, revisionLimit, maxBytes int) {
+	sortRevisions(st)
+	if len(st.Revisions) > revisionLimit {
+		st.Revisions = st.Revisions[:revisionLimit]
+	}
+	for size(st) > maxBytes {
+		dropped := false
+		for i := len(st.Revisions) - 1; i >= 0 && !dropped; i-- {
+			if len(st.Revisions[i].Events) > 0 {
+				st.Revisions[i].Events = st.Revisions[i].Events[1:]
+				dropped = true
+			}
+		}
+		if !dropped {
+			return
+		}
+	}
+}
+
+func size(st *tugboatv1alpha1.ReleaseHistoryStatus) int {
+	b, _ := json.Marshal(st)
+	return len(b)
+}
+
+func findRevision(st *tugboatv1alpha1.ReleaseHistoryStatus, rev int32) *tugboatv1alpha1.Revision {
+	for i := range st.Revisions {
+		if st.Revisions[i].Revision == rev {
+			return &st.Revisions[i]
+		}
+	}
+	return nil
+}
+
+// sortRevisions orders revisions newest first.
+func sortRevisions(st *tugboatv1alpha1.ReleaseHistoryStatus) {
+	sort.SliceStable(st.Revisions, func(i, j int) bool { return st.Revisions[i].Revision > st.Revisions[j].Revision })
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

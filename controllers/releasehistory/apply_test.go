@@ -1,0 +1,115 @@
+package releasehistory
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/api/wire"
+)
+
+func state(rev int, version string, status wire.ReleaseStatus, health wire.Health) *wire.ReleaseState {
+	return &wire.ReleaseState{
+		Namespace: "apps", Release: "web", Chart: "web", ChartVersion: version,
+		Revision: rev, Status: status, Health: health,
+	}
+}
+
+func event(rev int, seq int64, reason, msg string) *wire.Event {
+	e := &wire.Event{
+		Spoke: "s1", Namespace: "apps", Release: "web", Revision: rev, Kind: wire.EventObjectUpdated,
+		Type: wire.EventTypeNormal, Reason: reason, Message: msg, Sequence: seq,
+		Object: &wire.ObjectRef{Kind: "Deployment", Namespace: "apps", Name: "web", UID: "u1"},
+		Time:   time.Date(2026, 11, 1, 10, 0, int(seq), 0, time.UTC),
+	}
+	e.ID = e.ComputeID()
+	return e
+}
+
+func TestApplyState_newerRevisionBecomesCurrentOlderDoesNot(t *testing.T) {
+	g := NewWithT(t)
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	applyState(st, state(1, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))
+	applyState(st, state(2, "1.1.0", wire.StatusPendingUpgrade, wire.HealthInProgress))
+	g.Expect(st.Current.Revision).To(Equal(int32(2)))
+	// Helm marks revision 1 superseded after the upgrade: current stays 2.
+	applyState(st, state(1, "1.0.0", wire.StatusSuperseded, wire.HealthCurrent))
+	g.Expect(st.Current.Revision).To(Equal(int32(2)))
+	g.Expect(st.Current.ChartVersion).To(Equal("1.1.0"))
+	g.Expect(st.Revisions).To(HaveLen(2))
+	g.Expect(st.Revisions[0].Revision).To(Equal(int32(2)), "newest first")
+	g.Expect(st.Revisions[1].Status).To(Equal(tugboatv1alpha1.ReleaseStatusSuperseded))
+}
+
+func TestApplyState_unknownRevisionMatchesChartVersionOrAppends(t *testing.T) {
+	g := NewWithT(t)
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	g.Expect(applyState(st, state(0, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))).To(Equal(int32(1)))
+	g.Expect(applyState(st, state(0, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))).To(Equal(int32(1)))
+	g.Expect(applyState(st, state(0, "1.1.0", wire.StatusFailed, wire.HealthFailed))).To(Equal(int32(2)))
+	g.Expect(applyState(st, state(0, "1.1.0", wire.StatusDeployed, wire.HealthCurrent))).To(Equal(int32(2)))
+	g.Expect(st.Current.Status).To(Equal(tugboatv1alpha1.ReleaseStatusDeployed))
+}
+
+func TestApplyEvent_compactsRepeatsAndDeduplicates(t *testing.T) {
+	g := NewWithT(t)
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	applyState(st, state(1, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))
+	e1 := event(1, 1, "Modified", "Deployment web modified")
+	g.Expect(applyEvent(st, e1, 1, 40)).To(BeTrue())
+	g.Expect(applyEvent(st, e1, 1, 40)).To(BeFalse(), "same id twice")
+	g.Expect(applyEvent(st, event(1, 2, "Modified", "Deployment web modified"), 1, 40)).To(BeTrue())
+	g.Expect(applyEvent(st, event(1, 3, "Modified", "Deployment web modified"), 1, 40)).To(BeTrue())
+	g.Expect(st.Revisions[0].Events).To(HaveLen(1))
+	g.Expect(st.Revisions[0].Events[0].Count).To(Equal(int32(3)))
+	g.Expect(applyEvent(st, event(1, 4, "RolloutComplete", "rollout complete"), 1, 40)).To(BeTrue())
+	g.Expect(st.Revisions[0].Events).To(HaveLen(2))
+	g.Expect(st.LastEventTime.Time).To(Equal(time.Date(2026, 11, 1, 10, 0, 4, 0, time.UTC)))
+}
+
+func TestApplyEvent_boundsEventsAndUnknownRevision(t *testing.T) {
+	g := NewWithT(t)
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	g.Expect(applyEvent(st, event(3, 1, "X", "x"), 3, 5)).To(BeFalse(), "no revision to attach to")
+	applyState(st, state(2, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))
+	for i := 0; i < 20; i++ {
+		g.Expect(applyEvent(st, event(3, int64(i), "Reason", strings.Repeat("m", i+1)), 3, 5)).To(BeTrue())
+	}
+	g.Expect(st.Revisions[0].Events).To(HaveLen(5), "attached to revision 2, bounded")
+	g.Expect(st.Revisions[0].Events[4].Message).To(HaveLen(20), "newest kept")
+}
+
+func TestTrim_revisionLimitAndSizeCap(t *testing.T) {
+	g := NewWithT(t)
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	for rev := 1; rev <= 15; rev++ {
+		applyState(st, state(rev, "1.0.0", wire.StatusSuperseded, wire.HealthCurrent))
+		for i := 0; i < 40; i++ {
+			applyEvent(st, event(rev, int64(i), "Reason", strings.Repeat("x", 500)+string(rune('a'+i%26))), int32(rev), 40)
+		}
+	}
+	trim(st, 10, 64<<10)
+	g.Expect(st.Revisions).To(HaveLen(10))
+	g.Expect(st.Revisions[0].Revision).To(Equal(int32(15)))
+	g.Expect(size(st)).To(BeNumerically("<=", 64<<10))
+	g.Expect(st.Revisions[0].Events).NotTo(BeEmpty(), "the newest revision's events go last")
+}
+
+func TestMarkUninstalled(t *testing.T) {
+	g := NewWithT(t)
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	g.Expect(markUninstalled(st)).To(BeFalse())
+	applyState(st, state(1, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))
+	g.Expect(markUninstalled(st)).To(BeTrue())
+	g.Expect(st.Current.Status).To(Equal(tugboatv1alpha1.ReleaseStatusUninstalled))
+	g.Expect(markUninstalled(st)).To(BeFalse())
+}
+
+func TestTruncate_runeBoundary(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(truncate("héllo", 2)).To(Equal("h"))
+	g.Expect(truncate("abc", 5)).To(Equal("abc"))
+}

@@ -1,0 +1,69 @@
+package releasehistory
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+)
+
+// Options bound what a ReleaseHistory keeps and how often it is written.
+type Options struct {
+	// RevisionLimit is how many revisions each ReleaseHistory keeps.
+	RevisionLimit int
+	// EventLimit is how many (compacted) events each revision keeps.
+	EventLimit int
+	// WriteInterval is the least time between two writes of one
+	// ReleaseHistory; updates arriving meanwhile are coalesced.
+	WriteInterval time.Duration
+	// KeyCacheTTL is how long spoke keys are cached; a rotated key is picked
+	// up within it.
+	KeyCacheTTL time.Duration
+	// MaxStatusBytes caps the serialized status; the oldest events are
+	// dropped first to stay below it.
+	MaxStatusBytes int
+	// Workers is the number of concurrent writers.
+	Workers int
+}
+
+// NewOptions returns the defaults.
+func NewOptions() Options {
+	return Options{
+		RevisionLimit:  tugboatv1alpha1.DefaultRevisionLimit,
+		EventLimit:     tugboatv1alpha1.MaxEventsPerRevision,
+		WriteInterval:  100 * time.Millisecond,
+		KeyCacheTTL:    10 * time.Second,
+		MaxStatusBytes: 256 << 10,
+		Workers:        8,
+	}
+}
+
+// BindFlags binds the options to flags.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.RevisionLimit, "history-revisions", o.RevisionLimit, "revisions kept per ReleaseHistory")
+	fs.IntVar(&o.EventLimit, "history-events", o.EventLimit, "events kept per revision (repeats are compacted)")
+	fs.DurationVar(&o.WriteInterval, "history-write-interval", o.WriteInterval, "least time between two writes of one ReleaseHistory")
+	fs.DurationVar(&o.KeyCacheTTL, "spoke-key-cache-ttl", o.KeyCacheTTL, "how long spoke keys are cached (rotation takes effect within it)")
+	fs.IntVar(&o.Workers, "history-writers", o.Workers, "concurrent ReleaseHistory writers")
+}
+
+// Validate reports the first invalid option.
+func (o *Options) Validate() error {
+	switch {
+	case o.RevisionLimit < 1 || o.RevisionLimit > tugboatv1alpha1.MaxRevisions:
+		return fmt.Errorf("--history-revisions must be between 1 and %d, got %d", tugboatv1alpha1.MaxRevisions, o.RevisionLimit)
+	case o.EventLimit < 1 || o.EventLimit > tugboatv1alpha1.MaxEventsPerRevision:
+		return fmt.Errorf("--history-events must be between 1 and %d, got %d", tugboatv1alpha1.MaxEventsPerRevision, o.EventLimit)
+	case o.WriteInterval < 0:
+		return fmt.Errorf("--history-write-interval must not be negative")
+	case o.KeyCacheTTL < 0:
+		return fmt.Errorf("--spoke-key-cache-ttl must not be negative")
+	case o.Workers < 1:
+		return fmt.Errorf("--history-writers must be at least 1")
+	case o.MaxStatusBytes < 16<<10:
+		return fmt.Errorf("status size cap must be at least 16KiB")
+	}
+	return nil
+}

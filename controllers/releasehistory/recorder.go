@@ -1,0 +1,464 @@
+package releasehistory
+
+import (
+	"context"
+	"crypto/hmac"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/webhook/receiver"
+)
+
+// +kubebuilder:rbac:groups=tugboat.dev,resources=releasehistories,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=tugboat.dev,resources=releasehistories/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=spokes/status,verbs=get;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// Recorder persists what spokes report. It implements receiver.Store.
+type Recorder struct {
+	client client.Client // cached reads, direct writes
+	api    client.Reader // uncached reads: secrets, conflict retries
+	opts   Options
+	now    func() time.Time
+
+	ready atomic.Bool
+	queue workqueue.TypedDelayingInterface[types.NamespacedName]
+
+	mu      sync.Mutex
+	pending map[types.NamespacedName]*pending
+	keys    map[string]cachedKeys
+}
+
+// pending holds the changes to one ReleaseHistory not yet written.
+type pending struct {
+	spec      tugboatv1alpha1.ReleaseHistorySpec
+	owner     metav1.OwnerReference
+	ops       []op
+	waiters   []chan error
+	lastWrite time.Time
+}
+
+// op changes a status; it reports whether it changed anything.
+type op func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool
+
+type cachedKeys struct {
+	keys    receiver.SpokeKeys
+	expires time.Time
+}
+
+var _ receiver.Store = (*Recorder)(nil)
+
+// NewRecorder returns a Recorder reading through c (usually the manager's
+// cached client) and api (the manager's APIReader).
+func NewRecorder(c client.Client, api client.Reader, opts Options) *Recorder {
+	return &Recorder{
+		client:  c,
+		api:     api,
+		opts:    opts,
+		now:     time.Now,
+		queue:   workqueue.NewTypedDelayingQueue[types.NamespacedName](),
+		pending: map[types.NamespacedName]*pending{},
+		keys:    map[string]cachedKeys{},
+	}
+}
+
+// SetupWithManager registers the Spoke name index and adds the Recorder's
+// writers to mgr.
+func (r *Recorder) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := IndexSpokeNames(ctx, mgr); err != nil {
+		return err
+	}
+	return mgr.Add(r)
+}
+
+// IndexSpokeNames registers SpokeNameIndex (idempotent per manager is the
+// caller's concern: call it once).
+func IndexSpokeNames(ctx context.Context, mgr ctrl.Manager) error {
+	return mgr.GetFieldIndexer().IndexField(ctx, &tugboatv1alpha1.Spoke{}, SpokeNameIndex, func(o client.Object) []string {
+		return []string{o.GetName()}
+	})
+}
+
+// NeedLeaderElection is false: every hub replica records what it receives.
+func (r *Recorder) NeedLeaderElection() bool { return false }
+
+// Start runs the writers until ctx ends.
+func (r *Recorder) Start(ctx context.Context) error {
+	r.ready.Store(true)
+	defer r.ready.Store(false)
+	var wg sync.WaitGroup
+	for i := 0; i < r.opts.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r.processNext(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	r.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// Ready reports nil once the Recorder's writers run.
+func (r *Recorder) Ready() error {
+	if !r.ready.Load() {
+		return receiver.ErrNotReady
+	}
+	return nil
+}
+
+// lookupSpoke finds the Spoke by name across namespaces. A name that is
+// ambiguous is treated as unknown.
+func (r *Recorder) lookupSpoke(ctx context.Context, name string) (*tugboatv1alpha1.Spoke, error) {
+	var list tugboatv1alpha1.SpokeList
+	if err := r.client.List(ctx, &list, client.MatchingFields{SpokeNameIndex: name}); err != nil {
+		return nil, fmt.Errorf("listing spokes: %w", err)
+	}
+	var live []tugboatv1alpha1.Spoke
+	for _, s := range list.Items {
+		if s.DeletionTimestamp == nil {
+			live = append(live, s)
+		}
+	}
+	if len(live) != 1 {
+		return nil, receiver.ErrUnknownSpoke
+	}
+	return &live[0], nil
+}
+
+// SpokeKeys returns the spoke's keys from its key Secret, cached for
+// KeyCacheTTL. The key material is used as stored (surrounding whitespace
+// trimmed).
+func (r *Recorder) SpokeKeys(ctx context.Context, spoke string) (receiver.SpokeKeys, error) {
+	if !r.ready.Load() {
+		return receiver.SpokeKeys{}, receiver.ErrNotReady
+	}
+	now := r.now()
+	r.mu.Lock()
+	if c, ok := r.keys[spoke]; ok && now.Before(c.expires) {
+		r.mu.Unlock()
+		return c.keys, nil
+	}
+	r.mu.Unlock()
+	sp, err := r.lookupSpoke(ctx, spoke)
+	if err != nil {
+		return receiver.SpokeKeys{}, err
+	}
+	keys, err := r.readKeys(ctx, sp)
+	if err != nil {
+		return receiver.SpokeKeys{}, err
+	}
+	r.mu.Lock()
+	r.keys[spoke] = cachedKeys{keys: keys, expires: now.Add(r.opts.KeyCacheTTL)}
+	r.mu.Unlock()
+	return keys, nil
+}
+
+func (r *Recorder) readKeys(ctx context.Context, sp *tugboatv1alpha1.Spoke) (receiver.SpokeKeys, error) {
+	secret := &corev1.Secret{}
+	key := types.NamespacedName{Namespace: sp.Namespace, Name: sp.Spec.KeySecretRef.Name}
+	if err := r.api.Get(ctx, key, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			// The Spoke controller generates it; until then the spoke
+			// cannot authenticate.
+			return receiver.SpokeKeys{}, receiver.ErrUnknownSpoke
+		}
+		return receiver.SpokeKeys{}, fmt.Errorf("reading key secret %s: %w", key, err)
+	}
+	cur := []byte(strings.TrimSpace(string(secret.Data[tugboatv1alpha1.SpokeKeySecretKey])))
+	prev := []byte(strings.TrimSpace(string(secret.Data[tugboatv1alpha1.SpokePreviousKeySecretKey])))
+	if len(cur) == 0 {
+		return receiver.SpokeKeys{}, receiver.ErrUnknownSpoke
+	}
+	if len(prev) == 0 || hmac.Equal(prev, cur) {
+		prev = nil
+	}
+	return receiver.SpokeKeys{Current: cur, Previous: prev}, nil
+}
+
+// RecordEvents applies events to their ReleaseHistories and returns once
+// they are persisted.
+func (r *Recorder) RecordEvents(ctx context.Context, spoke string, events []wire.Event) error {
+	if err := r.Ready(); err != nil {
+		return err
+	}
+	sp, err := r.lookupSpoke(ctx, spoke)
+	if err != nil {
+		return err
+	}
+	var waits []chan error
+	for i := range events {
+		e := events[i]
+		waits = append(waits, r.enqueue(sp, e.Namespace, e.Release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
+			changed := false
+			rev := int32(e.Revision)
+			if e.State != nil {
+				before := st.DeepCopy()
+				rev = applyState(st, e.State)
+				changed = !apiequality.Semantic.DeepEqual(before, st)
+				if e.State.HelmRelease != nil && spec.HelmRelease == nil {
+					spec.HelmRelease = &tugboatv1alpha1.ObjectReference{Namespace: e.State.HelmRelease.Namespace, Name: e.State.HelmRelease.Name}
+				}
+			} else if rev == 0 && st.Current != nil {
+				rev = st.Current.Revision
+			}
+			return applyEvent(st, &e, rev, r.opts.EventLimit) || changed
+		}))
+	}
+	return wait(ctx, waits)
+}
+
+// RecordState reconciles the spoke's releases with snap, records the
+// heartbeat on the Spoke, and returns once everything is persisted.
+func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.StateSnapshot) error {
+	if err := r.Ready(); err != nil {
+		return err
+	}
+	sp, err := r.lookupSpoke(ctx, spoke)
+	if err != nil {
+		return err
+	}
+	if err := r.heartbeat(ctx, sp, snap); err != nil {
+		return err
+	}
+	present := map[string]bool{}
+	var waits []chan error
+	for i := range snap.Releases {
+		s := snap.Releases[i]
+		present[tugboatv1alpha1.ReleaseHistoryName(sp.Name, s.Namespace, s.Release)] = true
+		waits = append(waits, r.enqueue(sp, s.Namespace, s.Release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
+			before := st.DeepCopy()
+			applyState(st, &s)
+			if s.HelmRelease != nil && spec.HelmRelease == nil {
+				spec.HelmRelease = &tugboatv1alpha1.ObjectReference{Namespace: s.HelmRelease.Namespace, Name: s.HelmRelease.Name}
+			}
+			return !apiequality.Semantic.DeepEqual(before, st)
+		}))
+	}
+	var known tugboatv1alpha1.ReleaseHistoryList
+	if err := r.client.List(ctx, &known, client.InNamespace(sp.Namespace), client.MatchingLabels{LabelSpoke: sp.Name}); err != nil {
+		return fmt.Errorf("listing release histories of spoke %s: %w", sp.Name, err)
+	}
+	for i := range known.Items {
+		rh := &known.Items[i]
+		if present[rh.Name] || rh.Status.Current == nil || rh.Status.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled {
+			continue
+		}
+		waits = append(waits, r.enqueue(sp, rh.Spec.Namespace, rh.Spec.Release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, _ *tugboatv1alpha1.ReleaseHistorySpec) bool {
+			return markUninstalled(st)
+		}))
+	}
+	return wait(ctx, waits)
+}
+
+// heartbeat records on the Spoke that its agent was heard from.
+func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, snap *wire.StateSnapshot) error {
+	patch := &tugboatv1alpha1.Spoke{}
+	patch.Status.LastSeen = &metav1.Time{Time: r.now().UTC().Truncate(time.Second)}
+	patch.Status.AgentVersion = snap.AgentVersion
+	patch.Status.KubernetesVersion = snap.KubernetesVersion
+	patch.Status.ReleaseCount = int32(len(snap.Releases))
+	data := fmt.Sprintf(`{"status":{"lastSeen":%q,"agentVersion":%q,"kubernetesVersion":%q,"releaseCount":%d}}`,
+		patch.Status.LastSeen.Format(time.RFC3339), patch.Status.AgentVersion, patch.Status.KubernetesVersion, patch.Status.ReleaseCount)
+	if err := r.client.Status().Patch(ctx, sp, client.RawPatch(types.MergePatchType, []byte(data))); err != nil {
+		return fmt.Errorf("recording heartbeat of spoke %s: %w", sp.Name, err)
+	}
+	return nil
+}
+
+// enqueue adds an op for the ReleaseHistory of (spoke, namespace, release)
+// and returns a channel that receives the result of the write that
+// includes it.
+func (r *Recorder) enqueue(sp *tugboatv1alpha1.Spoke, namespace, release string, o op) chan error {
+	key := types.NamespacedName{Namespace: sp.Namespace, Name: tugboatv1alpha1.ReleaseHistoryName(sp.Name, namespace, release)}
+	ch := make(chan error, 1)
+	r.mu.Lock()
+	p := r.pending[key]
+	if p == nil {
+		p = &pending{}
+		r.pending[key] = p
+	}
+	p.spec = tugboatv1alpha1.ReleaseHistorySpec{Spoke: sp.Name, Namespace: namespace, Release: release}
+	p.owner = metav1.OwnerReference{
+		APIVersion: tugboatv1alpha1.GroupVersion.String(), Kind: "Spoke", Name: sp.Name, UID: sp.UID,
+		BlockOwnerDeletion: ptr.To(false),
+	}
+	p.ops = append(p.ops, o)
+	p.waiters = append(p.waiters, ch)
+	delay := time.Until(p.lastWrite.Add(r.opts.WriteInterval))
+	r.mu.Unlock()
+	if delay > 0 {
+		r.queue.AddAfter(key, delay)
+	} else {
+		r.queue.Add(key)
+	}
+	return ch
+}
+
+func (r *Recorder) processNext(ctx context.Context) bool {
+	key, shutdown := r.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer r.queue.Done(key)
+	r.mu.Lock()
+	p := r.pending[key]
+	if p == nil {
+		r.mu.Unlock()
+		return true
+	}
+	if len(p.ops) == 0 {
+		// Idle: forget the entry once its write interval has passed.
+		if r.now().Sub(p.lastWrite) >= r.opts.WriteInterval {
+			delete(r.pending, key)
+		}
+		r.mu.Unlock()
+		return true
+	}
+	ops, waiters, spec, owner := p.ops, p.waiters, p.spec, p.owner
+	p.ops, p.waiters = nil, nil
+	r.mu.Unlock()
+
+	err := r.write(ctx, key, spec, owner, ops)
+
+	r.mu.Lock()
+	p.lastWrite = r.now()
+	r.mu.Unlock()
+	for _, w := range waiters {
+		w <- err
+	}
+	// Either writes what arrived meanwhile, or forgets the idle entry.
+	r.queue.AddAfter(key, r.opts.WriteInterval)
+	return true
+}
+
+// write applies ops to the ReleaseHistory key, creating it if needed, and
+// writes its status once. Conflicts are retried on a fresh read.
+func (r *Recorder) write(ctx context.Context, key types.NamespacedName, spec tugboatv1alpha1.ReleaseHistorySpec, owner metav1.OwnerReference, ops []op) error {
+	var reader client.Reader = r.client
+	for attempt := 0; ; attempt++ {
+		err := r.tryWrite(ctx, reader, key, spec, owner, ops)
+		if err == nil || attempt >= 5 || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+			if err != nil {
+				return fmt.Errorf("writing ReleaseHistory %s: %w", key, err)
+			}
+			return nil
+		}
+		reader = r.api
+	}
+}
+
+func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types.NamespacedName, spec tugboatv1alpha1.ReleaseHistorySpec, owner metav1.OwnerReference, ops []op) error {
+	rh := &tugboatv1alpha1.ReleaseHistory{}
+	err := reader.Get(ctx, key, rh)
+	switch {
+	case apierrors.IsNotFound(err):
+		rh = &tugboatv1alpha1.ReleaseHistory{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: key.Namespace, Name: key.Name,
+				Labels: map[string]string{
+					LabelSpoke: spec.Spoke, LabelRelease: spec.Release, LabelReleaseNamespace: spec.Namespace,
+				},
+				OwnerReferences: []metav1.OwnerReference{owner},
+			},
+			Spec: spec,
+		}
+		// Spec fields ops may fill (the HelmRelease) are set before create.
+		probe := rh.Status.DeepCopy()
+		for _, o := range ops {
+			o(probe, &rh.Spec)
+		}
+		if err := r.client.Create(ctx, rh); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+	specBefore := rh.Spec.DeepCopy()
+	before := rh.Status.DeepCopy()
+	changed := false
+	for _, o := range ops {
+		if o(&rh.Status, &rh.Spec) {
+			changed = true
+		}
+	}
+	if !apiequality.Semantic.DeepEqual(specBefore, &rh.Spec) {
+		status := rh.Status.DeepCopy()
+		if err := r.client.Update(ctx, rh); err != nil {
+			return err
+		}
+		rh.Status = *status
+	}
+	trim(&rh.Status, r.opts.RevisionLimit, r.opts.MaxStatusBytes)
+	setReady(rh)
+	if !changed && apiequality.Semantic.DeepEqual(before, &rh.Status) {
+		return nil
+	}
+	return r.client.Status().Update(ctx, rh)
+}
+
+// setReady mirrors the current revision's health into the Ready condition.
+func setReady(rh *tugboatv1alpha1.ReleaseHistory) {
+	cond := metav1.Condition{Type: tugboatv1alpha1.ReadyCondition.String(), ObservedGeneration: rh.Generation}
+	switch {
+	case rh.Status.Current == nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, "NoRevision", "no revision reported yet"
+	case rh.Status.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "Uninstalled", "the release is not installed on the spoke"
+	case rh.Status.Current.Health == tugboatv1alpha1.HealthCurrent:
+		cond.Status, cond.Reason = metav1.ConditionTrue, "Current"
+		cond.Message = fmt.Sprintf("revision %d (%s %s) is healthy", rh.Status.Current.Revision, rh.Status.Current.Chart, rh.Status.Current.ChartVersion)
+	case rh.Status.Current.Health == tugboatv1alpha1.HealthFailed:
+		cond.Status, cond.Reason = metav1.ConditionFalse, "Failed"
+		cond.Message = orDefault(rh.Status.Current.HealthReason, "the release failed")
+	default:
+		cond.Status, cond.Reason = metav1.ConditionUnknown, "InProgress"
+		cond.Message = orDefault(rh.Status.Current.HealthReason, "rollout in progress")
+	}
+	cond.Message = truncate(cond.Message, 1024)
+	apimeta.SetStatusCondition(&rh.Status.Conditions, cond)
+	rh.Status.ObservedGeneration = rh.Generation
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// wait returns the first error of waits, or ctx's error.
+func wait(ctx context.Context, waits []chan error) error {
+	var errs []error
+	for _, w := range waits {
+		select {
+		case err := <-w:
+			if err != nil {
+				errs = append(errs, err)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return errors.Join(errs...)
+}

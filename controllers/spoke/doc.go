@@ -1,0 +1,9 @@
+// Package spoke holds the Spoke reconciler: it makes sure every Spoke has a
+// key Secret (generating a 32-byte key when the referenced Secret is
+// missing), detects Spoke names used twice across namespaces, and turns the
+// agent's heartbeats (recorded in status.lastSeen by the receiver) into the
+// Ready condition: True while heartbeats arrive, Unknown after a lease-like
+// timeout, as Open Cluster Management does for managed clusters.
+//
+// It does not receive heartbeats itself and never reads a spoke cluster.
+package spoke

@@ -1,0 +1,231 @@
+package spoke
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/releasehistory"
+)
+
+// Options configure the Spoke reconciler.
+type Options struct {
+	// HeartbeatTimeout is how long after the last heartbeat a Spoke stays
+	// Ready; after it, Ready becomes Unknown.
+	HeartbeatTimeout time.Duration
+}
+
+// NewOptions returns the defaults: three missed 30 s heartbeats.
+func NewOptions() Options { return Options{HeartbeatTimeout: 90 * time.Second} }
+
+// BindFlags binds the options to flags.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&o.HeartbeatTimeout, "spoke-heartbeat-timeout", o.HeartbeatTimeout, "time after the last agent heartbeat before a Spoke's Ready turns Unknown")
+}
+
+// Validate reports an invalid option.
+func (o *Options) Validate() error {
+	if o.HeartbeatTimeout <= 0 {
+		return fmt.Errorf("--spoke-heartbeat-timeout must be positive")
+	}
+	return nil
+}
+
+// Reconciler reconciles Spokes.
+type Reconciler struct {
+	// Client reads Spokes from the cache and writes.
+	Client client.Client
+	// APIReader reads Secrets without caching them (the hub does not watch
+	// Secrets).
+	APIReader client.Reader
+	Options   Options
+	// Now is the clock; defaults to time.Now.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=spokes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
+
+// SetupWithManager registers the reconciler. The Spoke name index must be
+// registered on mgr (releasehistory.IndexSpokeNames).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&tugboatv1alpha1.Spoke{}).
+		// A Spoke created or deleted elsewhere with the same name changes
+		// whether this one's name is unique.
+		Watches(&tugboatv1alpha1.Spoke{}, handler.EnqueueRequestsFromMapFunc(r.sameName)).
+		Named("spoke").
+		Complete(r)
+}
+
+// sameName maps a Spoke to the other Spokes of the same name.
+func (r *Reconciler) sameName(ctx context.Context, o client.Object) []reconcile.Request {
+	var list tugboatv1alpha1.SpokeList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{releasehistory.SpokeNameIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, s := range list.Items {
+		if s.UID != o.GetUID() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+		}
+	}
+	return reqs
+}
+
+// Reconcile brings one Spoke's status up to date.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	sp := &tugboatv1alpha1.Spoke{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sp.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	orig := sp.DeepCopy()
+	defer func() {
+		if apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.StalledCondition.String()) ||
+			!apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String()) {
+			sp.Status.ObservedGeneration = sp.Generation
+		}
+		if err := r.Client.Status().Patch(ctx, sp, client.MergeFrom(orig)); err != nil && retErr == nil {
+			retErr = client.IgnoreNotFound(err)
+		}
+	}()
+
+	if err := r.reconcileKeySecret(ctx, sp); err != nil {
+		if stalled, ok := err.(stalledError); ok {
+			r.setStalled(sp, stalled.reason, stalled.Error())
+			return ctrl.Result{}, nil
+		}
+		r.setCondition(sp, tugboatv1alpha1.ReconcilingCondition, metav1.ConditionTrue, tugboatv1alpha1.ProgressingReason, err.Error())
+		return ctrl.Result{}, err
+	}
+	if err := r.reconcileUniqueName(ctx, sp); err != nil {
+		if stalled, ok := err.(stalledError); ok {
+			r.setStalled(sp, stalled.reason, stalled.Error())
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.StalledCondition.String())
+	apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
+	return ctrl.Result{RequeueAfter: r.reconcileReady(sp)}, nil
+}
+
+type stalledError struct {
+	reason tugboatv1alpha1.ConditionReason
+	msg    string
+}
+
+func (e stalledError) Error() string { return e.msg }
+
+// reconcileKeySecret makes sure the key Secret exists: a missing one is
+// generated (32 random bytes, hex), owned by the Spoke. A Secret without a
+// key is a configuration error.
+func (r *Reconciler) reconcileKeySecret(ctx context.Context, sp *tugboatv1alpha1.Spoke) error {
+	name := sp.Spec.KeySecretRef.Name
+	secret := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		raw := make([]byte, 32)
+		if _, err := rand.Read(raw); err != nil {
+			return err
+		}
+		secret = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: sp.Namespace, Name: name,
+				Labels: map[string]string{releasehistory.LabelSpoke: sp.Name},
+			},
+			Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: []byte(hex.EncodeToString(raw))},
+		}
+		if err := controllerutil.SetControllerReference(sp, secret, r.Client.Scheme()); err != nil {
+			return err
+		}
+		if err := r.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating key secret %s: %w", name, err)
+		}
+		log.FromContext(ctx).Info("generated a key secret for the spoke", "secret", name)
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading key secret %s: %w", name, err)
+	}
+	if len(secret.Data[tugboatv1alpha1.SpokeKeySecretKey]) < 16 {
+		return stalledError{reason: tugboatv1alpha1.InvalidSpecReason,
+			msg: fmt.Sprintf("secret %s must hold a key of at least 16 bytes in %q", name, tugboatv1alpha1.SpokeKeySecretKey)}
+	}
+	return nil
+}
+
+// reconcileUniqueName fails when another Spoke in another namespace has the
+// same name: the agent protocol identifies spokes by name alone.
+func (r *Reconciler) reconcileUniqueName(ctx context.Context, sp *tugboatv1alpha1.Spoke) error {
+	var list tugboatv1alpha1.SpokeList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{releasehistory.SpokeNameIndex: sp.Name}); err != nil {
+		return err
+	}
+	for _, other := range list.Items {
+		if other.UID != sp.UID && other.DeletionTimestamp.IsZero() {
+			return stalledError{reason: "DuplicateName",
+				msg: fmt.Sprintf("spoke name %q is also used in namespace %s; spoke names must be unique across the hub", sp.Name, other.Namespace)}
+		}
+	}
+	return nil
+}
+
+// reconcileReady sets Ready from the last heartbeat and returns when to look
+// again.
+func (r *Reconciler) reconcileReady(sp *tugboatv1alpha1.Spoke) time.Duration {
+	timeout := r.Options.HeartbeatTimeout
+	if sp.Status.LastSeen == nil {
+		r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionUnknown, tugboatv1alpha1.AgentNotSeenReason,
+			"waiting for the agent's first heartbeat")
+		return 0
+	}
+	age := r.Now().Sub(sp.Status.LastSeen.Time)
+	if age <= timeout {
+		msg := "the agent is sending heartbeats"
+		if sp.Status.AgentVersion != "" {
+			msg = fmt.Sprintf("agent %s is sending heartbeats", sp.Status.AgentVersion)
+		}
+		r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionTrue, tugboatv1alpha1.AgentConnectedReason, msg)
+		return timeout - age + 100*time.Millisecond
+	}
+	r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionUnknown, tugboatv1alpha1.AgentNotSeenReason,
+		fmt.Sprintf("no heartbeat since %s (timeout %s)", sp.Status.LastSeen.UTC().Format(time.RFC3339), timeout))
+	return 0
+}
+
+func (r *Reconciler) setStalled(sp *tugboatv1alpha1.Spoke, reason tugboatv1alpha1.ConditionReason, msg string) {
+	r.setCondition(sp, tugboatv1alpha1.StalledCondition, metav1.ConditionTrue, reason, msg)
+	r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+	apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
+}
+
+func (r *Reconciler) setCondition(sp *tugboatv1alpha1.Spoke, t tugboatv1alpha1.ConditionType, s metav1.ConditionStatus, reason tugboatv1alpha1.ConditionReason, msg string) {
+	apimeta.SetStatusCondition(&sp.Status.Conditions, metav1.Condition{
+		Type: t.String(), Status: s, Reason: reason.String(), Message: msg, ObservedGeneration: sp.Generation,
+	})
+}
