@@ -1,0 +1,110 @@
+// Package receiver is the hub's HTTP receiver: it authenticates what spoke
+// agents and Flux notification-controller send, drops redeliveries and late
+// news, and hands the rest to a Store (the hub's ReleaseHistory writer).
+//
+// It is not the store: it persists nothing, and it does not serve /metrics
+// (the manager does; the receiver registers its metrics in
+// controller-runtime's registry).
+//
+// # Endpoints
+//
+//	POST /v1/spokes/{spoke}/events  wire.EventBatch     → 202 wire.AcceptedResponse
+//	POST /v1/spokes/{spoke}/state   wire.StateSnapshot  → 202 wire.AcceptedResponse
+//	POST /v1/flux/{spoke}           a Flux Event        → 202 wire.AcceptedResponse
+//	GET  /healthz                   200 always
+//	GET  /readyz                    200 once Options.ReadyCheck passes, else 503
+//
+// # Order of checks (agent endpoints)
+//
+//  1. method (405) and path (404);
+//  2. Content-Encoding: identity or gzip, else 415;
+//  3. the body as sent, at most Options.BodyLimit bytes (StateBodyLimit for
+//     state), else 413;
+//  4. the spoke's keys (Store.SpokeKeys) and the v1 signature over the
+//     method, the escaped path and the body exactly as sent — before
+//     anything decompresses or parses it — else 401. An unknown spoke, a bad
+//     signature and a timestamp outside Options.ReplayWindow get the same
+//     401 body; the reason is only in the rejected_total metric and the
+//     debug log. A store that is not ready gives 503;
+//  5. the spoke's token bucket (Options.RateLimit, RateBurst), else 429 with
+//     Retry-After;
+//  6. gzip bodies are decompressed up to Options.DecompressedLimit, else 413;
+//  7. strict decoding and validation (wire.DecodeEventBatch,
+//     wire.DecodeStateSnapshot) and the body's spoke equal to the path's,
+//     else 400 naming the fields;
+//  8. the Store records, else 503 with Retry-After.
+//
+// With Content-Encoding: gzip, the signature covers the compressed bytes
+// (the HTTP body as sent), so the hub never inflates data from a caller it
+// has not authenticated. The path signed is the one the receiver sees: an
+// ingress must not rewrite it.
+//
+// # Duplicates and order
+//
+// Event ids (wire.NewEventID) are remembered in a bounded FIFO cache
+// (Options.DedupeCacheSize); an event seen before is counted in Duplicates
+// and not recorded again. Ids are kept only once the store recorded their
+// events, so a batch answered 503 is not a duplicate when it is retried.
+//
+// Per spoke and release the receiver remembers the newest revision seen. An
+// event about the release's state (ReleaseStarted, ReleaseStatus,
+// HealthChanged) for an older revision is stale: it is dropped, so it cannot
+// overwrite newer state, and counted only in the events_total{result="stale"}
+// metric (AcceptedResponse has no field for it: Received = Accepted +
+// Duplicates + stale). Events about objects are never stale. A release that
+// was uninstalled, or starts again at revision 1 (ReleaseStarted or
+// pending-install), or whose later state snapshot shows an older revision,
+// starts over.
+//
+// # Flux
+//
+// POST /v1/flux/{spoke} takes what a notification-controller Provider of
+// type generic-hmac sends: a Flux Event (github.com/fluxcd/pkg/apis/event/
+// v1beta1) signed with "X-Signature: sha256=<hex HMAC-SHA256 of the body>"
+// (sha1 and sha512 are accepted too), keyed with the Spoke's current or
+// previous key (the Provider Secret's token). Flux signs no timestamp, so
+// the event's own timestamp must be within Options.ReplayWindow.
+//
+// Only events whose involvedObject is a HelmRelease are recorded; others
+// are answered 202 with nothing accepted. helm-controller's reasons map to
+// a wire.Event of kind ReleaseStatus carrying a State:
+//
+//	reason                                 status            health      revision
+//	InstallSucceeded, UpgradeSucceeded     deployed          Current     from message
+//	RollbackSucceeded                      deployed          Current     0
+//	TestSucceeded                          deployed          Current     from message
+//	TestFailed                             deployed          Failed      from message
+//	UninstallSucceeded                     uninstalled       Unknown     from message
+//	InstallFailed, UpgradeFailed,
+//	RollbackFailed, UninstallFailed,
+//	RemediationFailed                      failed            Failed      0
+//	Progressing "Running '<action>'"       pending-install,  InProgress  0
+//	                                       pending-upgrade,
+//	                                       pending-rollback,
+//	                                       uninstalling
+//
+// Every other reason (ArtifactFailed, DependencyNotReady, DriftDetected,
+// a Progressing without an action, ...) becomes a KubernetesEvent without a
+// State: it is kept in the release's event list but does not change its
+// state, since the revision that runs is unaffected.
+//
+// Revision 0 means unknown: Flux events carry no Helm revision number
+// except in helm-controller's message ("release apps/web.v7 with chart
+// web@1.4.0"), and a rollback names the revision it went back to, not the
+// one Helm wrote. The Store assigns it (it matches the chart version to a
+// revision it knows or appends one). Such events pass wire validation in
+// every other respect.
+//
+// The release's namespace and name come from the message when it names
+// them, else from metadata "release-namespace" and "release-name", else
+// they are the HelmRelease's own. The chart version is metadata "revision"
+// (Flux's "@sha256:..." and "+<digest>" suffixes stripped; other build
+// metadata kept), else the message's; the chart name is metadata "chart",
+// else the message's, else the HelmRelease's name. "app-version" and
+// "token" (the values digest) fill appVersion and valuesDigest. Metadata
+// keys are read both as notification-controller forwards them ("revision")
+// and as helm-controller emits them ("helm.toolkit.fluxcd.io/revision").
+// The event's object is the HelmRelease, and its id hashes the HelmRelease
+// uid, the reason and the timestamp, so notification-controller's retries
+// are de-duplicated.
+package receiver

@@ -1,0 +1,172 @@
+package receiver
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+
+	"tugboat.dev/tugboat/api/wire"
+)
+
+// Defaults of the receiver's options.
+const (
+	// DefaultBindAddress is where the receiver listens.
+	DefaultBindAddress = ":9443"
+	// DefaultBodyLimit is the largest request body accepted on the events and
+	// Flux endpoints, in bytes, as sent (compressed or not).
+	DefaultBodyLimit int64 = 1 << 20
+	// DefaultStateBodyLimit is the largest request body accepted on the state
+	// endpoint, in bytes, as sent. A snapshot lists every release of a spoke,
+	// so it may be larger than an event batch.
+	DefaultStateBodyLimit int64 = wire.DefaultStateSnapshotLimit
+	// DefaultDecompressedLimit is the largest a gzip-encoded body may grow to
+	// once decompressed, in bytes.
+	DefaultDecompressedLimit int64 = 8 << 20
+	// DefaultRateLimit is each spoke's sustained request rate, per second.
+	DefaultRateLimit = 50.0
+	// DefaultRateBurst is how many requests a spoke may send at once.
+	DefaultRateBurst = 100
+	// DefaultReplayWindow is how far a request's signed timestamp (or a Flux
+	// event's timestamp) may be from the hub's clock.
+	DefaultReplayWindow = wire.DefaultWindow
+	// DefaultDedupeCacheSize is how many event ids the receiver remembers.
+	DefaultDedupeCacheSize = 100_000
+	// DefaultShutdownTimeout bounds the graceful shutdown.
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// Options configure a Server. Create them with NewOptions, let BindFlags
+// override them from the command line, and check them with Validate (New
+// does that too).
+type Options struct {
+	// BindAddress is the host:port the server listens on.
+	BindAddress string
+	// TLSCertFile and TLSKeyFile are a PEM certificate and key to serve HTTPS
+	// with; the files are watched and reloaded when they change. Leave both
+	// empty to serve plain HTTP (behind an ingress that terminates TLS).
+	TLSCertFile string
+	// TLSKeyFile is the key matching TLSCertFile.
+	TLSKeyFile string
+
+	// BodyLimit is the largest body, as sent, of an event batch or a Flux
+	// event, in bytes. Larger bodies are answered 413.
+	BodyLimit int64
+	// StateBodyLimit is the largest body, as sent, of a state snapshot, in
+	// bytes.
+	StateBodyLimit int64
+	// DecompressedLimit is the largest a Content-Encoding: gzip body may grow
+	// to, in bytes (413 past it).
+	DecompressedLimit int64
+
+	// RateLimit is each spoke's sustained rate of authenticated requests per
+	// second; past it (and the burst) the receiver answers 429 with
+	// Retry-After.
+	RateLimit float64
+	// RateBurst is how many requests a spoke may send at once.
+	RateBurst int
+
+	// ReplayWindow is how far a signed timestamp may be from the hub's clock,
+	// either way.
+	ReplayWindow time.Duration
+	// DedupeCacheSize is how many event ids the receiver remembers to drop
+	// redeliveries (memory is about 100 bytes per id).
+	DedupeCacheSize int
+	// ShutdownTimeout bounds how long Start waits for requests in flight once
+	// its context ends.
+	ShutdownTimeout time.Duration
+
+	// ReadyCheck, when set, decides /readyz: 200 while it returns nil, 503
+	// otherwise. Not a flag.
+	ReadyCheck healthz.Checker
+	// Logger is the receiver's logger. Not a flag; defaults to
+	// controller-runtime's logger named "webhook-receiver".
+	Logger logr.Logger
+	// Registerer is where the receiver's metrics go. Not a flag; defaults to
+	// controller-runtime's metrics.Registry, which the manager serves on
+	// /metrics.
+	Registerer prometheus.Registerer
+	// Clock returns the current time. Not a flag; defaults to time.Now.
+	// Tests set it.
+	Clock func() time.Time
+}
+
+// NewOptions returns Options with every default set.
+func NewOptions() Options {
+	return Options{
+		BindAddress:       DefaultBindAddress,
+		BodyLimit:         DefaultBodyLimit,
+		StateBodyLimit:    DefaultStateBodyLimit,
+		DecompressedLimit: DefaultDecompressedLimit,
+		RateLimit:         DefaultRateLimit,
+		RateBurst:         DefaultRateBurst,
+		ReplayWindow:      DefaultReplayWindow,
+		DedupeCacheSize:   DefaultDedupeCacheSize,
+		ShutdownTimeout:   DefaultShutdownTimeout,
+	}
+}
+
+// BindFlags binds the options that make sense on a command line to fs,
+// prefixed "receiver-".
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.BindAddress, "receiver-bind-address", o.BindAddress,
+		"Address the hub's webhook receiver listens on.")
+	fs.StringVar(&o.TLSCertFile, "receiver-tls-cert-file", o.TLSCertFile,
+		"PEM certificate for the receiver's HTTPS; empty serves plain HTTP (TLS terminated by an ingress).")
+	fs.StringVar(&o.TLSKeyFile, "receiver-tls-key-file", o.TLSKeyFile,
+		"PEM key matching --receiver-tls-cert-file.")
+	fs.Int64Var(&o.BodyLimit, "receiver-body-limit", o.BodyLimit,
+		"Largest event batch or Flux event body accepted, in bytes, as sent.")
+	fs.Int64Var(&o.StateBodyLimit, "receiver-state-body-limit", o.StateBodyLimit,
+		"Largest state snapshot body accepted, in bytes, as sent.")
+	fs.Int64Var(&o.DecompressedLimit, "receiver-decompressed-limit", o.DecompressedLimit,
+		"Largest size a gzip-encoded body may decompress to, in bytes.")
+	fs.Float64Var(&o.RateLimit, "receiver-rate-limit", o.RateLimit,
+		"Authenticated requests per second allowed per spoke.")
+	fs.IntVar(&o.RateBurst, "receiver-rate-burst", o.RateBurst,
+		"Requests a spoke may send at once above --receiver-rate-limit.")
+	fs.DurationVar(&o.ReplayWindow, "receiver-replay-window", o.ReplayWindow,
+		"How far a request's signed timestamp may be from the hub's clock.")
+	fs.IntVar(&o.DedupeCacheSize, "receiver-dedupe-cache-size", o.DedupeCacheSize,
+		"How many event ids the receiver remembers to drop redeliveries.")
+	fs.DurationVar(&o.ShutdownTimeout, "receiver-shutdown-timeout", o.ShutdownTimeout,
+		"How long the receiver waits for requests in flight when stopping.")
+}
+
+// Validate reports every option out of range, joined.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.BindAddress == "" {
+		errs = append(errs, errors.New("receiver bind address: required"))
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		errs = append(errs, errors.New("receiver TLS: set both the certificate and the key file, or neither"))
+	}
+	positive := func(name string, v int64) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("receiver %s: must be positive, got %d", name, v))
+		}
+	}
+	positive("body limit", o.BodyLimit)
+	positive("state body limit", o.StateBodyLimit)
+	positive("decompressed limit", o.DecompressedLimit)
+	positive("rate burst", int64(o.RateBurst))
+	positive("dedupe cache size", int64(o.DedupeCacheSize))
+	if o.DecompressedLimit > 0 && o.DecompressedLimit < o.BodyLimit {
+		errs = append(errs, fmt.Errorf("receiver decompressed limit (%d) must be at least the body limit (%d)", o.DecompressedLimit, o.BodyLimit))
+	}
+	if !(o.RateLimit > 0) {
+		errs = append(errs, fmt.Errorf("receiver rate limit: must be positive, got %v", o.RateLimit))
+	}
+	if o.ReplayWindow < time.Second {
+		errs = append(errs, fmt.Errorf("receiver replay window: must be at least 1s, got %s", o.ReplayWindow))
+	}
+	if o.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("receiver shutdown timeout: must not be negative, got %s", o.ShutdownTimeout))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,306 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"tugboat.dev/tugboat/api/wire"
+)
+
+// storeRetryAfter is the Retry-After of a 503 when the store is not ready
+// or failed.
+const storeRetryAfter = 5 * time.Second
+
+// maxCachedVerifiers bounds the verifier cache; it is cleared when full.
+const maxCachedVerifiers = 10_000
+
+// reject counts a rejected request and logs why, at debug level. The
+// reason never goes into a response; keys, signatures and bodies never go
+// into a log.
+func (s *Server) reject(endpoint, reason, spoke string, kv ...any) {
+	s.metrics.rejected.WithLabelValues(endpoint, reason).Inc()
+	s.log.V(1).Info("Rejected request", append([]any{"endpoint", endpoint, "reason", reason, "spoke", clip(spoke)}, kv...)...)
+}
+
+// verifierCache keeps one wire.Verifier per spoke, rebuilt when the spoke's
+// keys change.
+type verifierCache struct {
+	window time.Duration
+	now    func() time.Time
+	mu     sync.RWMutex
+	m      map[string]*cachedVerifier
+}
+
+type cachedVerifier struct {
+	current, previous []byte
+	v                 *wire.Verifier
+}
+
+func newVerifierCache(window time.Duration, now func() time.Time) *verifierCache {
+	return &verifierCache{window: window, now: now, m: make(map[string]*cachedVerifier)}
+}
+
+// get returns a verifier for spoke's keys.
+func (c *verifierCache) get(spoke string, keys SpokeKeys) (*wire.Verifier, error) {
+	c.mu.RLock()
+	cv := c.m[spoke]
+	c.mu.RUnlock()
+	if cv != nil && bytes.Equal(cv.current, keys.Current) && bytes.Equal(cv.previous, keys.Previous) {
+		return cv.v, nil
+	}
+	v, err := wire.NewVerifier(keys.Current, keys.Previous, wire.WithWindow(c.window), wire.WithClock(c.now))
+	if err != nil {
+		return nil, err
+	}
+	cv = &cachedVerifier{current: bytes.Clone(keys.Current), previous: bytes.Clone(keys.Previous), v: v}
+	c.mu.Lock()
+	if len(c.m) >= maxCachedVerifiers {
+		clear(c.m)
+	}
+	c.m[spoke] = cv
+	c.mu.Unlock()
+	return v, nil
+}
+
+// spokeKeys looks up spoke's keys. It answers 401 for an unknown spoke (or
+// a name that cannot be one) and 503 when the store cannot tell yet, and
+// then returns ok false.
+func (s *Server) spokeKeys(ctx context.Context, w http.ResponseWriter, endpoint, spoke string) (SpokeKeys, bool) {
+	if !isDNSLabel(spoke) {
+		s.reject(endpoint, reasonUnknownSpoke, spoke)
+		writeError(w, http.StatusUnauthorized, unauthorized)
+		return SpokeKeys{}, false
+	}
+	keys, err := s.store.SpokeKeys(ctx, spoke)
+	switch {
+	case errors.Is(err, ErrUnknownSpoke):
+		s.reject(endpoint, reasonUnknownSpoke, spoke)
+		writeError(w, http.StatusUnauthorized, unauthorized)
+		return SpokeKeys{}, false
+	case err != nil:
+		s.unavailable(w, endpoint, spoke, "looking up the spoke's keys", err)
+		return SpokeKeys{}, false
+	}
+	return keys, true
+}
+
+// authenticate verifies r's v1 signature over raw, the body as sent, before
+// anything parses it, then takes a token from the spoke's rate limit. It
+// answers 401, 429 or 503 and returns false when the request may not go on.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, endpoint, spoke string, raw []byte) bool {
+	keys, ok := s.spokeKeys(r.Context(), w, endpoint, spoke)
+	if !ok {
+		return false
+	}
+	v, err := s.keys.get(spoke, keys)
+	if err != nil {
+		// A key too short to trust: the Spoke's Secret is misconfigured.
+		// Logged at debug level only, as anyone can name the spoke; the
+		// invalid_key reason in rejected_total tells the operator.
+		s.reject(endpoint, "invalid_key", spoke, "error", err.Error())
+		writeError(w, http.StatusUnauthorized, unauthorized)
+		return false
+	}
+	if err := v.VerifyRequest(r, raw); err != nil {
+		reason := reasonBadSignature
+		var ve *wire.VerifyError
+		if errors.As(err, &ve) && ve.Reason() != wire.ErrSignatureMismatch.Error() {
+			reason = ve.Reason()
+		}
+		s.reject(endpoint, reason, spoke)
+		writeError(w, http.StatusUnauthorized, unauthorized)
+		return false
+	}
+	return s.allow(w, endpoint, spoke)
+}
+
+// allow takes a token from spoke's bucket, or answers 429.
+func (s *Server) allow(w http.ResponseWriter, endpoint, spoke string) bool {
+	ok, wait := s.limits.allow(spoke)
+	if !ok {
+		s.reject(endpoint, reasonRateLimited, spoke)
+		retryAfter(w, wait)
+		writeError(w, http.StatusTooManyRequests, errorf("rate limit exceeded for spoke %q: retry later", spoke))
+	}
+	return ok
+}
+
+// unavailable answers 503 with Retry-After for a store that is not ready or
+// failed.
+func (s *Server) unavailable(w http.ResponseWriter, endpoint, spoke, doing string, err error) {
+	if errors.Is(err, ErrNotReady) {
+		s.reject(endpoint, reasonStoreUnavailable, spoke, "error", err.Error())
+	} else {
+		s.metrics.rejected.WithLabelValues(endpoint, reasonStoreUnavailable).Inc()
+		s.log.Error(err, "Store failed", "endpoint", endpoint, "spoke", spoke, "while", doing)
+	}
+	retryAfter(w, storeRetryAfter)
+	writeError(w, http.StatusServiceUnavailable, errorf("hub not ready: retry later"))
+}
+
+// badInput answers a decode error: 413 for ErrTooLarge, else 400 naming the
+// fields.
+func (s *Server) badInput(w http.ResponseWriter, endpoint, spoke string, err error) {
+	if errors.Is(err, wire.ErrTooLarge) {
+		s.reject(endpoint, reasonBodyTooLarge, spoke)
+		writeError(w, http.StatusRequestEntityTooLarge, wire.NewErrorResponse(err))
+		return
+	}
+	s.reject(endpoint, reasonInvalidBody, spoke, "error", err.Error())
+	writeError(w, http.StatusBadRequest, wire.NewErrorResponse(err))
+}
+
+// spokeMismatch answers 400 for a body whose spoke is not the path's.
+func (s *Server) spokeMismatch(w http.ResponseWriter, endpoint, pathSpoke, bodySpoke string) {
+	s.reject(endpoint, reasonSpokeMismatch, pathSpoke, "bodySpoke", clip(bodySpoke))
+	writeError(w, http.StatusBadRequest, wire.ErrorResponse{
+		Error:  "invalid body: spoke: must equal the spoke in the path",
+		Fields: []wire.FieldError{{Field: "spoke", Detail: fmt.Sprintf("must equal the spoke in the path %q", pathSpoke)}},
+	})
+}
+
+// serveEvents handles POST /v1/spokes/{spoke}/events.
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke string) {
+	const ep = endpointEvents
+	raw, gzipped, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
+	if !ok || !s.authenticate(w, r, ep, spoke, raw) {
+		return
+	}
+	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
+	if !ok {
+		return
+	}
+	batch, err := wire.DecodeEventBatch(bytes.NewReader(body), int64(len(body))+1)
+	if err != nil {
+		s.badInput(w, ep, spoke, err)
+		return
+	}
+	if batch.Spoke != spoke {
+		s.spokeMismatch(w, ep, spoke, batch.Spoke)
+		return
+	}
+	resp, err := s.record(r.Context(), ep, spoke, batch.Events)
+	if err != nil {
+		s.unavailable(w, ep, spoke, "recording events", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, resp)
+}
+
+// serveState handles POST /v1/spokes/{spoke}/state.
+func (s *Server) serveState(w http.ResponseWriter, r *http.Request, spoke string) {
+	const ep = endpointState
+	raw, gzipped, ok := s.readBody(w, r, ep, s.opts.StateBodyLimit)
+	if !ok || !s.authenticate(w, r, ep, spoke, raw) {
+		return
+	}
+	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
+	if !ok {
+		return
+	}
+	snap, err := wire.DecodeStateSnapshot(bytes.NewReader(body), int64(len(body))+1)
+	if err != nil {
+		s.badInput(w, ep, spoke, err)
+		return
+	}
+	if snap.Spoke != spoke {
+		s.spokeMismatch(w, ep, spoke, snap.Spoke)
+		return
+	}
+	if err := s.store.RecordState(r.Context(), spoke, snap); err != nil {
+		s.unavailable(w, ep, spoke, "recording state", err)
+		return
+	}
+	s.revs.observeSnapshot(spoke, snap)
+	n := len(snap.Releases)
+	writeJSON(w, http.StatusAccepted, wire.AcceptedResponse{Received: n, Accepted: n})
+}
+
+// record drops the events already recorded (by id) and those that would
+// overwrite a newer revision's state, hands the rest to the store, and
+// counts. The ids are remembered only once the store took the events, so a
+// batch the store failed is not a duplicate when it comes again.
+//
+// Received = Accepted + Duplicates + stale events (which the wire response
+// has no field for; they are in the events_total metric).
+func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wire.Event) (wire.AcceptedResponse, error) {
+	n := len(events)
+	resp := wire.AcceptedResponse{Received: n}
+	keys := make([]eventKey, n)
+	dup := make([]bool, n)
+	for i := range events {
+		k, ok := keyOf(events[i].ID)
+		if !ok { // cannot happen for validated or computed ids
+			k, _ = keyOf(events[i].ComputeID())
+		}
+		keys[i] = k
+	}
+	s.ids.reserve(keys, dup)
+
+	fresh := make([]wire.Event, 0, n)
+	freshKeys := make([]eventKey, 0, n)
+	for i := range events {
+		if dup[i] {
+			resp.Duplicates++
+			continue
+		}
+		fresh = append(fresh, events[i])
+		freshKeys = append(freshKeys, keys[i])
+	}
+	stale := make([]bool, len(fresh))
+	s.revs.stale(spoke, fresh, stale)
+	accepted := fresh[:0]
+	acceptedKeys := make([]eventKey, 0, len(fresh))
+	var staleKeys []eventKey
+	for i := range fresh {
+		if stale[i] {
+			staleKeys = append(staleKeys, freshKeys[i])
+			continue
+		}
+		accepted = append(accepted, fresh[i])
+		acceptedKeys = append(acceptedKeys, freshKeys[i])
+	}
+	nStale := len(staleKeys)
+	if nStale > 0 {
+		s.ids.release(staleKeys) // not recorded: not a duplicate if it comes again
+	}
+	if len(accepted) > 0 {
+		if err := s.store.RecordEvents(ctx, spoke, accepted); err != nil {
+			s.ids.release(acceptedKeys)
+			return wire.AcceptedResponse{}, err
+		}
+		s.revs.observe(spoke, accepted)
+	}
+	resp.Accepted = len(accepted)
+	s.metrics.events.WithLabelValues(endpoint, resultReceived).Add(float64(n))
+	s.metrics.events.WithLabelValues(endpoint, resultAccepted).Add(float64(resp.Accepted))
+	s.metrics.events.WithLabelValues(endpoint, resultDuplicate).Add(float64(resp.Duplicates))
+	s.metrics.events.WithLabelValues(endpoint, resultStale).Add(float64(nStale))
+	if resp.Duplicates > 0 || nStale > 0 {
+		s.log.V(1).Info("Dropped events", "endpoint", endpoint, "spoke", spoke, "duplicates", resp.Duplicates, "stale", nStale)
+	}
+	return resp, nil
+}
+
+// isDNSLabel reports whether s is an RFC 1123 label, the shape of a spoke
+// name.
+func isDNSLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0 && i < len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}
