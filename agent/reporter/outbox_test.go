@@ -1,0 +1,102 @@
+package reporter
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"tugboat.dev/tugboat/api/wire"
+)
+
+func seqs(evs []wire.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Sequence
+	}
+	return out
+}
+
+func TestOutbox_growsThenDropsOldest(t *testing.T) {
+	g := NewWithT(t)
+	o := newOutbox(100)
+	now := time.Now()
+	for i := range 150 {
+		o.push([]wire.Event{{Sequence: int64(i)}}, now, 10)
+	}
+	g.Expect(o.depth()).To(Equal(100))
+	g.Expect(o.dropped).To(Equal(int64(50)))
+	g.Expect(o.resyncNeeded()).To(BeTrue())
+
+	evs, start := o.peek(noLimit, 3)
+	g.Expect(start).To(Equal(int64(50)))
+	g.Expect(seqs(evs)).To(Equal([]int64{50, 51, 52}))
+	g.Expect(o.next()).To(Equal(int64(150)))
+}
+
+func TestOutbox_removeAfterTheHeadWasDropped(t *testing.T) {
+	g := NewWithT(t)
+	o := newOutbox(4)
+	now := time.Now()
+	dropped, depth, wake := o.push([]wire.Event{{Sequence: 0}, {Sequence: 1}, {Sequence: 2}}, now, 2)
+	g.Expect([]any{dropped, depth, wake}).To(Equal([]any{0, 3, true}))
+
+	inflight, start := o.peek(noLimit, 2) // events 0 and 1 in flight
+	end := start + int64(len(inflight))
+	dropped, _, wake = o.push([]wire.Event{{Sequence: 3}, {Sequence: 4}, {Sequence: 5}}, now, 2)
+	g.Expect(dropped).To(Equal(2)) // 0 and 1 overwritten meanwhile
+	g.Expect(wake).To(BeFalse())
+
+	g.Expect(o.remove(end)).To(Equal(4), "nothing newer than the batch is removed")
+	evs, _ := o.peek(noLimit, 10)
+	g.Expect(seqs(evs)).To(Equal([]int64{2, 3, 4, 5}))
+}
+
+func TestOutbox_peekHonoursLimit(t *testing.T) {
+	g := NewWithT(t)
+	o := newOutbox(10)
+	o.push([]wire.Event{{Sequence: 0}, {Sequence: 1}, {Sequence: 2}}, time.Now(), 10)
+	limit := o.next()
+	o.push([]wire.Event{{Sequence: 3}}, time.Now(), 10)
+	evs, _ := o.peek(limit, 10)
+	g.Expect(seqs(evs)).To(Equal([]int64{0, 1, 2}))
+	g.Expect(o.delivered(limit)).To(BeFalse())
+	o.remove(limit)
+	g.Expect(o.delivered(limit)).To(BeTrue())
+	evs, _ = o.peek(limit, 10)
+	g.Expect(evs).To(BeEmpty())
+}
+
+func TestOutbox_ready(t *testing.T) {
+	g := NewWithT(t)
+	o := newOutbox(10)
+	t0 := time.Now()
+	ready, deadline := o.ready(t0, 3, time.Second)
+	g.Expect(ready).To(BeFalse())
+	g.Expect(deadline).To(BeZero())
+
+	o.push([]wire.Event{{}}, t0, 3)
+	ready, deadline = o.ready(t0, 3, time.Second)
+	g.Expect(ready).To(BeFalse())
+	g.Expect(deadline).To(Equal(t0.Add(time.Second)))
+	ready, _ = o.ready(t0.Add(time.Second), 3, time.Second)
+	g.Expect(ready).To(BeTrue(), "the oldest waited long enough")
+
+	_, _, wake := o.push([]wire.Event{{}, {}}, t0, 3)
+	g.Expect(wake).To(BeTrue(), "a batch just filled")
+	ready, _ = o.ready(t0, 3, time.Second)
+	g.Expect(ready).To(BeTrue())
+}
+
+func TestOutbox_resyncGenerations(t *testing.T) {
+	g := NewWithT(t)
+	o := newOutbox(1)
+	g.Expect(o.resyncNeeded()).To(BeFalse())
+	o.requestResync()
+	gen := o.resyncGeneration()
+	o.requestResync() // after the snapshot was taken
+	o.ackResync(gen)
+	g.Expect(o.resyncNeeded()).To(BeTrue())
+	o.ackResync(o.resyncGeneration())
+	g.Expect(o.resyncNeeded()).To(BeFalse())
+}
