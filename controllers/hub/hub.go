@@ -14,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -39,6 +41,10 @@ type Options struct {
 	Receiver receiver.Options
 	History  releasehistory.Options
 	Spoke    spoke.Options
+
+	// SkipControllerNameValidation allows more than one hub in one process
+	// (tests restart the hub in-process). Not a flag.
+	SkipControllerNameValidation bool
 }
 
 // NewOptions returns the defaults.
@@ -96,6 +102,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "tugboat-hub.tugboat.dev",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		Controller:              config.Controller{SkipNameValidation: ptr.To(opts.SkipControllerNameValidation)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

@@ -21,7 +21,18 @@ func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) 
 	if rev == 0 {
 		rev = resolveUnknownRevision(st, s.ChartVersion)
 	}
+	if reinstalled(st, rev, s.Status) {
+		// The release was uninstalled (history purged) and installed again:
+		// Helm numbers from 1 again, so the old revisions cannot be kept.
+		st.Revisions = nil
+		st.Current = nil
+	}
 	r := findRevision(st, rev)
+	if r != nil && statusRank(wire.ReleaseStatus(r.Status)) > statusRank(s.Status) {
+		// Late news within one revision (pending after deployed): the
+		// revision already moved on.
+		return rev
+	}
 	if r == nil {
 		st.Revisions = append(st.Revisions, tugboatv1alpha1.Revision{})
 		r = &st.Revisions[len(st.Revisions)-1]
@@ -55,6 +66,42 @@ func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) 
 	newest := st.Revisions[0].RevisionSummary
 	st.Current = &newest
 	return rev
+}
+
+// reinstalled reports whether a state for rev starts a new life of a
+// release whose current revision is uninstalled.
+func reinstalled(st *tugboatv1alpha1.ReleaseHistoryStatus, rev int32, status wire.ReleaseStatus) bool {
+	return st.Current != nil && st.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled &&
+		rev <= st.Current.Revision && status != wire.StatusUninstalled && status != wire.StatusUninstalling &&
+		status != wire.StatusSuperseded
+}
+
+// statusRank orders the statuses one revision goes through; a revision
+// never moves back to a lower rank.
+func statusRank(s wire.ReleaseStatus) int {
+	switch s {
+	case wire.StatusDeployed, wire.StatusFailed:
+		return 1
+	case wire.StatusSuperseded:
+		return 2
+	case wire.StatusUninstalling:
+		return 3
+	case wire.StatusUninstalled:
+		return 4
+	}
+	return 0 // pending-*, unknown
+}
+
+// hasEvent reports whether an event with id is recorded in any revision.
+func hasEvent(st *tugboatv1alpha1.ReleaseHistoryStatus, id string) bool {
+	for i := range st.Revisions {
+		for j := range st.Revisions[i].Events {
+			if st.Revisions[i].Events[j].ID == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func resolveUnknownRevision(st *tugboatv1alpha1.ReleaseHistoryStatus, chartVersion string) int32 {

@@ -113,3 +113,27 @@ func TestTruncate_runeBoundary(t *testing.T) {
 	g.Expect(truncate("héllo", 2)).To(Equal("h"))
 	g.Expect(truncate("abc", 5)).To(Equal("abc"))
 }
+
+func TestApplyState_neverMovesARevisionBack(t *testing.T) {
+	g := NewWithT(t)
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	applyState(st, state(2, "1.1.0", wire.StatusDeployed, wire.HealthCurrent))
+	applyState(st, state(2, "1.1.0", wire.StatusPendingUpgrade, wire.HealthInProgress))
+	g.Expect(st.Current.Status).To(Equal(tugboatv1alpha1.ReleaseStatusDeployed))
+	g.Expect(st.Current.Health).To(Equal(tugboatv1alpha1.HealthCurrent))
+	// An older revision's late news changes that revision, not current.
+	applyState(st, state(1, "1.0.0", wire.StatusSuperseded, wire.HealthCurrent))
+	g.Expect(st.Current.Revision).To(Equal(int32(2)))
+}
+
+func TestApplyState_reinstallAfterUninstallStartsOver(t *testing.T) {
+	g := NewWithT(t)
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	applyState(st, state(1, "1.0.0", wire.StatusSuperseded, wire.HealthCurrent))
+	applyState(st, state(2, "1.1.0", wire.StatusDeployed, wire.HealthCurrent))
+	markUninstalled(st)
+	applyState(st, state(1, "1.2.0", wire.StatusPendingInstall, wire.HealthInProgress))
+	g.Expect(st.Revisions).To(HaveLen(1))
+	g.Expect(st.Current.ChartVersion).To(Equal("1.2.0"))
+	g.Expect(st.Current.Status).To(Equal(tugboatv1alpha1.ReleaseStatusPendingInstall))
+}

@@ -210,6 +210,9 @@ func (r *Recorder) RecordEvents(ctx context.Context, spoke string, events []wire
 	for i := range events {
 		e := events[i]
 		waits = append(waits, r.enqueue(sp, e.Namespace, e.Release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
+			if hasEvent(st, e.ID) {
+				return false // a redelivery (another replica, or after a restart)
+			}
 			changed := false
 			rev := int32(e.Revision)
 			if e.State != nil {

@@ -262,18 +262,6 @@ func TestReceiver_rejectsBadInput(t *testing.T) {
 			counts: &wire.AcceptedResponse{Received: 1, Duplicates: 1},
 		},
 		{
-			name: "older revision after a newer one",
-			prime: func(t *testing.T, h *harness) {
-				body := mustJSON(t, batchOf(event(8, wire.EventReleaseStatus, 1)))
-				NewWithT(t).Expect(h.do(signed(eventsPath, testKey, body, testNow)).Code).To(Equal(http.StatusAccepted))
-			},
-			req: func(t *testing.T) *http.Request {
-				return signed(eventsPath, testKey, mustJSON(t, batchOf(event(7, wire.EventReleaseStatus, 2))), testNow)
-			},
-			code:   http.StatusAccepted,
-			counts: &wire.AcceptedResponse{Received: 1},
-		},
-		{
 			name: "spoke in body differs from the path",
 			prime: func(t *testing.T, h *harness) {
 				h.store.setKeys("prod-1", testKey, nil)
@@ -367,7 +355,12 @@ func TestReceiver_countsDuplicatesAndRecordsEachEventOnce(t *testing.T) {
 	g.Expect(h.metric("tugboat_receiver_events_total", map[string]string{"endpoint": "events", "result": "duplicate"})).To(Equal(2.0))
 }
 
-func TestReceiver_dropsStaleReleaseStateButKeepsObjectEvents(t *testing.T) {
+// TestReceiver_recordsStaleReleaseStateForTheStoreToOrder checks that news
+// about a revision older than the newest one is counted as stale but still
+// handed to the store: it is the older revision's own truth (Helm marking it
+// superseded), and the store never moves a release's current revision back
+// (controllers/releasehistory tests that half).
+func TestReceiver_recordsStaleReleaseStateForTheStoreToOrder(t *testing.T) {
 	g := NewWithT(t)
 	h := newHarness(t)
 	post := func(events ...wire.Event) wire.AcceptedResponse {
@@ -375,22 +368,21 @@ func TestReceiver_dropsStaleReleaseStateButKeepsObjectEvents(t *testing.T) {
 	}
 	g.Expect(post(event(8, wire.EventReleaseStatus, 1)).Accepted).To(Equal(1))
 
-	// Late news about revision 7: its state is stale, its objects are not.
 	late := event(7, wire.EventReleaseStatus, 2)
 	obj := event(7, wire.EventObjectDeleted, 3)
-	g.Expect(post(late, obj)).To(Equal(wire.AcceptedResponse{Received: 2, Accepted: 1}))
+	g.Expect(post(late, obj)).To(Equal(wire.AcceptedResponse{Received: 2, Accepted: 2}))
 	// Within one batch, too: 9 then 8.
 	nine, eight := event(9, wire.EventReleaseStatus, 4), event(8, wire.EventHealthChanged, 5)
-	g.Expect(post(nine, eight)).To(Equal(wire.AcceptedResponse{Received: 2, Accepted: 1}))
+	g.Expect(post(nine, eight)).To(Equal(wire.AcceptedResponse{Received: 2, Accepted: 2}))
 
 	recorded := h.store.recorded(testSpoke)
-	g.Expect(recorded).To(HaveLen(3))
-	g.Expect(recorded[1]).To(Equal(obj))
-	g.Expect(recorded[2]).To(Equal(nine))
+	g.Expect(recorded).To(HaveLen(5))
+	g.Expect(recorded[1]).To(Equal(late))
+	g.Expect(recorded[3]).To(Equal(nine))
 	g.Expect(h.metric("tugboat_receiver_events_total", map[string]string{"endpoint": "events", "result": "stale"})).To(Equal(2.0))
 
-	// A stale event is not remembered as recorded: not a duplicate later.
-	g.Expect(post(late)).To(Equal(wire.AcceptedResponse{Received: 1}))
+	// Recorded once: a redelivery is a duplicate.
+	g.Expect(post(late)).To(Equal(wire.AcceptedResponse{Received: 1, Duplicates: 1}))
 }
 
 func TestReceiver_startsOverAfterUninstallOrReinstall(t *testing.T) {

@@ -252,26 +252,22 @@ func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wi
 		fresh = append(fresh, events[i])
 		freshKeys = append(freshKeys, keys[i])
 	}
+	// Events about revisions older than the newest seen are counted as
+	// stale but still recorded: they carry the older revision's own truth
+	// (Helm marking it superseded), and the store guarantees that they never
+	// move a release's current revision back.
 	stale := make([]bool, len(fresh))
 	s.revs.stale(spoke, fresh, stale)
-	accepted := fresh[:0]
-	acceptedKeys := make([]eventKey, 0, len(fresh))
-	var staleKeys []eventKey
-	for i := range fresh {
-		if stale[i] {
-			staleKeys = append(staleKeys, freshKeys[i])
-			continue
+	nStale := 0
+	for _, st := range stale {
+		if st {
+			nStale++
 		}
-		accepted = append(accepted, fresh[i])
-		acceptedKeys = append(acceptedKeys, freshKeys[i])
 	}
-	nStale := len(staleKeys)
-	if nStale > 0 {
-		s.ids.release(staleKeys) // not recorded: not a duplicate if it comes again
-	}
+	accepted := fresh
 	if len(accepted) > 0 {
 		if err := s.store.RecordEvents(ctx, spoke, accepted); err != nil {
-			s.ids.release(acceptedKeys)
+			s.ids.release(freshKeys)
 			return wire.AcceptedResponse{}, err
 		}
 		s.revs.observe(spoke, accepted)
@@ -282,7 +278,7 @@ func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wi
 	s.metrics.events.WithLabelValues(endpoint, resultDuplicate).Add(float64(resp.Duplicates))
 	s.metrics.events.WithLabelValues(endpoint, resultStale).Add(float64(nStale))
 	if resp.Duplicates > 0 || nStale > 0 {
-		s.log.V(1).Info("Dropped events", "endpoint", endpoint, "spoke", spoke, "duplicates", resp.Duplicates, "stale", nStale)
+		s.log.V(1).Info("Duplicate or stale events", "endpoint", endpoint, "spoke", spoke, "duplicates", resp.Duplicates, "stale", nStale)
 	}
 	return resp, nil
 }

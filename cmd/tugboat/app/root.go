@@ -16,6 +16,7 @@ func NewRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newDevCommand())
 	root.AddCommand(newHubCommand())
+	root.AddCommand(newAgentCommand())
 	root.AddCommand(newVersionCommand())
 	return root
 }

@@ -1,0 +1,386 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"tugboat.dev/tugboat/agent/ownership"
+	"tugboat.dev/tugboat/agent/release"
+	"tugboat.dev/tugboat/agent/reporter"
+	"tugboat.dev/tugboat/agent/tracker"
+	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/webhook/admission"
+)
+
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;services;serviceaccounts;configmaps,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;create;update;patch;delete
+
+// workloads are the kinds the agent follows for health, with the label
+// selector that limits the informers to tracked objects.
+var workloads = []struct {
+	kind string
+	obj  client.Object
+	list client.ObjectList
+	gvk  schema.GroupVersionKind
+}{
+	{"Deployment", &appsv1.Deployment{}, &appsv1.DeploymentList{}, appsv1.SchemeGroupVersion.WithKind("Deployment")},
+	{"StatefulSet", &appsv1.StatefulSet{}, &appsv1.StatefulSetList{}, appsv1.SchemeGroupVersion.WithKind("StatefulSet")},
+	{"DaemonSet", &appsv1.DaemonSet{}, &appsv1.DaemonSetList{}, appsv1.SchemeGroupVersion.WithKind("DaemonSet")},
+	{"ReplicaSet", &appsv1.ReplicaSet{}, &appsv1.ReplicaSetList{}, appsv1.SchemeGroupVersion.WithKind("ReplicaSet")},
+	{"Job", &batchv1.Job{}, &batchv1.JobList{}, batchv1.SchemeGroupVersion.WithKind("Job")},
+	{"Pod", &corev1.Pod{}, &corev1.PodList{}, corev1.SchemeGroupVersion.WithKind("Pod")},
+}
+
+// Agent is an assembled spoke agent.
+type Agent struct {
+	Manager  ctrl.Manager
+	Tracker  *tracker.Tracker
+	Reporter *reporter.Reporter
+	Index    *ownership.Index
+	Webhooks *admission.Server
+
+	opts    Options
+	log     logr.Logger
+	cfg     *rest.Config
+	regs    []toolscache.ResourceEventHandlerRegistration
+	version string
+}
+
+// New assembles the agent for the cluster cfg points at.
+func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+
+	tracked, err := labels.NewRequirement(ownership.LabelRelease, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	trackedSel := labels.NewSelector().Add(*tracked)
+	helmSel := labels.SelectorFromSet(labels.Set{"owner": "helm"})
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Secret{}:    {Label: helmSel},
+		&corev1.ConfigMap{}: {Label: helmSel},
+	}
+	for _, w := range workloads {
+		byObject[w.obj] = cache.ByObject{Label: trackedSel}
+	}
+	cacheOpts := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+	if len(opts.WatchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range opts.WatchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  cacheOpts,
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		Logger:                 log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	a := &Agent{Manager: mgr, opts: opts, log: log, cfg: cfg, Index: ownership.NewIndex(200_000)}
+	if dc, err := discovery.NewDiscoveryClientForConfig(cfg); err == nil {
+		if v, err := dc.ServerVersion(); err == nil {
+			a.version = v.GitVersion
+		}
+	}
+	rep, err := reporter.New(opts.Reporter, a.snapshot, log.WithName("reporter"))
+	if err != nil {
+		return nil, err
+	}
+	a.Reporter = rep
+	a.Tracker = tracker.New(tracker.Options{Spoke: opts.Reporter.Spoke, Settle: opts.Settle, Logger: log.WithName("tracker")},
+		rep, a.listWorkloads)
+
+	if !opts.Webhook.Disabled {
+		meta, err := metadata.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		sopts := admission.ServerOptions{
+			BindAddress: opts.Webhook.BindAddress,
+			CertDir:     opts.Webhook.CertDir,
+			Webhooks: &admission.Webhooks{
+				Index:    a.Index,
+				Fallback: ownership.NewFallback(meta, a.Index, ownership.FallbackOptions{Mapper: mgr.GetRESTMapper()}),
+				OnReleaseSecret: func(namespace, name string, op admissionv1.Operation) {
+					log.V(1).Info("release record written", "namespace", namespace, "name", name, "operation", op)
+				},
+				Log: log.WithName("admission"),
+			},
+		}
+		if opts.Webhook.URLHost != "" {
+			if ip := net.ParseIP(opts.Webhook.URLHost); ip != nil {
+				sopts.IPAddresses = []net.IP{ip}
+			} else {
+				sopts.DNSNames = []string{opts.Webhook.URLHost}
+			}
+		} else {
+			svc := opts.Webhook.ServiceName + "." + opts.Webhook.ServiceNamespace
+			sopts.DNSNames = []string{svc + ".svc", svc + ".svc.cluster.local"}
+		}
+		srv, err := admission.NewServer(sopts)
+		if err != nil {
+			return nil, err
+		}
+		a.Webhooks = srv
+		if err := mgr.Add(srv); err != nil {
+			return nil, err
+		}
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("informers", func(*http.Request) error {
+		for _, r := range a.regs {
+			if !r.HasSynced() {
+				return fmt.Errorf("informers not synced")
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return a, mgr.Add(&runner{a: a})
+}
+
+// Start runs the agent until ctx ends.
+func (a *Agent) Start(ctx context.Context) error { return a.Manager.Start(ctx) }
+
+// snapshot is the reporter's level-based truth.
+func (a *Agent) snapshot(ctx context.Context) (*wire.StateSnapshot, error) {
+	snap, err := a.Tracker.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snap.KubernetesVersion = a.version
+	return snap, nil
+}
+
+// listWorkloads lists a release's tracked workloads from the cache.
+func (a *Agent) listWorkloads(ctx context.Context, rel release.Key) ([]*unstructured.Unstructured, error) {
+	sel := client.MatchingLabels{ownership.LabelRelease: rel.Name, ownership.LabelReleaseNamespace: rel.Namespace}
+	var out []*unstructured.Unstructured
+	for _, w := range workloads {
+		if w.kind == "ReplicaSet" {
+			continue // their Deployment speaks for them
+		}
+		list := w.list.DeepCopyObject().(client.ObjectList)
+		if err := a.Manager.GetCache().List(ctx, list, sel); err != nil {
+			return nil, err
+		}
+		items, err := apimeta.ExtractList(list)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range items {
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(item)
+			if err != nil {
+				return nil, err
+			}
+			u := &unstructured.Unstructured{Object: m}
+			u.SetGroupVersionKind(w.gvk)
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// runner wires the informers, waits until every handler has seen the
+// initial lists, then registers the webhooks, starts the tracker and the
+// reporter (whose first state post therefore holds every release), and runs
+// the backfill.
+type runner struct{ a *Agent }
+
+func (r *runner) NeedLeaderElection() bool { return false }
+
+func (r *runner) Start(ctx context.Context) error {
+	a := r.a
+	c := a.Manager.GetCache()
+	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}} {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    func(o any, initial bool) { a.Tracker.ObserveStorage(o, initial) },
+			UpdateFunc: func(_, o any) { a.Tracker.ObserveStorage(o, false) },
+			DeleteFunc: func(o any) { a.Tracker.ForgetStorage(unwrapTombstone(o)) },
+		})
+		if err != nil {
+			return err
+		}
+		a.regs = append(a.regs, reg)
+	}
+	for _, w := range workloads {
+		inf, err := c.GetInformer(ctx, w.obj)
+		if err != nil {
+			return err
+		}
+		if reg, err := inf.AddEventHandler(a.Index.EventHandler(w.gvk.GroupKind())); err == nil {
+			a.regs = append(a.regs, reg)
+		}
+		kind := w.kind
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(o any, initial bool) {
+				if m, ok := o.(client.Object); ok {
+					a.Tracker.ObserveObject(kind, nil, m, false, initial)
+				}
+			},
+			UpdateFunc: func(old, o any) {
+				om, ok1 := old.(client.Object)
+				m, ok2 := o.(client.Object)
+				if ok1 && ok2 {
+					a.Tracker.ObserveObject(kind, om, m, false, false)
+				}
+			},
+			DeleteFunc: func(o any) {
+				if m, ok := unwrapTombstone(o).(client.Object); ok {
+					a.Tracker.ObserveObject(kind, m, m, true, false)
+				}
+			},
+		})
+		if err != nil {
+			return err
+		}
+		a.regs = append(a.regs, reg)
+	}
+	// Wait for every handler to have processed its initial list.
+	if !toolscache.WaitForCacheSync(ctx.Done(), syncedFuncs(a.regs)...) {
+		return ctx.Err()
+	}
+	a.log.Info("informers synced", "releases", a.Tracker.Releases())
+
+	if a.Webhooks != nil {
+		if err := r.register(ctx); err != nil {
+			return err
+		}
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- a.Tracker.Start(ctx) }()
+	go func() { errc <- a.Reporter.Start(ctx) }()
+	if a.opts.Backfill {
+		go r.backfill(ctx)
+	}
+	<-ctx.Done()
+	if a.Webhooks != nil && a.opts.Webhook.URLHost != "" {
+		// An agent outside the cluster (dev) takes its registration with it,
+		// so the API server does not keep calling a dead URL.
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = r.registration().Delete(dctx, a.Manager.GetClient())
+	}
+	<-errc
+	<-errc
+	return nil
+}
+
+func (r *runner) registration() admission.Registration {
+	a := r.a
+	reg := admission.Registration{
+		Name:           a.opts.Webhook.Name,
+		AgentNamespace: a.opts.Webhook.AgentNamespace,
+		Namespaces:     a.opts.WatchNamespaces,
+		CABundle:       a.Webhooks.CABundle(),
+	}
+	if a.opts.Webhook.URLHost != "" {
+		port := ""
+		if addr := a.Webhooks.Addr(); addr != nil {
+			if tcp, ok := addr.(*net.TCPAddr); ok {
+				port = strconv.Itoa(tcp.Port)
+			}
+		}
+		reg.URL = "https://" + net.JoinHostPort(a.opts.Webhook.URLHost, port)
+	} else {
+		reg.Service = &admissionregistrationv1.ServiceReference{
+			Namespace: a.opts.Webhook.ServiceNamespace, Name: a.opts.Webhook.ServiceName,
+		}
+	}
+	return reg
+}
+
+// register waits for the webhook server to listen, then applies the
+// webhook configurations.
+func (r *runner) register(ctx context.Context) error {
+	for r.a.Webhooks.Addr() == nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := r.registration().Apply(ctx, r.a.Manager.GetClient()); err != nil {
+		return fmt.Errorf("registering admission webhooks: %w", err)
+	}
+	r.a.log.Info("admission webhooks registered", "name", r.a.opts.Webhook.Name)
+	return nil
+}
+
+func (r *runner) backfill(ctx context.Context) {
+	a := r.a
+	meta, err := metadata.NewForConfig(a.cfg)
+	if err != nil {
+		a.log.Error(err, "backfill")
+		return
+	}
+	res, err := ownership.Backfill(ctx, meta, a.Index, ownership.BackfillOptions{
+		Namespaces:       a.opts.WatchNamespaces,
+		PatchesPerSecond: a.opts.BackfillRate,
+	})
+	if err != nil {
+		a.log.Error(err, "backfill failed", "labelled", res.Labelled, "failed", res.Failed)
+		return
+	}
+	a.log.Info("backfill done", "listed", res.Listed, "labelled", res.Labelled, "alreadyLabelled", res.AlreadyLabelled)
+}
+
+func syncedFuncs(regs []toolscache.ResourceEventHandlerRegistration) []toolscache.InformerSynced {
+	fns := make([]toolscache.InformerSynced, 0, len(regs))
+	for _, r := range regs {
+		fns = append(fns, r.HasSynced)
+	}
+	return fns
+}
+
+func unwrapTombstone(o any) any {
+	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return o
+}

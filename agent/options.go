@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"tugboat.dev/tugboat/agent/reporter"
+)
+
+// Options configure the agent.
+type Options struct {
+	// Reporter configures delivery to the hub (spoke name, hub URL, key).
+	Reporter reporter.Options
+	// WatchNamespaces limits the agent to these namespaces; empty watches
+	// all.
+	WatchNamespaces []string
+	// MetricsBindAddress serves /metrics ("0" disables).
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz ("0" disables).
+	HealthProbeBindAddress string
+	// Webhook configures the admission webhooks.
+	Webhook WebhookOptions
+	// Backfill labels objects that existed before the agent started.
+	Backfill bool
+	// BackfillRate bounds the backfill's patches per second.
+	BackfillRate float32
+	// Settle is how long a newly deployed revision stays InProgress before
+	// its workloads can declare it healthy.
+	Settle time.Duration
+}
+
+// WebhookOptions configure the ownership admission webhooks.
+type WebhookOptions struct {
+	// Disabled turns the webhooks off (labels then come from the backfill
+	// only, which runs once at start).
+	Disabled bool
+	// BindAddress is where the webhook server listens.
+	BindAddress string
+	// CertDir holds tls.crt, tls.key and ca.crt; empty generates a
+	// self-signed certificate at start.
+	CertDir string
+	// URLHost, when set, registers the webhooks by URL
+	// (https://<URLHost>:<port>/...): for agents running outside the cluster
+	// (tugboat dev up).
+	URLHost string
+	// ServiceName and ServiceNamespace register the webhooks through a
+	// Service (in-cluster).
+	ServiceName, ServiceNamespace string
+	// Name of the webhook configurations.
+	Name string
+	// AgentNamespace is excluded from admission (with kube-system).
+	AgentNamespace string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() Options {
+	return Options{
+		Reporter:               agentReporterOptions(),
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+		Webhook: WebhookOptions{
+			BindAddress:      ":9443",
+			Name:             "tugboat-agent",
+			ServiceName:      "tugboat-agent",
+			ServiceNamespace: "tugboat-system",
+			AgentNamespace:   "tugboat-system",
+		},
+		Backfill:     true,
+		BackfillRate: 20,
+		Settle:       500 * time.Millisecond,
+	}
+}
+
+// BindFlags binds every option to fs.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	o.Reporter.BindFlags(fs)
+	fs.StringSliceVar(&o.WatchNamespaces, "watch-namespaces", o.WatchNamespaces, "namespaces to watch (default: all)")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of the Prometheus /metrics endpoint ("0" disables it)`)
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, `address of /healthz and /readyz ("0" disables them)`)
+	fs.BoolVar(&o.Webhook.Disabled, "webhook-disabled", o.Webhook.Disabled, "do not serve or register the ownership admission webhooks")
+	fs.StringVar(&o.Webhook.BindAddress, "webhook-bind-address", o.Webhook.BindAddress, "address of the admission webhook server")
+	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", o.Webhook.CertDir, "directory with tls.crt, tls.key and ca.crt (empty: self-signed)")
+	fs.StringVar(&o.Webhook.URLHost, "webhook-url-host", o.Webhook.URLHost, "register the webhooks by URL on this host (agents outside the cluster)")
+	fs.StringVar(&o.Webhook.ServiceName, "webhook-service-name", o.Webhook.ServiceName, "Service the API server reaches the webhooks through")
+	fs.StringVar(&o.Webhook.ServiceNamespace, "webhook-service-namespace", o.Webhook.ServiceNamespace, "namespace of --webhook-service-name")
+	fs.StringVar(&o.Webhook.Name, "webhook-configuration-name", o.Webhook.Name, "name of the webhook configurations")
+	fs.StringVar(&o.Webhook.AgentNamespace, "agent-namespace", o.Webhook.AgentNamespace, "the agent's own namespace, excluded from admission")
+	fs.BoolVar(&o.Backfill, "backfill", o.Backfill, "label objects that existed before the agent started")
+	fs.Float32Var(&o.BackfillRate, "backfill-rate", o.BackfillRate, "backfill patches per second")
+	fs.DurationVar(&o.Settle, "settle-time", o.Settle, "how long a newly deployed revision stays InProgress before its workloads can declare it healthy")
+}
+
+// Validate reports every invalid option.
+func (o *Options) Validate() error {
+	var errs []error
+	errs = append(errs, o.Reporter.Validate())
+	if o.BackfillRate <= 0 {
+		errs = append(errs, fmt.Errorf("--backfill-rate must be positive"))
+	}
+	if o.Settle < 0 {
+		errs = append(errs, fmt.Errorf("--settle-time must not be negative"))
+	}
+	if !o.Webhook.Disabled && o.Webhook.URLHost == "" && (o.Webhook.ServiceName == "" || o.Webhook.ServiceNamespace == "") {
+		errs = append(errs, errors.New("webhooks need --webhook-url-host or --webhook-service-name and --webhook-service-namespace"))
+	}
+	return errors.Join(errs...)
+}
+
+// agentReporterOptions are the reporter's defaults with a short batch wait:
+// promotion decisions are meant to take well under a second end to end.
+func agentReporterOptions() reporter.Options {
+	o := reporter.NewOptions()
+	o.BatchMaxWait = 50 * time.Millisecond
+	return o
+}

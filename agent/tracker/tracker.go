@@ -1,0 +1,537 @@
+package tracker
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/workqueue"
+
+	"tugboat.dev/tugboat/agent/health"
+	"tugboat.dev/tugboat/agent/ownership"
+	"tugboat.dev/tugboat/agent/release"
+	"tugboat.dev/tugboat/api/wire"
+)
+
+// Sink receives the events the tracker produces (the reporter).
+type Sink interface {
+	Enqueue(events ...wire.Event)
+}
+
+// ObjectLister lists the workloads labelled as belonging to a release.
+type ObjectLister func(ctx context.Context, rel release.Key) ([]*unstructured.Unstructured, error)
+
+// Options configure a Tracker.
+type Options struct {
+	// Spoke is the spoke's name, stamped on every event.
+	Spoke string
+	// Decode bounds release decoding.
+	Decode release.DecodeOptions
+	// Settle is how long after a revision is first seen deployed its health
+	// stays InProgress, so that workloads the informers have not yet seen
+	// updated cannot make a new revision look healthy early.
+	Settle time.Duration
+	// Logger receives decode problems and similar.
+	Logger logr.Logger
+}
+
+// Tracker tracks releases. Its methods are safe for concurrent use.
+type Tracker struct {
+	opts    Options
+	sink    Sink
+	objects ObjectLister
+	queue   workqueue.TypedDelayingInterface[release.Key]
+	now     func() time.Time
+
+	mu       sync.Mutex
+	releases map[release.Key]*entry
+	// reported remembers storage objects whose decode failure was already
+	// reported, by namespace/name → resourceVersion.
+	reported map[string]string
+}
+
+type entry struct {
+	revisions map[int]*release.Release
+	latest    *release.Release
+	seen      map[statusKey]bool
+	health    health.Result
+	computed  bool
+	// deployedAt is when the latest revision was first seen deployed.
+	deployedAt time.Time
+	deployedOf int
+}
+
+type statusKey struct {
+	revision int
+	status   wire.ReleaseStatus
+}
+
+// New returns a Tracker; call Start to run its health worker.
+func New(opts Options, sink Sink, objects ObjectLister) *Tracker {
+	if opts.Settle == 0 {
+		opts.Settle = 500 * time.Millisecond
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	return &Tracker{
+		opts: opts, sink: sink, objects: objects,
+		queue:    workqueue.NewTypedDelayingQueue[release.Key](),
+		now:      time.Now,
+		releases: map[release.Key]*entry{},
+		reported: map[string]string{},
+	}
+}
+
+// Start runs the health worker until ctx ends (manager.Runnable).
+func (t *Tracker) Start(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		t.queue.ShutDown()
+	}()
+	for {
+		key, shutdown := t.queue.Get()
+		if shutdown {
+			return nil
+		}
+		t.recompute(ctx, key)
+		t.queue.Done(key)
+	}
+}
+
+// NeedLeaderElection is false: every agent replica would track (there is
+// one per spoke).
+func (t *Tracker) NeedLeaderElection() bool { return false }
+
+// Releases returns how many releases are tracked.
+func (t *Tracker) Releases() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.releases)
+}
+
+// Snapshot returns every release's latest revision with its health: the
+// level-based truth the hub reconciles against.
+func (t *Tracker) Snapshot(context.Context) (*wire.StateSnapshot, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	snap := &wire.StateSnapshot{Spoke: t.opts.Spoke, TakenAt: t.now(), Releases: []wire.ReleaseState{}}
+	for _, e := range t.releases {
+		if e.latest == nil {
+			continue
+		}
+		snap.Releases = append(snap.Releases, t.stateLocked(e))
+	}
+	return snap, nil
+}
+
+// stateLocked returns the wire state of e's latest revision.
+func (t *Tracker) stateLocked(e *entry) wire.ReleaseState {
+	s := e.latest.State()
+	switch {
+	case isPending(s.Status):
+		s.Health, s.HealthReason = wire.HealthInProgress, string(s.Status)
+	case s.Status == wire.StatusFailed:
+		s.Health, s.HealthReason = wire.HealthFailed, clip(e.latest.Description)
+	case s.Status == wire.StatusUninstalled || s.Status == wire.StatusUninstalling:
+		s.Health, s.HealthReason = wire.HealthUnknown, string(s.Status)
+	case !e.computed || t.settling(e):
+		s.Health, s.HealthReason = wire.HealthInProgress, fmt.Sprintf("waiting for the workloads of revision %d", s.Revision)
+	default:
+		s.Health, s.HealthReason = e.health.Health, clip(e.health.Reason)
+	}
+	return s
+}
+
+func (t *Tracker) settling(e *entry) bool {
+	return e.deployedOf == e.latest.Revision && t.now().Sub(e.deployedAt) < t.opts.Settle
+}
+
+func isPending(s wire.ReleaseStatus) bool {
+	return s == wire.StatusPendingInstall || s == wire.StatusPendingUpgrade || s == wire.StatusPendingRollback
+}
+
+// ObserveStorage handles an added or updated Helm storage Secret or
+// ConfigMap. Corrupt ones are logged, counted and reported once per
+// resourceVersion as a Warning event, then skipped.
+func (t *Tracker) ObserveStorage(obj any, initial bool) {
+	var (
+		rel  *release.Release
+		err  error
+		meta metav1.Object
+	)
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		if !release.IsReleaseSecret(o) {
+			return
+		}
+		meta = o
+		rel, err = release.DecodeSecret(o, t.opts.Decode)
+	case *corev1.ConfigMap:
+		if !release.IsReleaseConfigMap(o) {
+			return
+		}
+		meta = o
+		rel, err = release.DecodeConfigMap(o, t.opts.Decode)
+	default:
+		return
+	}
+	if err != nil {
+		t.reportDecodeError(meta, err)
+		return
+	}
+	t.mu.Lock()
+	key := rel.Key()
+	e := t.releases[key]
+	if e == nil {
+		e = &entry{revisions: map[int]*release.Release{}, seen: map[statusKey]bool{}}
+		t.releases[key] = e
+	}
+	prevLatest := e.latest
+	e.revisions[rel.Revision] = rel
+	e.latest = pickLatest(e.revisions)
+	if e.latest.Status == wire.StatusDeployed && (e.deployedOf != e.latest.Revision) {
+		e.deployedOf, e.deployedAt = e.latest.Revision, t.now()
+		if initial {
+			e.deployedAt = time.Time{} // already settled before the agent started
+		}
+	}
+	var events []wire.Event
+	sk := statusKey{rel.Revision, rel.Status}
+	if !e.seen[sk] {
+		e.seen[sk] = true
+		if !initial {
+			events = append(events, t.statusEventLocked(e, rel))
+		}
+	}
+	latestChanged := prevLatest == nil || prevLatest.Revision != e.latest.Revision || prevLatest.Status != e.latest.Status
+	t.mu.Unlock()
+	if len(events) > 0 {
+		t.sink.Enqueue(events...)
+	}
+	if latestChanged {
+		t.queue.Add(key)
+		if e.latest.Status == wire.StatusDeployed && !initial {
+			t.queue.AddAfter(key, t.opts.Settle+10*time.Millisecond)
+		}
+	}
+}
+
+// pickLatest returns the current revision the way Helm reads it, dropping
+// the manifests of older revisions to bound memory.
+func pickLatest(revs map[int]*release.Release) *release.Release {
+	list := make([]*release.Release, 0, len(revs))
+	for _, r := range revs {
+		list = append(list, r)
+	}
+	var latest *release.Release
+	for _, r := range release.Latest(list) {
+		latest = r
+	}
+	for _, r := range revs {
+		if r != latest {
+			r.Manifest = ""
+		}
+	}
+	return latest
+}
+
+// ForgetStorage handles a deleted storage object. When the last revision of
+// a release is gone, the release is reported uninstalled.
+func (t *Tracker) ForgetStorage(obj any) {
+	var meta metav1.Object
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		meta = o
+	case *corev1.ConfigMap:
+		meta = o
+	default:
+		return
+	}
+	name, rev, ok := release.ParseStorageName(meta.GetName())
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	delete(t.reported, meta.GetNamespace()+"/"+meta.GetName())
+	// Helm stores a release in its own namespace (Flux may use another
+	// storage namespace): find the release by storage identity.
+	var key release.Key
+	var e *entry
+	for k, cand := range t.releases {
+		if r, ok := cand.revisions[rev]; ok && r.Name == name && r.StorageNamespace == meta.GetNamespace() {
+			key, e = k, cand
+			break
+		}
+	}
+	if e == nil {
+		t.mu.Unlock()
+		return
+	}
+	last := e.revisions[rev]
+	delete(e.revisions, rev)
+	var events []wire.Event
+	if len(e.revisions) == 0 {
+		gone := *last
+		gone.Status = wire.StatusUninstalled
+		e.latest = &gone
+		events = append(events, t.statusEventLocked(e, &gone))
+		delete(t.releases, key)
+	} else {
+		e.latest = pickLatest(e.revisions)
+	}
+	t.mu.Unlock()
+	t.sink.Enqueue(events...)
+}
+
+// statusEventLocked builds the event for a revision reaching a status.
+func (t *Tracker) statusEventLocked(e *entry, rel *release.Release) wire.Event {
+	kind, reason, typ := wire.EventReleaseStatus, "", wire.EventTypeNormal
+	switch rel.Status {
+	case wire.StatusPendingInstall:
+		kind, reason = wire.EventReleaseStarted, "InstallStarted"
+	case wire.StatusPendingUpgrade:
+		kind, reason = wire.EventReleaseStarted, "UpgradeStarted"
+	case wire.StatusPendingRollback:
+		kind, reason = wire.EventReleaseStarted, "RollbackStarted"
+	case wire.StatusDeployed:
+		reason = "Deployed"
+	case wire.StatusFailed:
+		reason, typ = "Failed", wire.EventTypeWarning
+	case wire.StatusSuperseded:
+		reason = "Superseded"
+	case wire.StatusUninstalling:
+		reason = "Uninstalling"
+	case wire.StatusUninstalled:
+		reason = "Uninstalled"
+	default:
+		reason = "StatusUnknown"
+	}
+	msg := fmt.Sprintf("revision %d (%s %s) %s", rel.Revision, rel.Chart, rel.ChartVersion, rel.Status)
+	if rel.Description != "" {
+		msg += ": " + rel.Description
+	}
+	var state wire.ReleaseState
+	if rel == e.latest {
+		state = t.stateLocked(e)
+	} else {
+		state = rel.State()
+		state.Health = wire.HealthUnknown
+	}
+	return t.event(rel.Namespace, rel.Name, rel.Revision, kind, typ, reason, msg, nil, statusSequence(rel.Status), &state)
+}
+
+func statusSequence(s wire.ReleaseStatus) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(s))
+	return int64(h.Sum64() >> 1)
+}
+
+func (t *Tracker) event(namespace, name string, revision int, kind wire.EventKind, typ wire.EventType, reason, msg string,
+	obj *wire.ObjectRef, seq int64, state *wire.ReleaseState) wire.Event {
+	if revision < 1 {
+		revision = 1
+	}
+	e := wire.Event{
+		Spoke: t.opts.Spoke, Namespace: namespace, Release: name, Revision: revision,
+		Kind: kind, Type: typ, Reason: reason, Object: obj, Message: clipMessage(msg),
+		Time: t.now().UTC(), Sequence: seq, State: state,
+	}
+	e.ID = e.ComputeID()
+	return e
+}
+
+func (t *Tracker) reportDecodeError(meta metav1.Object, err error) {
+	id := meta.GetNamespace() + "/" + meta.GetName()
+	t.mu.Lock()
+	already := t.reported[id] == meta.GetResourceVersion()
+	t.reported[id] = meta.GetResourceVersion()
+	t.mu.Unlock()
+	decodeErrors.Inc()
+	if already {
+		return
+	}
+	t.opts.Logger.Error(err, "skipping a Helm release record that cannot be decoded", "object", id)
+	name, rev, ok := release.ParseStorageName(meta.GetName())
+	if !ok {
+		return
+	}
+	seq, _ := strconv.ParseInt(meta.GetResourceVersion(), 10, 64)
+	t.sink.Enqueue(t.event(meta.GetNamespace(), name, rev, wire.EventReleaseStatus, wire.EventTypeWarning, "DecodeFailed",
+		fmt.Sprintf("release record %s cannot be decoded and is skipped: %v", id, err),
+		&wire.ObjectRef{Kind: kindOf(meta), Namespace: meta.GetNamespace(), Name: meta.GetName(), UID: string(meta.GetUID())}, seq, nil))
+}
+
+func kindOf(meta metav1.Object) string {
+	if _, ok := meta.(*corev1.ConfigMap); ok {
+		return "ConfigMap"
+	}
+	return "Secret"
+}
+
+// Touch schedules the health of a release to be recomputed.
+func (t *Tracker) Touch(key release.Key) { t.queue.Add(key) }
+
+// recompute lists the release's workloads, computes its health and emits a
+// HealthChanged event when the health (or its reason) changed.
+func (t *Tracker) recompute(ctx context.Context, key release.Key) {
+	t.mu.Lock()
+	e := t.releases[key]
+	t.mu.Unlock()
+	if e == nil {
+		return
+	}
+	objs, err := t.objects(ctx, key)
+	if err != nil {
+		t.opts.Logger.Error(err, "listing the workloads of a release", "release", key.String())
+		t.queue.AddAfter(key, time.Second)
+		return
+	}
+	res := health.Compute(objs)
+	var maxRV int64
+	for _, o := range objs {
+		if rv, err := strconv.ParseInt(o.GetResourceVersion(), 10, 64); err == nil && rv > maxRV {
+			maxRV = rv
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.releases[key] != e || e.latest == nil {
+		return
+	}
+	before := t.stateLocked(e)
+	e.health, e.computed = res, true
+	after := t.stateLocked(e)
+	if before.Health == after.Health && before.HealthReason == after.HealthReason {
+		return
+	}
+	reason, typ := "Progressing", wire.EventTypeNormal
+	switch after.Health {
+	case wire.HealthCurrent:
+		reason = "RolloutComplete"
+	case wire.HealthFailed:
+		reason, typ = "RolloutFailed", wire.EventTypeWarning
+	case wire.HealthUnknown:
+		reason = "HealthUnknown"
+	}
+	msg := after.HealthReason
+	if after.Health == wire.HealthCurrent {
+		msg = fmt.Sprintf("rollout complete: revision %d (%s %s) is healthy", after.Revision, after.Chart, after.ChartVersion)
+	}
+	if maxRV == 0 {
+		maxRV = t.now().UnixNano()
+	}
+	state := after
+	t.sink.Enqueue(t.event(key.Namespace, key.Name, after.Revision, wire.EventHealthChanged, typ, reason, msg, nil,
+		maxRV<<2|int64(healthRank(after.Health)), &state))
+}
+
+func healthRank(h wire.Health) int {
+	switch h {
+	case wire.HealthCurrent:
+		return 1
+	case wire.HealthFailed:
+		return 2
+	case wire.HealthInProgress:
+		return 3
+	}
+	return 0
+}
+
+// ObserveObject handles a tracked workload added, updated or deleted: it
+// schedules the release's health and emits an object event (not for the
+// objects listed when the agent starts).
+func (t *Tracker) ObserveObject(kind string, oldObj, obj metav1.Object, deleted, initial bool) {
+	rel, ok := releaseOf(obj)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	e := t.releases[rel]
+	revision := 1
+	if e != nil && e.latest != nil {
+		revision = e.latest.Revision
+	}
+	t.mu.Unlock()
+	t.Touch(rel)
+	if initial {
+		return
+	}
+	ref := &wire.ObjectRef{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID())}
+	var ev *wire.Event
+	switch {
+	case deleted:
+		e := t.event(rel.Namespace, rel.Name, revision, wire.EventObjectDeleted, wire.EventTypeNormal, "Deleted",
+			fmt.Sprintf("%s %s deleted", kind, obj.GetName()), ref, 0, nil)
+		ev = &e
+	case oldObj == nil:
+		e := t.event(rel.Namespace, rel.Name, revision, wire.EventObjectCreated, wire.EventTypeNormal, "Created",
+			fmt.Sprintf("%s %s created", kind, obj.GetName()), ref, 0, nil)
+		ev = &e
+	case oldObj.GetGeneration() != obj.GetGeneration() && kind != "Pod":
+		e := t.event(rel.Namespace, rel.Name, revision, wire.EventObjectUpdated, wire.EventTypeNormal, "Modified",
+			fmt.Sprintf("%s %s modified", kind, obj.GetName()), ref, obj.GetGeneration(), nil)
+		ev = &e
+	}
+	if ev != nil {
+		t.sink.Enqueue(*ev)
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		var oldPod *corev1.Pod
+		if oldObj != nil {
+			oldPod, _ = oldObj.(*corev1.Pod)
+		}
+		if reason := podProblem(pod); reason != "" && (oldPod == nil || podProblem(oldPod) != reason) {
+			h := fnv.New64a()
+			_, _ = h.Write([]byte(reason))
+			t.sink.Enqueue(t.event(rel.Namespace, rel.Name, revision, wire.EventKubernetes, wire.EventTypeWarning, "PodFailed",
+				fmt.Sprintf("Pod %s failed (%s)", pod.Name, reason), ref, int64(h.Sum64()>>1), nil))
+		}
+	}
+}
+
+// podProblem names why a pod cannot run, or "".
+func podProblem(p *corev1.Pod) string {
+	if p.Status.Phase == corev1.PodFailed {
+		return "Failed"
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff", "CreateContainerConfigError", "InvalidImageName":
+				return w.Reason
+			}
+		}
+	}
+	return ""
+}
+
+func releaseOf(obj metav1.Object) (release.Key, bool) {
+	l := obj.GetLabels()
+	name, ns := l[ownership.LabelRelease], l[ownership.LabelReleaseNamespace]
+	if name == "" || ns == "" {
+		return release.Key{}, false
+	}
+	return release.Key{Namespace: ns, Name: name}, true
+}
+
+func clip(s string) string { return clipN(s, wire.MaxHealthReasonLength) }
+
+func clipMessage(s string) string { return clipN(s, wire.MaxMessageLength) }
+
+func clipN(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,257 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tugboat.dev/tugboat/agent"
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/e2e/harness"
+)
+
+// fleet is one hub cluster with the hub process in-process, and spoke
+// clusters with an agent each, all on loopback.
+type fleet struct {
+	t       *testing.T
+	hub     *harness.Cluster
+	hubAddr string
+	ns      string
+
+	mu      sync.Mutex
+	stopHub func()
+}
+
+// startClusters starts a hub control plane and n full spoke clusters side
+// by side.
+func startClusters(t *testing.T, n int) (*harness.Cluster, []*harness.Cluster) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var hubCluster *harness.Cluster
+	spokes := make([]*harness.Cluster, n)
+	wg.Add(n + 1)
+	go func() {
+		defer wg.Done()
+		hubCluster = harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/crd/bases"}})
+	}()
+	for i := range spokes {
+		go func() {
+			defer wg.Done()
+			spokes[i] = harness.StartT(t, harness.Options{Name: fmt.Sprintf("spoke-%d", i+1)})
+		}()
+	}
+	wg.Wait()
+	if hubCluster == nil {
+		t.FailNow()
+	}
+	for _, s := range spokes {
+		if s == nil {
+			t.FailNow()
+		}
+	}
+	return hubCluster, spokes
+}
+
+func newFleet(t *testing.T, hubCluster *harness.Cluster) *fleet {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	f := &fleet{t: t, hub: hubCluster, hubAddr: addr, ns: "fleet"}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}
+	if err := hubCluster.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	f.startHub()
+	t.Cleanup(f.killHub)
+	return f
+}
+
+// startHub runs the hub process (receiver, recorder, Spoke controller)
+// in-process against the hub cluster.
+func (f *fleet) startHub() {
+	f.t.Helper()
+	opts := hub.NewOptions()
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress, opts.LeaderElection = "0", "0", false
+	opts.Receiver.BindAddress = f.hubAddr
+	opts.Spoke.HeartbeatTimeout = 5 * time.Second
+	opts.SkipControllerNameValidation = true
+	ctx, cancel := context.WithCancel(context.Background())
+	h, err := hub.New(ctx, f.hub.RESTConfig, opts)
+	if err != nil {
+		cancel()
+		f.t.Fatalf("assembling the hub: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := h.Start(ctx); err != nil {
+			f.t.Logf("hub stopped: %v", err)
+		}
+	}()
+	f.mu.Lock()
+	f.stopHub = func() { cancel(); <-done }
+	f.mu.Unlock()
+}
+
+// killHub stops the hub process.
+func (f *fleet) killHub() {
+	f.mu.Lock()
+	stop := f.stopHub
+	f.stopHub = nil
+	f.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// addSpoke registers a Spoke on the hub, waits for its generated key and
+// starts an agent for it against c. It returns a function that stops the
+// agent.
+func (f *fleet) addSpoke(name string, c *harness.Cluster, log logr.Logger) (stop func()) {
+	f.t.Helper()
+	g := NewWithT(f.t)
+	ctx := context.Background()
+	sp := &tugboatv1alpha1.Spoke{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
+		Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: name + "-key"}},
+	}
+	g.Expect(f.hub.Client.Create(ctx, sp)).To(Succeed())
+	var key corev1.Secret
+	g.Eventually(func() error {
+		return f.hub.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name + "-key"}, &key)
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	keyFile := filepath.Join(f.t.TempDir(), name+".key")
+	g.Expect(os.WriteFile(keyFile, key.Data[tugboatv1alpha1.SpokeKeySecretKey], 0o600)).To(Succeed())
+	return f.startAgent(name, c, keyFile, log)
+}
+
+func (f *fleet) startAgent(name string, c *harness.Cluster, keyFile string, log logr.Logger) (stop func()) {
+	f.t.Helper()
+	opts := agent.NewOptions()
+	opts.Reporter.Spoke = name
+	opts.Reporter.HubURL = "http://" + f.hubAddr
+	opts.Reporter.HubInsecureHTTP = true
+	opts.Reporter.KeyFile = keyFile
+	opts.Reporter.StateInterval = 2 * time.Second
+	opts.Reporter.BackoffMax = time.Second
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	opts.Webhook.BindAddress = "127.0.0.1:0"
+	opts.Webhook.URLHost = "127.0.0.1"
+	opts.Webhook.Name = "tugboat-agent-" + name
+	a, err := agent.New(c.RESTConfig, opts, log)
+	if err != nil {
+		f.t.Fatalf("assembling agent %s: %v", name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := a.Start(ctx); err != nil {
+			f.t.Logf("agent %s stopped: %v", name, err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	f.t.Cleanup(stop)
+	return stop
+}
+
+// history returns the ReleaseHistory of a release, or nil.
+func (f *fleet) history(g Gomega, spoke, namespace, release string) *tugboatv1alpha1.ReleaseHistory {
+	rh := &tugboatv1alpha1.ReleaseHistory{}
+	err := f.hub.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: tugboatv1alpha1.ReleaseHistoryName(spoke, namespace, release)}, rh)
+	if err != nil {
+		return nil
+	}
+	return rh
+}
+
+// current is a comparable summary of a ReleaseHistory's current revision.
+type current struct {
+	Revision int32
+	Version  string
+	Status   tugboatv1alpha1.ReleaseStatus
+	Health   tugboatv1alpha1.Health
+}
+
+func (f *fleet) current(spoke, namespace, release string) func(g Gomega) current {
+	return func(g Gomega) current {
+		rh := f.history(g, spoke, namespace, release)
+		if rh == nil || rh.Status.Current == nil {
+			return current{}
+		}
+		c := rh.Status.Current
+		return current{c.Revision, c.ChartVersion, c.Status, c.Health}
+	}
+}
+
+// TestAgentToHub_recordsInstallUpgradeRollbackAcrossAHubRestart runs a real
+// agent on a spoke cluster reporting to the real hub: a Helm install, an
+// upgrade and a rollback appear in the hub's ReleaseHistory with the right
+// revisions, versions and health, and a hub restart in the middle loses
+// nothing.
+func TestAgentToHub_recordsInstallUpgradeRollbackAcrossAHubRestart(t *testing.T) {
+	g := NewWithT(t)
+	hubCluster, spokes := startClusters(t, 1)
+	f := newFleet(t, hubCluster)
+	f.addSpoke("spoke-a", spokes[0], testr.NewWithOptions(t, testr.Options{Verbosity: 0}))
+	helm := newHelm(t, spokes[0], "apps")
+
+	helm.install("web", "1.0.0")
+	g.Eventually(f.current("spoke-a", "apps", "web")).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).
+		Should(Equal(current{1, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}))
+
+	// The Spoke is Ready from the agent's heartbeats.
+	g.Eventually(func(g Gomega) {
+		var sp tugboatv1alpha1.Spoke
+		g.Expect(hubCluster.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "spoke-a"}, &sp)).To(Succeed())
+		g.Expect(apimeta.IsStatusConditionTrue(sp.Status.Conditions, "Ready")).To(BeTrue())
+		g.Expect(sp.Status.ReleaseCount).To(Equal(int32(1)))
+		g.Expect(sp.Status.KubernetesVersion).To(Equal("v1.36.3"))
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+
+	helm.upgrade("web", "1.1.0", nil)
+	g.Eventually(f.current("spoke-a", "apps", "web")).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).
+		Should(Equal(current{2, "1.1.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}))
+
+	// The hub goes away; a rollback happens meanwhile; the hub comes back.
+	f.killHub()
+	helm.rollback("web", 1)
+	f.startHub()
+	g.Eventually(f.current("spoke-a", "apps", "web")).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).
+		Should(Equal(current{3, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}))
+
+	rh := f.history(g, "spoke-a", "apps", "web")
+	g.Expect(rh.Status.Revisions).To(HaveLen(3))
+	g.Expect(rh.Status.Revisions[1].ChartVersion).To(Equal("1.1.0"))
+	g.Expect(rh.Status.Revisions[1].Status).To(Equal(tugboatv1alpha1.ReleaseStatusSuperseded))
+	reasons := map[string]bool{}
+	for _, e := range rh.Status.Revisions[2].Events { // revision 1
+		reasons[e.Reason] = true
+	}
+	g.Expect(reasons).To(HaveKey("RolloutComplete"), "revision 1 events: %v", reasons)
+
+	// Uninstall: the release is reported uninstalled.
+	helm.uninstall("web")
+	g.Eventually(func(g Gomega) tugboatv1alpha1.ReleaseStatus {
+		return f.current("spoke-a", "apps", "web")(g).Status
+	}).WithTimeout(30 * time.Second).Should(Equal(tugboatv1alpha1.ReleaseStatusUninstalled))
+}
