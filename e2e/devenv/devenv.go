@@ -39,6 +39,11 @@ type Options struct {
 	RepoRoot string
 	// Progress receives progress lines. Defaults to io.Discard.
 	Progress io.Writer
+	// Executable is the tugboat binary that runs the hub and the agents.
+	// Defaults to the running executable.
+	Executable string
+	// NoControllers starts the clusters only (no hub, no agents).
+	NoControllers bool
 }
 
 // DefaultDir is where `tugboat dev up` keeps its state unless told otherwise.
@@ -52,8 +57,19 @@ const StateFile = "state.json"
 type State struct {
 	// PID is the process running `tugboat dev up`.
 	PID int `json:"pid"`
+	// HubURL is the hub receiver's URL.
+	HubURL string `json:"hubURL,omitempty"`
+	// Processes are the hub and agent processes (process group ids).
+	Processes []ProcessState `json:"processes,omitempty"`
 	// Clusters lists every cluster of the environment.
 	Clusters []ClusterState `json:"clusters"`
+}
+
+// ProcessState records one tugboat process of the environment.
+type ProcessState struct {
+	Name string `json:"name"`
+	PID  int    `json:"pid"`
+	Log  string `json:"log"`
 }
 
 // ClusterState records one cluster.
@@ -73,6 +89,13 @@ type Env struct {
 	Kubeconfig string
 	Hub        *harness.Cluster
 	Spokes     []*harness.Cluster
+	// HubURL is the hub receiver's URL (plain HTTP on loopback).
+	HubURL string
+	// Namespace holds the Spokes on the hub.
+	Namespace string
+
+	procs     []*harness.Process
+	procState []ProcessState
 }
 
 // SpokeName returns the name of spoke i (0-based) of n.
@@ -170,6 +193,11 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err := env.writeKubeconfigs(); err != nil {
 		return env, err
 	}
+	if !opts.NoControllers {
+		if err := env.startControllers(ctx, opts); err != nil {
+			return env, err
+		}
+	}
 	return env, nil
 }
 
@@ -207,7 +235,7 @@ func (e *Env) writeKubeconfigs() error {
 }
 
 func (e *Env) writeState() error {
-	st := State{PID: os.Getpid()}
+	st := State{PID: os.Getpid(), HubURL: e.HubURL, Processes: e.procState}
 	for _, c := range e.Clusters() {
 		role := "spoke"
 		if c == e.Hub {
@@ -225,9 +253,13 @@ func (e *Env) writeState() error {
 	return os.WriteFile(filepath.Join(e.Dir, StateFile), data, 0o600)
 }
 
-// Stop stops every cluster and removes the environment's files.
+// Stop stops the hub and agents, then every cluster, and removes the
+// environment's files.
 func (e *Env) Stop() error {
 	var errs []error
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		e.procs[i].Stop(10 * time.Second)
+	}
 	for _, c := range e.Clusters() {
 		if c != nil {
 			errs = append(errs, c.Stop())
@@ -275,6 +307,12 @@ func Down(dir string, progress io.Writer) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	for _, p := range st.Processes {
+		if harness.ProcessAlive(p.PID) {
+			fmt.Fprintf(progress, "killing %s (pid %d)\n", p.Name, p.PID)
+			_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+		}
+	}
 	for _, c := range st.Clusters {
 		for _, pid := range c.PIDs {
 			if harness.ProcessAlive(pid) {
@@ -306,7 +344,8 @@ func Down(dir string, progress io.Writer) error {
 
 func removeEnvFiles(dir string) error {
 	matches, _ := filepath.Glob(filepath.Join(dir, "*.kubeconfig"))
-	matches = append(matches, filepath.Join(dir, "kubeconfig"), filepath.Join(dir, StateFile), filepath.Join(dir, "clusters"))
+	matches = append(matches, filepath.Join(dir, "kubeconfig"), filepath.Join(dir, StateFile), filepath.Join(dir, "clusters"),
+		filepath.Join(dir, "keys"), filepath.Join(dir, "logs"))
 	var errs []error
 	for _, m := range matches {
 		if err := os.RemoveAll(m); err != nil {

@@ -14,11 +14,15 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/cli"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/e2e/bins"
 	"tugboat.dev/tugboat/e2e/devenv"
 	"tugboat.dev/tugboat/e2e/harness"
@@ -119,12 +123,17 @@ func (p *upProcess) waitForLine(t *testing.T, substr string, timeout time.Durati
 	}
 }
 
+// clusterPIDs returns every process of the environment: the clusters'
+// and the hub's and agents'.
 func clusterPIDs(g Gomega, dir string) []int {
 	st, err := devenv.ReadState(dir)
 	g.Expect(err).NotTo(HaveOccurred())
 	var pids []int
 	for _, c := range st.Clusters {
 		pids = append(pids, c.PIDs...)
+	}
+	for _, p := range st.Processes {
+		pids = append(pids, p.PID)
 	}
 	return pids
 }
@@ -202,6 +211,22 @@ func TestDevUp_hubAndTwoSpokes(t *testing.T) {
 		g.Expect(markers).To(Equal(1))
 	}
 
+	// The hub and both agents run: the Spokes are Ready, and a Helm
+	// install on a spoke shows up on the hub.
+	g.Expect(up.out()).To(ContainSubstring("spoke spoke-2 is Ready on the hub"))
+	hubCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "hub.kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	hubClient, err := client.New(hubCfg, client.Options{Scheme: harness.DefaultScheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	installed := helmInstall(t, filepath.Join(dir, "spoke-1.kubeconfig"), "apps", "web")
+	g.Eventually(func(g Gomega) {
+		var rh tugboatv1alpha1.ReleaseHistory
+		g.Expect(hubClient.Get(ctx, client.ObjectKey{Namespace: devenv.DefaultNamespace, Name: "spoke-1.apps.web"}, &rh)).To(Succeed())
+		g.Expect(rh.Status.Current).NotTo(BeNil())
+		g.Expect(rh.Status.Current.ChartVersion).To(Equal("1.0.0"))
+	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+	t.Logf("helm install on spoke-1 reached the hub's ReleaseHistory %s after the install returned", time.Since(installed).Round(time.Millisecond))
+
 	pids := clusterPIDs(g, dir)
 	g.Expect(up.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
 	select {
@@ -225,7 +250,7 @@ func TestDevDown_cleansUpAfterKilledUp(t *testing.T) {
 	up := startUp(t, dir, "1")
 	up.waitForLine(t, "Press Ctrl-C", 4*time.Minute)
 	pids := clusterPIDs(g, dir)
-	g.Expect(pids).To(HaveLen(10))
+	g.Expect(pids).To(HaveLen(12), "two clusters of five processes, the hub and one agent")
 	g.Expect(up.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
 	<-up.done
 
@@ -241,4 +266,27 @@ func TestDevDown_cleansUpAfterKilledUp(t *testing.T) {
 	out, err = exec.Command(bin, "dev", "down", "--dir", dir).CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
 	g.Expect(string(out)).To(ContainSubstring("nothing to clean up"))
+}
+
+// helmInstall installs the test chart with the Helm SDK through a kubeconfig
+// file, as `helm install` would, and returns when the install returned.
+func helmInstall(t *testing.T, kubeconfig, ns, name string) time.Time {
+	t.Helper()
+	settings := cli.New()
+	settings.KubeConfig = kubeconfig
+	settings.SetNamespace(ns)
+	cfg := new(action.Configuration)
+	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", func(string, ...any) {}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.Load("../../agent/testdata/charts/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := action.NewInstall(cfg)
+	in.ReleaseName, in.Namespace, in.CreateNamespace, in.Timeout = name, ns, true, 30*time.Second
+	if _, err := in.Run(ch, nil); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	return time.Now()
 }

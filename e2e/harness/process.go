@@ -159,3 +159,29 @@ func ProcessAlive(pid int) bool {
 	}
 	return true
 }
+
+// Process is a child process started with StartProcess: in its own process
+// group, dying with its parent, output appended to a log file.
+type Process struct{ p *process }
+
+// StartProcess starts binary with args, appending its output to logPath.
+func StartProcess(name, binary string, args []string, logPath string) (*Process, error) {
+	p, err := startProcess(name, binary, args, logPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
+// PID returns the process id (also its process group id).
+func (p *Process) PID() int { return p.p.pid() }
+
+// Exited reports whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) { return p.p.exited() }
+
+// Stop sends SIGTERM to the process group, then SIGKILL after grace, and
+// waits for the process.
+func (p *Process) Stop(grace time.Duration) { p.p.stop(grace) }
+
+// Tail returns the last n bytes of the process's log.
+func (p *Process) Tail(n int64) string { return p.p.tail(n) }

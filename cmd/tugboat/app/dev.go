@@ -48,8 +48,14 @@ binaries from the Go module proxy into bin/k8s, which takes several minutes.`,
 			for _, s := range env.Spokes {
 				fmt.Fprintf(out, "  kubectl --context %s get nodes   # or KUBECONFIG=%s\n", s.Name, env.KubeconfigFor(s.Name))
 			}
-			fmt.Fprintf(out, "  kubectl get crds | grep tugboat.dev\n\n")
-			fmt.Fprintf(out, "Logs: %s/clusters/*/logs. Press Ctrl-C to stop and clean up.\n", env.Dir)
+			fmt.Fprintf(out, "  kubectl get crds | grep tugboat.dev\n")
+			if env.HubURL != "" {
+				fmt.Fprintf(out, "\nThe hub receives on %s; every spoke runs an agent reporting to it:\n\n", env.HubURL)
+				fmt.Fprintf(out, "  kubectl -n %s get spokes\n", env.Namespace)
+				fmt.Fprintf(out, "  helm --kube-context %s install web <chart> -n apps --create-namespace\n", env.Spokes[0].Name)
+				fmt.Fprintf(out, "  kubectl -n %s get releasehistories   # the release appears within a second\n", env.Namespace)
+			}
+			fmt.Fprintf(out, "\nLogs: %s/logs (hub, agents) and %s/clusters/*/logs. Press Ctrl-C to stop and clean up.\n", env.Dir, env.Dir)
 			<-ctx.Done()
 			fmt.Fprintln(out, "\nstopping clusters")
 			if err := env.Stop(); err != nil {

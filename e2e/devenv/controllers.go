@@ -1,0 +1,148 @@
+package devenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/e2e/harness"
+)
+
+// DefaultNamespace holds the dev environment's Spokes on the hub.
+const DefaultNamespace = "tugboat-system"
+
+// startControllers registers a Spoke per spoke cluster on the hub, starts
+// the hub process against the hub cluster and an agent process against
+// each spoke, and waits until every Spoke is Ready.
+func (e *Env) startControllers(ctx context.Context, opts Options) error {
+	exe := opts.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	e.Namespace = DefaultNamespace
+	logDir := filepath.Join(e.Dir, "logs")
+	keyDir := filepath.Join(e.Dir, "keys")
+	for _, d := range []string{logDir, keyDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	hc := e.Hub.Client
+	if err := hc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for _, s := range e.Spokes {
+		sp := &tugboatv1alpha1.Spoke{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: s.Name},
+			Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: s.Name + "-key"}},
+		}
+		if err := hc.Create(ctx, sp); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("registering spoke %s: %w", s.Name, err)
+		}
+	}
+
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	hubAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	e.HubURL = "http://" + hubAddr
+	fmt.Fprintf(opts.Progress, "starting the hub (receiver %s)\n", e.HubURL)
+	if err := e.start(exe, "hub", logDir, []string{
+		"hub", "--kubeconfig", e.KubeconfigFor("hub"),
+		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--receiver-bind-address=" + hubAddr,
+	}); err != nil {
+		return err
+	}
+
+	for _, s := range e.Spokes {
+		var key corev1.Secret
+		if err := poll(ctx, 30*time.Second, func() bool {
+			return hc.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: s.Name + "-key"}, &key) == nil
+		}); err != nil {
+			return fmt.Errorf("waiting for the hub to generate the key of spoke %s (hub log: %s): %w", s.Name, filepath.Join(logDir, "hub.log"), err)
+		}
+		keyFile := filepath.Join(keyDir, s.Name+".key")
+		if err := os.WriteFile(keyFile, key.Data[tugboatv1alpha1.SpokeKeySecretKey], 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.Progress, "starting the agent of %s\n", s.Name)
+		if err := e.start(exe, "agent-"+s.Name, logDir, []string{
+			"agent", "--kubeconfig", e.KubeconfigFor(s.Name), "--spoke", s.Name,
+			"--hub-url", e.HubURL, "--hub-insecure-http", "--hub-key-file", keyFile,
+			"--metrics-bind-address=0", "--health-probe-bind-address=0",
+			"--webhook-bind-address=127.0.0.1:0", "--webhook-url-host=127.0.0.1",
+			"--hub-state-interval=10s",
+		}); err != nil {
+			return err
+		}
+	}
+	if err := e.writeState(); err != nil {
+		return err
+	}
+	for _, s := range e.Spokes {
+		err := poll(ctx, 60*time.Second, func() bool {
+			var sp tugboatv1alpha1.Spoke
+			if err := hc.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: s.Name}, &sp); err != nil {
+				return false
+			}
+			return apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for spoke %s to be Ready (agent log: %s): %w", s.Name, filepath.Join(logDir, "agent-"+s.Name+".log"), err)
+		}
+		fmt.Fprintf(opts.Progress, "spoke %s is Ready on the hub\n", s.Name)
+	}
+	return nil
+}
+
+// start runs one tugboat process of the environment.
+func (e *Env) start(exe, name, logDir string, args []string) error {
+	logPath := filepath.Join(logDir, name+".log")
+	p, err := harness.StartProcess(name, exe, args, logPath)
+	if err != nil {
+		return err
+	}
+	e.procs = append(e.procs, p)
+	e.procState = append(e.procState, ProcessState{Name: name, PID: p.PID(), Log: logPath})
+	return e.writeState()
+}
+
+// poll calls check every 100ms until it is true or timeout passes.
+func poll(ctx context.Context, timeout time.Duration, check func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for !check() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
