@@ -32,6 +32,9 @@ type fleet struct {
 	hubAddr string
 	ns      string
 
+	// mutate, when set, adjusts the hub's options each time it starts.
+	mutate func(*hub.Options)
+
 	mu      sync.Mutex
 	stopHub func()
 }
@@ -68,13 +71,20 @@ func startClusters(t *testing.T, n int) (*harness.Cluster, []*harness.Cluster) {
 
 func newFleet(t *testing.T, hubCluster *harness.Cluster) *fleet {
 	t.Helper()
+	return newFleetWith(t, hubCluster, nil)
+}
+
+// newFleetWith is newFleet with the hub's options adjusted by mutate (when
+// not nil) on every start.
+func newFleetWith(t *testing.T, hubCluster *harness.Cluster, mutate func(*hub.Options)) *fleet {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	f := &fleet{t: t, hub: hubCluster, hubAddr: addr, ns: "fleet"}
+	f := &fleet{t: t, hub: hubCluster, hubAddr: addr, ns: "fleet", mutate: mutate}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}
 	if err := hubCluster.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
@@ -93,6 +103,9 @@ func (f *fleet) startHub() {
 	opts.Receiver.BindAddress = f.hubAddr
 	opts.Spoke.HeartbeatTimeout = 5 * time.Second
 	opts.SkipControllerNameValidation = true
+	if f.mutate != nil {
+		f.mutate(&opts)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h, err := hub.New(ctx, f.hub.RESTConfig, opts)
 	if err != nil {
@@ -127,6 +140,19 @@ func (f *fleet) killHub() {
 // agent.
 func (f *fleet) addSpoke(name string, c *harness.Cluster, log logr.Logger) (stop func()) {
 	f.t.Helper()
+	key := f.registerSpoke(name)
+	keyFile := filepath.Join(f.t.TempDir(), name+".key")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	return f.startAgent(name, c, keyFile, log)
+}
+
+// registerSpoke creates a Spoke on the hub and returns the key the hub
+// generated for it. The key Secret exists only once the hub's Spoke
+// controller saw the Spoke, so the receiver knows the spoke by then.
+func (f *fleet) registerSpoke(name string) []byte {
+	f.t.Helper()
 	g := NewWithT(f.t)
 	ctx := context.Background()
 	sp := &tugboatv1alpha1.Spoke{
@@ -138,9 +164,8 @@ func (f *fleet) addSpoke(name string, c *harness.Cluster, log logr.Logger) (stop
 	g.Eventually(func() error {
 		return f.hub.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name + "-key"}, &key)
 	}).WithTimeout(20 * time.Second).Should(Succeed())
-	keyFile := filepath.Join(f.t.TempDir(), name+".key")
-	g.Expect(os.WriteFile(keyFile, key.Data[tugboatv1alpha1.SpokeKeySecretKey], 0o600)).To(Succeed())
-	return f.startAgent(name, c, keyFile, log)
+	g.Expect(key.Data[tugboatv1alpha1.SpokeKeySecretKey]).NotTo(BeEmpty())
+	return key.Data[tugboatv1alpha1.SpokeKeySecretKey]
 }
 
 func (f *fleet) startAgent(name string, c *harness.Cluster, keyFile string, log logr.Logger) (stop func()) {

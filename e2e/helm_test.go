@@ -85,3 +85,7 @@ func (h *helmClient) uninstall(name string) {
 		h.t.Fatalf("helm uninstall %s: %v", name, err)
 	}
 }
+
+func (h *helmClient) get(name string) (*release.Release, error) {
+	return action.NewGet(h.cfg).Run(name)
+}

@@ -21,6 +21,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/pipeline"
+	"tugboat.dev/tugboat/controllers/promotion"
+	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/controllers/spoke"
 	"tugboat.dev/tugboat/webhook/receiver"
@@ -42,6 +45,12 @@ type Options struct {
 	History  releasehistory.Options
 	Spoke    spoke.Options
 
+	// Promotion configures the Promotion reconciler.
+	Promotion promotion.Options
+	// Strategies overrides the promotion strategies (tests). Not a flag;
+	// nil uses DefaultStrategies.
+	Strategies strategy.Registry
+
 	// SkipControllerNameValidation allows more than one hub in one process
 	// (tests restart the hub in-process). Not a flag.
 	SkipControllerNameValidation bool
@@ -56,6 +65,7 @@ func NewOptions() Options {
 		Receiver:               receiver.NewOptions(),
 		History:                releasehistory.NewOptions(),
 		Spoke:                  spoke.NewOptions(),
+		Promotion:              promotion.NewOptions(),
 	}
 }
 
@@ -64,6 +74,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of the Prometheus /metrics endpoint ("0" disables it)`)
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of the /healthz and /readyz probes")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one replica to run the reconcilers (the receiver serves on every replica)")
+	fs.DurationVar(&o.Promotion.DefaultTimeout, "promotion-timeout", o.Promotion.DefaultTimeout, "timeout of a Promotion whose Pipeline sets none")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 	o.Receiver.BindFlags(fs)
 	o.History.BindFlags(fs)
@@ -112,6 +123,19 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 		return nil, err
 	}
 	if err := (&spoke.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: opts.Spoke}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	if err := pipeline.IndexFields(ctx, mgr); err != nil {
+		return nil, err
+	}
+	if err := (&pipeline.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	registry := opts.Strategies
+	if registry == nil {
+		registry = DefaultStrategies(mgr)
+	}
+	if err := (&promotion.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registry: registry, Options: opts.Promotion}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	ropts := opts.Receiver

@@ -1,0 +1,178 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+)
+
+// Reconciler reconciles Pipelines.
+type Reconciler struct {
+	// Client reads from the cache and writes.
+	Client client.Client
+	// APIReader reads Secrets, which the hub does not cache.
+	APIReader client.Reader
+	// Now is the clock; defaults to time.Now.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=tugboat.dev,resources=pipelines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=pipelines/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotions,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=releasehistories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch
+
+// IndexFields registers the field indexes the Pipeline and Promotion
+// reconcilers use. Call it once per manager.
+func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
+	fi := mgr.GetFieldIndexer()
+	if err := fi.IndexField(ctx, &tugboatv1alpha1.Pipeline{}, TargetIndex, func(o client.Object) []string {
+		p := o.(*tugboatv1alpha1.Pipeline)
+		var names []string
+		for i := range p.Spec.Environments {
+			for j := range p.Spec.Environments[i].Targets {
+				names = append(names, HistoryName(p, &p.Spec.Environments[i].Targets[j]))
+			}
+		}
+		return names
+	}); err != nil {
+		return err
+	}
+	if err := fi.IndexField(ctx, &tugboatv1alpha1.Pipeline{}, SpokeIndex, func(o client.Object) []string {
+		p := o.(*tugboatv1alpha1.Pipeline)
+		seen := map[string]bool{}
+		var names []string
+		for i := range p.Spec.Environments {
+			for _, t := range p.Spec.Environments[i].Targets {
+				if !seen[t.Spoke] {
+					seen[t.Spoke] = true
+					names = append(names, t.Spoke)
+				}
+			}
+		}
+		return names
+	}); err != nil {
+		return err
+	}
+	return fi.IndexField(ctx, &tugboatv1alpha1.Promotion{}, PromotionPipelineIndex, func(o client.Object) []string {
+		return []string{o.(*tugboatv1alpha1.Promotion).Spec.Pipeline}
+	})
+}
+
+// SetupWithManager registers the reconciler; IndexFields must have run.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&tugboatv1alpha1.Pipeline{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&tugboatv1alpha1.Promotion{}).
+		Watches(&tugboatv1alpha1.ReleaseHistory{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesForHistory)).
+		Watches(&tugboatv1alpha1.Spoke{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesForSpoke)).
+		Named("pipeline").
+		Complete(r)
+}
+
+func (r *Reconciler) pipelinesForHistory(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.pipelinesBy(ctx, o.GetNamespace(), TargetIndex, o.GetName())
+}
+
+func (r *Reconciler) pipelinesForSpoke(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.pipelinesBy(ctx, o.GetNamespace(), SpokeIndex, o.GetName())
+}
+
+func (r *Reconciler) pipelinesBy(ctx context.Context, ns, index, value string) []reconcile.Request {
+	var list tugboatv1alpha1.PipelineList
+	if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, p := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	}
+	return reqs
+}
+
+// Reconcile brings one Pipeline's status up to date and decides its
+// promotions.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	p := &tugboatv1alpha1.Pipeline{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !p.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	orig := p.DeepCopy()
+	defer func() {
+		if retErr == nil {
+			p.Status.ObservedGeneration = p.Generation
+		}
+		if err := r.Client.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil && retErr == nil {
+			retErr = client.IgnoreNotFound(err)
+		}
+	}()
+
+	// 1. A configuration error is terminal: Stalled, no requeue.
+	if err := r.validate(ctx, p); err != nil {
+		r.setStalled(p, err)
+		return ctrl.Result{RequeueAfter: err.requeue}, nil
+	}
+	apimeta.RemoveStatusCondition(&p.Status.Conditions, tugboatv1alpha1.StalledCondition.String())
+
+	// 2. Where each environment stands.
+	promos, err := r.promotions(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	view, err := r.observe(ctx, p, promos)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// 3. Decide and create promotions.
+	requeue, err := r.decide(ctx, p, view, promos)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// 4. Retention.
+	if err := r.prune(ctx, p, promos); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.setReady(p, view)
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// promotions lists the Pipeline's Promotions.
+func (r *Reconciler) promotions(ctx context.Context, p *tugboatv1alpha1.Pipeline) ([]tugboatv1alpha1.Promotion, error) {
+	var list tugboatv1alpha1.PromotionList
+	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{PromotionPipelineIndex: p.Name}); err != nil {
+		return nil, fmt.Errorf("listing promotions: %w", err)
+	}
+	return list.Items, nil
+}
+
+func (r *Reconciler) setStalled(p *tugboatv1alpha1.Pipeline, err *specError) {
+	set := func(t tugboatv1alpha1.ConditionType, s metav1.ConditionStatus) {
+		apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
+			Type: t.String(), Status: s, Reason: err.reason.String(), Message: err.Error(), ObservedGeneration: p.Generation,
+		})
+	}
+	set(tugboatv1alpha1.StalledCondition, metav1.ConditionTrue)
+	set(tugboatv1alpha1.ReadyCondition, metav1.ConditionFalse)
+	apimeta.RemoveStatusCondition(&p.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
+}

@@ -1,0 +1,212 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+)
+
+// decide creates the Promotions the environments qualify for and returns
+// when to look again (a soak time still running).
+func (r *Reconciler) decide(ctx context.Context, p *tugboatv1alpha1.Pipeline, v *view, promos []tugboatv1alpha1.Promotion) (time.Duration, error) {
+	if p.Spec.Suspend {
+		return 0, nil
+	}
+	now := r.Now()
+	var requeue time.Duration
+	byName := map[string]*tugboatv1alpha1.Promotion{}
+	for i := range promos {
+		byName[promos[i].Name] = &promos[i]
+	}
+	for i := 0; i+1 < len(v.envs); i++ {
+		src, dst := v.envs[i], v.envs[i+1]
+		if !src.converged {
+			continue
+		}
+		version := src.version
+		if soak := soakTime(src.env); soak > 0 {
+			if wait := src.healthySince.Add(soak).Sub(now); wait > 0 {
+				if requeue == 0 || wait < requeue {
+					requeue = wait
+				}
+				continue
+			}
+		}
+		if held(p, dst.env.Name) != nil {
+			continue
+		}
+		dstStatus := p.Status.Environments[i+1]
+		if upToDate(dstStatus, version) {
+			continue
+		}
+		name := PromotionName(p.Name, dst.env.Name, version)
+		if _, exists := byName[name]; exists {
+			continue // one Promotion per (pipeline, environment, version), whatever its outcome
+		}
+		if running := activeRunning(promos, dst.env.Name); running != "" {
+			continue // promoted once the running one finishes
+		}
+		if err := r.supersede(ctx, promos, dst.env.Name, version); err != nil {
+			return 0, err
+		}
+		if err := r.createPromotion(ctx, p, src.env.Name, dst.env, version, name); err != nil {
+			return 0, err
+		}
+		decisionLatency.Observe(now.Sub(src.healthySince.Add(soakTime(src.env))).Seconds())
+		log.FromContext(ctx).Info("promotion created", "promotion", name, "from", src.env.Name, "to", dst.env.Name, "version", version)
+	}
+	return requeue, nil
+}
+
+func soakTime(env *tugboatv1alpha1.Environment) time.Duration {
+	if env.Gates.SoakTime == nil {
+		return 0
+	}
+	return env.Gates.SoakTime.Duration
+}
+
+// upToDate reports whether the destination already runs version on every
+// target, or runs something newer somewhere (tugboat never downgrades).
+func upToDate(dst tugboatv1alpha1.EnvironmentStatus, version string) bool {
+	all := len(dst.Targets) > 0
+	for _, t := range dst.Targets {
+		if t.Version != version {
+			all = false
+		}
+		if t.Version != "" && compareVersions(t.Version, version) > 0 {
+			return true
+		}
+	}
+	return all
+}
+
+// activeRunning names a Promotion into env that is already carrying out its
+// strategy.
+func activeRunning(promos []tugboatv1alpha1.Promotion, env string) string {
+	for _, pr := range promos {
+		if pr.Spec.To == env && (pr.Status.Phase == tugboatv1alpha1.PromotionRunning || pr.Status.Phase == tugboatv1alpha1.PromotionVerifying) {
+			return pr.Name
+		}
+	}
+	return ""
+}
+
+// supersede aborts Promotions into env that have not started (Pending or
+// WaitingApproval) for a version older than version.
+func (r *Reconciler) supersede(ctx context.Context, promos []tugboatv1alpha1.Promotion, env, version string) error {
+	for i := range promos {
+		pr := &promos[i]
+		phase := pr.Status.Phase
+		if pr.Spec.To != env || (phase != "" && phase != tugboatv1alpha1.PromotionPending && phase != tugboatv1alpha1.PromotionWaitingApproval) {
+			continue
+		}
+		if compareVersions(pr.Spec.Version, version) >= 0 {
+			continue
+		}
+		orig := pr.DeepCopy()
+		now := metav1.NewTime(r.Now())
+		pr.Status.Phase = tugboatv1alpha1.PromotionAborted
+		pr.Status.CompletedAt = &now
+		apimeta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
+			Type: tugboatv1alpha1.ReadyCondition.String(), Status: metav1.ConditionFalse,
+			Reason: tugboatv1alpha1.AbortedReason.String(), Message: "superseded by version " + version,
+			ObservedGeneration: pr.Generation,
+		})
+		if err := r.Client.Status().Patch(ctx, pr, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("superseding promotion %s: %w", pr.Name, err)
+		}
+		promotionsTotal.WithLabelValues(string(tugboatv1alpha1.PromotionAborted)).Inc()
+	}
+	return nil
+}
+
+func (r *Reconciler) createPromotion(ctx context.Context, p *tugboatv1alpha1.Pipeline, from string, dst *tugboatv1alpha1.Environment, version, name string) error {
+	pr := &tugboatv1alpha1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: p.Namespace, Name: name,
+			Labels: map[string]string{LabelPipeline: p.Name, LabelEnvironment: dst.Name, LabelVersion: LabelValue(version)},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: tugboatv1alpha1.GroupVersion.String(), Kind: "Pipeline", Name: p.Name, UID: p.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: tugboatv1alpha1.PromotionSpec{
+			Pipeline: p.Name, From: from, To: dst.Name, Version: version,
+			Strategy: StrategyFor(p, dst), RequestedBy: tugboatv1alpha1.RequestedByAuto,
+		},
+	}
+	if err := r.Client.Create(ctx, pr); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating promotion %s: %w", name, err)
+	}
+	return nil
+}
+
+// prune deletes finished Promotions beyond spec.historyLimit, oldest first.
+func (r *Reconciler) prune(ctx context.Context, p *tugboatv1alpha1.Pipeline, promos []tugboatv1alpha1.Promotion) error {
+	limit := 10
+	if p.Spec.HistoryLimit != nil {
+		limit = int(*p.Spec.HistoryLimit)
+	}
+	var done []tugboatv1alpha1.Promotion
+	for _, pr := range promos {
+		if pr.Status.Phase.Terminal() {
+			done = append(done, pr)
+		}
+	}
+	if len(done) <= limit {
+		return nil
+	}
+	finished := func(pr *tugboatv1alpha1.Promotion) time.Time {
+		if pr.Status.CompletedAt != nil {
+			return pr.Status.CompletedAt.Time
+		}
+		return pr.CreationTimestamp.Time
+	}
+	sort.Slice(done, func(i, j int) bool { return finished(&done[i]).After(finished(&done[j])) })
+	for i := limit; i < len(done); i++ {
+		if err := r.Client.Delete(ctx, &done[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("pruning promotion %s: %w", done[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// setReady summarises the Pipeline in its Ready condition.
+func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
+	cond := metav1.Condition{Type: tugboatv1alpha1.ReadyCondition.String(), ObservedGeneration: p.Generation}
+	var active []string
+	for _, ev := range v.envs {
+		if ev.active != "" {
+			active = append(active, ev.active)
+		}
+	}
+	switch {
+	case len(v.problems) > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, tugboatv1alpha1.TargetNotFoundReason.String()
+		cond.Message = strings.Join(v.problems, "; ")
+	case len(p.Status.HeldEnvironments) > 0:
+		h := p.Status.HeldEnvironments[0]
+		cond.Status, cond.Reason = metav1.ConditionTrue, tugboatv1alpha1.HeldAfterRollbackReason.String()
+		cond.Message = fmt.Sprintf("automatic promotion into %s is held after a rollback (%s); resume with `tugboat promote --resume %s`", h.Name, h.Message, h.Name)
+	case len(active) > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, tugboatv1alpha1.PromotionInProgressReason.String()
+		cond.Message = "promoting: " + strings.Join(active, ", ")
+	default:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, tugboatv1alpha1.SucceededReason.String(), "every target reports"
+	}
+	if len(cond.Message) > 1024 {
+		cond.Message = cond.Message[:1021] + "..."
+	}
+	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
+}

@@ -1,0 +1,405 @@
+package promotion
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/pipeline"
+	"tugboat.dev/tugboat/controllers/promotion/strategy"
+)
+
+// Options configure the Promotion reconciler.
+type Options struct {
+	// DefaultTimeout bounds a Promotion whose Pipeline sets no timeout.
+	DefaultTimeout time.Duration
+	// RetryBase and RetryMax shape the backoff between strategy attempts.
+	RetryBase, RetryMax time.Duration
+	// MaxAttempts fails a Promotion whose strategy kept failing.
+	MaxAttempts int32
+}
+
+// NewOptions returns the defaults.
+func NewOptions() Options {
+	return Options{DefaultTimeout: 30 * time.Minute, RetryBase: 2 * time.Second, RetryMax: 5 * time.Minute, MaxAttempts: 20}
+}
+
+// Reconciler reconciles Promotions.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Registry  strategy.Registry
+	Options   Options
+	Now       func() time.Time
+}
+
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=pipelines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=releasehistories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+var promotionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	Name:    "tugboat_promotion_duration_seconds",
+	Help:    "Time from a Promotion's creation to its end, by final phase.",
+	Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600},
+}, []string{"phase"})
+
+func init() { ctrlmetrics.Registry.MustRegister(promotionDuration) }
+
+// SetupWithManager registers the reconciler; pipeline.IndexFields must have
+// run on mgr.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&tugboatv1alpha1.Promotion{}).
+		Watches(&tugboatv1alpha1.ReleaseHistory{}, handler.EnqueueRequestsFromMapFunc(r.promotionsForHistory)).
+		Named("promotion").
+		Complete(r)
+}
+
+// promotionsForHistory maps a ReleaseHistory to the unfinished Promotions of
+// the Pipelines that target it.
+func (r *Reconciler) promotionsForHistory(ctx context.Context, o client.Object) []reconcile.Request {
+	var pipelines tugboatv1alpha1.PipelineList
+	if err := r.Client.List(ctx, &pipelines, client.InNamespace(o.GetNamespace()), client.MatchingFields{pipeline.TargetIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, p := range pipelines.Items {
+		var promos tugboatv1alpha1.PromotionList
+		if err := r.Client.List(ctx, &promos, client.InNamespace(p.Namespace), client.MatchingFields{pipeline.PromotionPipelineIndex: p.Name}); err != nil {
+			continue
+		}
+		for _, pr := range promos.Items {
+			if !pr.Status.Phase.Terminal() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pr.Namespace, Name: pr.Name}})
+			}
+		}
+	}
+	return reqs
+}
+
+// Reconcile advances one Promotion.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	pr := &tugboatv1alpha1.Promotion{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pr); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if pr.Status.Phase.Terminal() || !pr.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	orig := pr.DeepCopy()
+	startPhase := pr.Status.Phase
+	defer func() {
+		pr.Status.ObservedGeneration = pr.Generation
+		if err := r.Client.Status().Patch(ctx, pr, client.MergeFrom(orig)); err != nil {
+			if retErr == nil {
+				retErr = client.IgnoreNotFound(err)
+			}
+			return
+		}
+		if pr.Status.Phase != startPhase {
+			pipeline.PromotionPhaseTransitions().WithLabelValues(string(pr.Status.Phase)).Inc()
+			if pr.Status.Phase.Terminal() {
+				promotionDuration.WithLabelValues(string(pr.Status.Phase)).Observe(r.Now().Sub(pr.CreationTimestamp.Time).Seconds())
+			}
+			log.FromContext(ctx).Info("promotion phase", "phase", pr.Status.Phase, "version", pr.Spec.Version, "to", pr.Spec.To)
+		}
+	}()
+
+	p := &tugboatv1alpha1.Pipeline{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: pr.Spec.Pipeline}, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.finish(pr, tugboatv1alpha1.PromotionAborted, tugboatv1alpha1.AbortedReason, "pipeline "+pr.Spec.Pipeline+" no longer exists")
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	idx := pipeline.EnvironmentIndex(p, pr.Spec.To)
+	if idx < 0 {
+		r.finish(pr, tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.InvalidSpecReason,
+			fmt.Sprintf("pipeline %s has no environment %q", p.Name, pr.Spec.To))
+		return ctrl.Result{}, nil
+	}
+	env := &p.Spec.Environments[idx]
+
+	switch pr.Status.Phase {
+	case "", tugboatv1alpha1.PromotionPending:
+		return r.pending(ctx, pr, env)
+	case tugboatv1alpha1.PromotionWaitingApproval:
+		return r.waitingApproval(pr)
+	case tugboatv1alpha1.PromotionRunning:
+		return r.running(ctx, pr, p, env)
+	case tugboatv1alpha1.PromotionVerifying:
+		return r.verifying(ctx, pr, p, env)
+	}
+	return ctrl.Result{}, nil
+}
+
+// pending waits for any other Promotion into the same environment that is
+// already running, then asks for approval or starts.
+func (r *Reconciler) pending(ctx context.Context, pr *tugboatv1alpha1.Promotion, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
+	var promos tugboatv1alpha1.PromotionList
+	if err := r.Client.List(ctx, &promos, client.InNamespace(pr.Namespace), client.MatchingFields{pipeline.PromotionPipelineIndex: pr.Spec.Pipeline}); err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, other := range promos.Items {
+		if other.Name != pr.Name && other.Spec.To == pr.Spec.To &&
+			(other.Status.Phase == tugboatv1alpha1.PromotionRunning || other.Status.Phase == tugboatv1alpha1.PromotionVerifying) {
+			r.setPhase(pr, tugboatv1alpha1.PromotionPending, tugboatv1alpha1.ProgressingReason, "waiting for promotion "+other.Name+" into "+pr.Spec.To+" to finish")
+			return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+		}
+	}
+	if env.Gates.RequireApproval && pr.Status.Approval == nil {
+		r.setPhase(pr, tugboatv1alpha1.PromotionWaitingApproval, tugboatv1alpha1.WaitingForApprovalReason,
+			fmt.Sprintf("promotion of %s into %s waits for approval (tugboat approve %s)", pr.Spec.Version, pr.Spec.To, pr.Name))
+		return ctrl.Result{}, nil
+	}
+	return r.waitingApproval(pr)
+}
+
+// waitingApproval moves on once approved, or aborts when rejected.
+func (r *Reconciler) waitingApproval(pr *tugboatv1alpha1.Promotion) (ctrl.Result, error) {
+	a := pr.Status.Approval
+	switch {
+	case a != nil && a.RejectedBy != "":
+		r.finish(pr, tugboatv1alpha1.PromotionAborted, tugboatv1alpha1.RejectedReason, "rejected by "+a.RejectedBy+suffix(a.Message))
+		return ctrl.Result{}, nil
+	case a == nil && pr.Status.Phase == tugboatv1alpha1.PromotionWaitingApproval:
+		return ctrl.Result{}, nil
+	}
+	now := metav1.NewTime(r.Now())
+	pr.Status.StartedAt = &now
+	r.setPhase(pr, tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.ProgressingReason,
+		fmt.Sprintf("promoting %s into %s with strategy %s", pr.Spec.Version, pr.Spec.To, pr.Spec.Strategy.Type))
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// running calls the strategy; success moves to Verifying, a retryable
+// error backs off, a terminal one (or too many attempts) fails.
+func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
+	if res, done := r.checkTimeout(ctx, pr, p, env); done {
+		return res, nil
+	}
+	s, err := r.Registry.Get(pr.Spec.Strategy.Type)
+	if err == nil {
+		var result strategy.Result
+		result, err = s.Promote(ctx, r.request(ctx, pr, p, env))
+		if err == nil {
+			pr.Status.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: result.URL, Reference: result.Reference, Message: clip(result.Message, 1024)}
+			r.setPhase(pr, tugboatv1alpha1.PromotionVerifying, tugboatv1alpha1.VerifyingReason,
+				fmt.Sprintf("waiting for every target of %s to report %s healthy", pr.Spec.To, pr.Spec.Version))
+			return r.verifying(ctx, pr, p, env)
+		}
+	}
+	pr.Status.Attempts++
+	msg := fmt.Sprintf("strategy %s failed (attempt %d): %v", pr.Spec.Strategy.Type, pr.Status.Attempts, err)
+	if strategy.IsTerminal(err) || pr.Status.Attempts >= r.Options.MaxAttempts {
+		r.finish(pr, tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.StrategyFailedReason, msg)
+		return ctrl.Result{}, nil
+	}
+	r.setPhase(pr, tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.StrategyFailedReason, msg+"; retrying")
+	return ctrl.Result{RequeueAfter: r.backoff(pr.Status.Attempts)}, nil
+}
+
+func (r *Reconciler) backoff(attempts int32) time.Duration {
+	d := time.Duration(float64(r.Options.RetryBase) * math.Pow(2, float64(attempts-1)))
+	if d > r.Options.RetryMax || d <= 0 {
+		d = r.Options.RetryMax
+	}
+	return d
+}
+
+// request builds the strategy's input.
+func (r *Reconciler) request(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) strategy.Request {
+	req := strategy.Request{
+		Promotion: pr, Pipeline: p, Environment: env, Version: pr.Spec.Version, Strategy: pr.Spec.Strategy,
+		Hub: r.APIReader, HubWriter: r.Client,
+	}
+	for _, t := range env.Targets {
+		st := strategy.Target{SpokeName: t.Spoke, Namespace: t.Namespace, Release: pipeline.ReleaseOf(p, &t)}
+		if t.HelmRelease != nil {
+			hr := *t.HelmRelease
+			if hr.Namespace == "" {
+				hr.Namespace = t.Namespace
+			}
+			st.HelmRelease = &hr
+		}
+		sp := &tugboatv1alpha1.Spoke{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: t.Spoke}, sp); err == nil {
+			st.Spoke = sp
+		}
+		req.Targets = append(req.Targets, st)
+	}
+	return req
+}
+
+// verifying succeeds once every target reports the version deployed and
+// healthy, and fails at the timeout naming the laggards.
+func (r *Reconciler) verifying(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
+	laggards, err := r.progress(ctx, pr, p, env)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(laggards) == 0 {
+		r.finish(pr, tugboatv1alpha1.PromotionSucceeded, tugboatv1alpha1.SucceededReason,
+			fmt.Sprintf("every target of %s runs %s, healthy", pr.Spec.To, pr.Spec.Version))
+		return ctrl.Result{}, nil
+	}
+	if res, done := r.checkTimeout(ctx, pr, p, env); done {
+		return res, nil
+	}
+	return ctrl.Result{RequeueAfter: r.remaining(pr, p)}, nil
+}
+
+// progress fills status.targets and returns the targets not done yet.
+func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) ([]string, error) {
+	prev := map[string]tugboatv1alpha1.PromotionTargetStatus{}
+	for _, t := range pr.Status.Targets {
+		prev[t.Spoke+"/"+t.Namespace+"/"+t.Release] = t
+	}
+	var laggards []string
+	var targets []tugboatv1alpha1.PromotionTargetStatus
+	for _, t := range env.Targets {
+		rel := pipeline.ReleaseOf(p, &t)
+		id := t.Spoke + "/" + t.Namespace + "/" + rel
+		ts := tugboatv1alpha1.PromotionTargetStatus{Spoke: t.Spoke, Namespace: t.Namespace, Release: rel}
+		rh := &tugboatv1alpha1.ReleaseHistory{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: pipeline.HistoryName(p, &t)}, rh)
+		switch {
+		case apierrors.IsNotFound(err):
+			ts.Message = "no release reported"
+		case err != nil:
+			return nil, err
+		case rh.Status.Current != nil:
+			c := rh.Status.Current
+			ts.Version, ts.Revision, ts.Health = c.ChartVersion, c.Revision, c.Health
+			ts.Done = c.ChartVersion == pr.Spec.Version && c.Status == tugboatv1alpha1.ReleaseStatusDeployed && c.Health == tugboatv1alpha1.HealthCurrent
+			if !ts.Done {
+				ts.Message = fmt.Sprintf("at %s (%s, %s)", c.ChartVersion, c.Status, orUnknown(string(c.Health)))
+				if c.HealthReason != "" && c.ChartVersion == pr.Spec.Version {
+					ts.Message += ": " + clip(c.HealthReason, 200)
+				}
+			}
+		}
+		if old, ok := prev[id]; ok && old.Done == ts.Done && old.LastTransitionTime != nil {
+			ts.LastTransitionTime = old.LastTransitionTime
+		} else {
+			now := metav1.NewTime(r.Now())
+			ts.LastTransitionTime = &now
+		}
+		if !ts.Done {
+			laggards = append(laggards, id+" "+orDefault(ts.Message, "not reporting"))
+		}
+		targets = append(targets, ts)
+	}
+	pr.Status.Targets = targets
+	return laggards, nil
+}
+
+func (r *Reconciler) timeout(p *tugboatv1alpha1.Pipeline) time.Duration {
+	if p.Spec.Timeout != nil && p.Spec.Timeout.Duration > 0 {
+		return p.Spec.Timeout.Duration
+	}
+	return r.Options.DefaultTimeout
+}
+
+func (r *Reconciler) remaining(pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline) time.Duration {
+	start := pr.CreationTimestamp.Time
+	if pr.Status.StartedAt != nil {
+		start = pr.Status.StartedAt.Time
+	}
+	d := start.Add(r.timeout(p)).Sub(r.Now())
+	if d < 100*time.Millisecond {
+		d = 100 * time.Millisecond
+	}
+	return d
+}
+
+// checkTimeout fails the Promotion once its timeout passed, naming the
+// targets that did not report the version healthy.
+func (r *Reconciler) checkTimeout(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, bool) {
+	if pr.Status.StartedAt == nil || r.Now().Before(pr.Status.StartedAt.Add(r.timeout(p))) {
+		return ctrl.Result{}, false
+	}
+	laggards, err := r.progress(ctx, pr, p, env)
+	if err != nil {
+		laggards = []string{err.Error()}
+	}
+	r.finish(pr, tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.TimedOutReason,
+		fmt.Sprintf("timed out after %s waiting for %s", r.timeout(p), strings.Join(laggards, "; ")))
+	return ctrl.Result{}, true
+}
+
+func (r *Reconciler) setPhase(pr *tugboatv1alpha1.Promotion, phase tugboatv1alpha1.PromotionPhase, reason tugboatv1alpha1.ConditionReason, msg string) {
+	pr.Status.Phase = phase
+	status := metav1.ConditionUnknown
+	apimeta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
+		Type: tugboatv1alpha1.ReadyCondition.String(), Status: status, Reason: reason.String(), Message: clip(msg, 1024), ObservedGeneration: pr.Generation,
+	})
+	apimeta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
+		Type: tugboatv1alpha1.ReconcilingCondition.String(), Status: metav1.ConditionTrue, Reason: reason.String(), Message: clip(msg, 1024), ObservedGeneration: pr.Generation,
+	})
+}
+
+func (r *Reconciler) finish(pr *tugboatv1alpha1.Promotion, phase tugboatv1alpha1.PromotionPhase, reason tugboatv1alpha1.ConditionReason, msg string) {
+	pr.Status.Phase = phase
+	now := metav1.NewTime(r.Now())
+	pr.Status.CompletedAt = &now
+	status := metav1.ConditionFalse
+	if phase == tugboatv1alpha1.PromotionSucceeded {
+		status = metav1.ConditionTrue
+	}
+	apimeta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
+		Type: tugboatv1alpha1.ReadyCondition.String(), Status: status, Reason: reason.String(), Message: clip(msg, 1024), ObservedGeneration: pr.Generation,
+	})
+	apimeta.RemoveStatusCondition(&pr.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
+	if phase == tugboatv1alpha1.PromotionFailed {
+		apimeta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
+			Type: tugboatv1alpha1.StalledCondition.String(), Status: metav1.ConditionTrue, Reason: reason.String(), Message: clip(msg, 1024), ObservedGeneration: pr.Generation,
+		})
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func suffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+func orUnknown(s string) string { return orDefault(s, "Unknown") }
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
