@@ -144,7 +144,7 @@ func TestPipeline_promotesThroughEnvironments(t *testing.T) {
 		g := NewWithT(t)
 		for _, env := range []string{"staging", "production"} {
 			name := pipeline.PromotionName("web", env, "1.0.0")
-			g.Eventually(f.phase(name)).WithTimeout(90 * time.Second).WithPolling(200 * time.Millisecond).
+			g.Eventually(f.phase(name)).WithTimeout(90*time.Second).WithPolling(200*time.Millisecond).
 				Should(Equal(tugboatv1alpha1.PromotionSucceeded), "promotion %s", name)
 			pr := f.promotion(g, name)
 			g.Expect(pr.Spec.RequestedBy).To(Equal(tugboatv1alpha1.RequestedByAuto))

@@ -402,4 +402,3 @@ func orDefault(s, d string) string {
 	}
 	return s
 }
-
