@@ -1,0 +1,248 @@
+package notification_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/promotion/strategy"
+	"tugboat.dev/tugboat/controllers/promotion/strategy/notification"
+)
+
+// fluxEvent mirrors event.toolkit.fluxcd.io/v1beta1 Event independently of
+// the package under test.
+type fluxEvent struct {
+	InvolvedObject      corev1.ObjectReference `json:"involvedObject"`
+	Severity            string                 `json:"severity"`
+	Timestamp           metav1.Time            `json:"timestamp"`
+	Message             string                 `json:"message"`
+	Reason              string                 `json:"reason"`
+	Metadata            map[string]string      `json:"metadata,omitempty"`
+	ReportingController string                 `json:"reportingController"`
+	ReportingInstance   string                 `json:"reportingInstance,omitempty"`
+}
+
+// eventServer stands in for notification-controller's event endpoint. It
+// decodes the body as notification-controller does (400 when it cannot),
+// checks what the Event API marks required (and the severity enum and the
+// message length), filters the metadata as notification-controller does
+// (only keys prefixed with the involved object's group, prefix stripped,
+// checksum and digest dropped; the token is used for rate limiting, then
+// dropped) and rate-limits repeats by involved object, message, revision and
+// token with 429. It answers 202 to what it accepts.
+type eventServer struct {
+	mu       sync.Mutex
+	seen     map[string]bool
+	accepted []fluxEvent // metadata as notifiers would see it
+	raw      []string
+	invalid  []string
+}
+
+func newEventServer() *eventServer { return &eventServer{seen: map[string]bool{}} }
+
+func (s *eventServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.raw = append(s.raw, string(body))
+	var e fluxEvent
+	if err := json.Unmarshal(body, &e); err != nil {
+		s.invalid = append(s.invalid, err.Error())
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	if problems := validate(e); len(problems) > 0 {
+		s.invalid = append(s.invalid, problems...)
+		http.Error(w, strings.Join(problems, "; "), http.StatusBadRequest)
+		return
+	}
+	gv, _ := schema.ParseGroupVersion(e.InvolvedObject.APIVersion)
+	meta := map[string]string{}
+	for k, v := range e.Metadata {
+		if strings.HasPrefix(k, gv.Group) && k != gv.Group+"/checksum" && k != gv.Group+"/digest" {
+			meta[strings.TrimPrefix(k, gv.Group+"/")] = v
+		}
+	}
+	e.Metadata = meta
+	comps := []string{"event", e.InvolvedObject.Name, e.InvolvedObject.Namespace, e.InvolvedObject.Kind, e.Message}
+	for _, k := range []string{"revision", "token"} {
+		if v, ok := meta[k]; ok {
+			comps = append(comps, v)
+		}
+	}
+	key := fmt.Sprintf("%x", sha256.Sum256([]byte(strings.Join(comps, "/"))))
+	if s.seen[key] {
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	s.seen[key] = true
+	delete(e.Metadata, "token")
+	s.accepted = append(s.accepted, e)
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func validate(e fluxEvent) []string {
+	var p []string
+	o := e.InvolvedObject
+	if o.Kind == "" || o.Name == "" || o.Namespace == "" || o.APIVersion == "" {
+		p = append(p, "involvedObject needs kind, name, namespace and apiVersion")
+	}
+	if _, err := schema.ParseGroupVersion(o.APIVersion); err != nil {
+		p = append(p, "involvedObject.apiVersion is invalid")
+	}
+	switch e.Severity {
+	case "trace", "info", "error":
+	default:
+		p = append(p, fmt.Sprintf("severity %q is not trace, info or error", e.Severity))
+	}
+	if e.Timestamp.IsZero() {
+		p = append(p, "timestamp is required")
+	}
+	if e.Message == "" || len(e.Message) > 39000 {
+		p = append(p, "message is required, at most 39000 characters")
+	}
+	if e.Reason == "" {
+		p = append(p, "reason is required")
+	}
+	if e.ReportingController == "" {
+		p = append(p, "reportingController is required")
+	}
+	return p
+}
+
+var now = time.Date(2026, 11, 2, 9, 30, 0, 0, time.UTC)
+
+func request(address string) strategy.Request {
+	return strategy.Request{
+		Promotion: &tugboatv1alpha1.Promotion{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-production-1-4-0", UID: "prom-uid"},
+			Spec:       tugboatv1alpha1.PromotionSpec{Pipeline: "web", From: "staging", To: "production", Version: "1.4.0"},
+		},
+		Pipeline: &tugboatv1alpha1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", UID: "pipe-uid"}},
+		Version:  "1.4.0",
+		Strategy: tugboatv1alpha1.PromotionStrategy{
+			Type:         tugboatv1alpha1.StrategyNotification,
+			Notification: &tugboatv1alpha1.NotificationStrategy{Address: address},
+		},
+	}
+}
+
+func newStrategy(defaultAddress string) *notification.Strategy {
+	return notification.New(notification.Options{DefaultAddress: defaultAddress, Instance: "tugboat-hub-0", Now: func() time.Time { return now }})
+}
+
+func TestNotification_sendsFluxEvent(t *testing.T) {
+	g := NewWithT(t)
+	es := newEventServer()
+	srv := httptest.NewServer(es)
+	defer srv.Close()
+
+	res, err := newStrategy("").Promote(context.Background(), request(srv.URL+"/"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Message).To(Equal(`sent Flux event "promote 1.4.0 to production" to ` + srv.URL + `/ (202 Accepted)`))
+	g.Expect(es.invalid).To(BeEmpty())
+	g.Expect(es.raw).To(HaveLen(1))
+	g.Expect(es.raw[0]).To(MatchJSON(`{
+		"involvedObject": {"kind": "Pipeline", "namespace": "apps", "name": "web", "uid": "pipe-uid", "apiVersion": "tugboat.dev/v1alpha1"},
+		"severity": "info",
+		"timestamp": "2026-11-02T09:30:00Z",
+		"message": "promote 1.4.0 to production",
+		"reason": "Promote",
+		"metadata": {
+			"tugboat.dev/environment": "production",
+			"tugboat.dev/version": "1.4.0",
+			"tugboat.dev/promotion": "web-production-1-4-0",
+			"tugboat.dev/pipeline": "apps/web",
+			"tugboat.dev/from": "staging",
+			"tugboat.dev/revision": "1.4.0",
+			"tugboat.dev/token": "prom-uid"
+		},
+		"reportingController": "tugboat",
+		"reportingInstance": "tugboat-hub-0"
+	}`))
+	// What notifiers see once notification-controller filtered the metadata.
+	g.Expect(es.accepted[0].Metadata).To(Equal(map[string]string{
+		"environment": "production", "version": "1.4.0", "promotion": "web-production-1-4-0",
+		"pipeline": "apps/web", "from": "staging", "revision": "1.4.0",
+	}))
+}
+
+func TestNotification_repeatIsAlreadyDelivered(t *testing.T) {
+	g := NewWithT(t)
+	es := newEventServer()
+	srv := httptest.NewServer(es)
+	defer srv.Close()
+	s := newStrategy(srv.URL)
+
+	_, err := s.Promote(context.Background(), request(""))
+	g.Expect(err).NotTo(HaveOccurred())
+	res, err := s.Promote(context.Background(), request(""))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Message).To(ContainSubstring("already delivered"))
+	g.Expect(es.accepted).To(HaveLen(1), "the default address is used, and the repeat is not notified twice")
+
+	// Another Promotion of the same version is a new event.
+	other := request("")
+	other.Promotion.UID = "other-uid"
+	_, err = s.Promote(context.Background(), other)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(es.accepted).To(HaveLen(2))
+}
+
+func TestNotification_errors(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	status := http.StatusServiceUnavailable
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, "upstream connect error")
+	}))
+	defer srv.Close()
+	s := newStrategy("")
+
+	_, err := s.Promote(ctx, request(srv.URL))
+	g.Expect(err).To(MatchError(ContainSubstring("answered 503 Service Unavailable: upstream connect error")))
+	g.Expect(strategy.IsTerminal(err)).To(BeFalse())
+
+	status = http.StatusBadRequest
+	_, err = s.Promote(ctx, request(srv.URL))
+	g.Expect(strategy.IsTerminal(err)).To(BeTrue())
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	addr := l.Addr().String()
+	g.Expect(l.Close()).To(Succeed())
+	_, err = s.Promote(ctx, request("http://"+addr+"/"))
+	g.Expect(err).To(MatchError(ContainSubstring("connection refused")))
+	g.Expect(strategy.IsTerminal(err)).To(BeFalse())
+
+	_, err = s.Promote(ctx, request("notification-controller:80"))
+	g.Expect(strategy.IsTerminal(err)).To(BeTrue())
+}
+
+func TestNotification_defaultAddress(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(notification.DefaultAddress).To(Equal("http://notification-controller.flux-system.svc.cluster.local./"))
+	e := notification.NewEvent(request(""), now, "")
+	g.Expect(e.Severity).To(Equal("info"))
+	g.Expect(e.Reason).To(Equal("Promote"))
+}
