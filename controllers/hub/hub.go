@@ -47,6 +47,9 @@ type Options struct {
 
 	// Promotion configures the Promotion reconciler.
 	Promotion promotion.Options
+	// NotificationControllerAddress is Flux notification-controller's event
+	// address for the notification strategy (empty: the in-cluster default).
+	NotificationControllerAddress string
 	// Strategies overrides the promotion strategies (tests). Not a flag;
 	// nil uses DefaultStrategies.
 	Strategies strategy.Registry
@@ -75,6 +78,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of the /healthz and /readyz probes")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one replica to run the reconcilers (the receiver serves on every replica)")
 	fs.DurationVar(&o.Promotion.DefaultTimeout, "promotion-timeout", o.Promotion.DefaultTimeout, "timeout of a Promotion whose Pipeline sets none")
+	fs.StringVar(&o.NotificationControllerAddress, "notification-controller-address", o.NotificationControllerAddress, "Flux notification-controller's event address for the notification strategy (default: the in-cluster service)")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 	o.Receiver.BindFlags(fs)
 	o.History.BindFlags(fs)
@@ -133,7 +137,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	}
 	registry := opts.Strategies
 	if registry == nil {
-		registry = DefaultStrategies(mgr)
+		registry = DefaultStrategies(mgr, opts)
 	}
 	if err := (&promotion.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registry: registry, Options: opts.Promotion}).SetupWithManager(mgr); err != nil {
 		return nil, err

@@ -3,10 +3,20 @@ package hub
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
+	"tugboat.dev/tugboat/controllers/promotion/strategy/kubernetes"
+	"tugboat.dev/tugboat/controllers/promotion/strategy/notification"
+	"tugboat.dev/tugboat/controllers/promotion/strategy/webhook"
 )
 
-// DefaultStrategies returns the promotion strategies this hub offers.
-func DefaultStrategies(mgr ctrl.Manager) strategy.Registry {
-	return strategy.Registry{}
+// DefaultStrategies returns the promotion strategies this hub offers, one
+// instance each for the life of the process (the kubernetes strategy caches
+// spoke clients).
+func DefaultStrategies(_ ctrl.Manager, opts Options) strategy.Registry {
+	return strategy.Registry{
+		tugboatv1alpha1.StrategyKubernetes:   kubernetes.New(nil),
+		tugboatv1alpha1.StrategyWebhook:      webhook.New(nil),
+		tugboatv1alpha1.StrategyNotification: notification.New(notification.Options{DefaultAddress: opts.NotificationControllerAddress}),
+	}
 }
