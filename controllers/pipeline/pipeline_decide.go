@@ -47,6 +47,9 @@ func (r *Reconciler) decide(ctx context.Context, p *tugboatv1alpha1.Pipeline, v 
 			continue
 		}
 		dstStatus := p.Status.Environments[i+1]
+		if !reported(dstStatus) {
+			continue // what the destination runs is not known yet
+		}
 		if upToDate(dstStatus, version) {
 			continue
 		}
@@ -74,6 +77,17 @@ func soakTime(env *tugboatv1alpha1.Environment) time.Duration {
 		return 0
 	}
 	return env.Gates.SoakTime.Duration
+}
+
+// reported reports whether every target of an environment has reported a
+// release.
+func reported(es tugboatv1alpha1.EnvironmentStatus) bool {
+	for _, t := range es.Targets {
+		if t.Version == "" {
+			return false
+		}
+	}
+	return len(es.Targets) > 0
 }
 
 // upToDate reports whether the destination already runs version on every

@@ -1,0 +1,137 @@
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/pipeline"
+	"tugboat.dev/tugboat/e2e/harness"
+)
+
+var helmReleaseGVK = schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease"}
+
+// fakeHelmController stands in for Flux helm-controller on one spoke: when
+// the HelmRelease's spec.chart.spec.version differs from the installed
+// release, it runs a real Helm SDK upgrade to that version.
+func fakeHelmController(ctx context.Context, t *testing.T, c *harness.Cluster, ns, name string, wg *sync.WaitGroup) {
+	defer wg.Done()
+	h := newHelm(t, c, ns)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		hr := &unstructured.Unstructured{}
+		hr.SetGroupVersionKind(helmReleaseGVK)
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hr); err != nil {
+			continue
+		}
+		want, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+		rel, err := h.get(name)
+		if err != nil || want == "" || rel.Chart.Metadata.Version == want {
+			continue
+		}
+		h.upgrade(name, want, nil)
+	}
+}
+
+func newHelmRelease(ns, name, version string) *unstructured.Unstructured {
+	hr := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"interval": "5m",
+			"chart": map[string]any{"spec": map[string]any{
+				"chart": "web", "version": version,
+				"sourceRef": map[string]any{"kind": "HelmRepository", "name": "charts"},
+			}},
+		},
+	}}
+	hr.SetGroupVersionKind(helmReleaseGVK)
+	hr.SetNamespace(ns)
+	hr.SetName(name)
+	return hr
+}
+
+// TestKubernetesStrategy_promotesThroughFluxHelmReleases installs 1.0.0 in
+// dev and lets the kubernetes strategy carry it to staging and production by
+// server-side applying spec.chart.spec.version on their HelmReleases; the
+// test plays helm-controller, so the releases on the spokes are real.
+func TestKubernetesStrategy_promotesThroughFluxHelmReleases(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	hubCluster, clusters := startClusters(t, 3)
+	f := newFleet(t, hubCluster)
+	names := []string{"dev", "staging", "production"}
+	log := testr.NewWithOptions(t, testr.Options{Verbosity: 0})
+	crds := "../controllers/promotion/strategy/kubernetes/testdata/crds"
+	for i, n := range names {
+		g.Expect(harness.InstallCRDs(ctx, clusters[i].Client, crds)).To(Succeed())
+		f.addSpoke(n, clusters[i], log.WithName(n))
+		// The hub reaches the spoke through a kubeconfig Secret.
+		kubeconfig, err := os.ReadFile(clusters[i].KubeconfigPath)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(hubCluster.Client.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: n + "-kubeconfig"},
+			Data:       map[string][]byte{"value": kubeconfig},
+		})).To(Succeed())
+		var sp tugboatv1alpha1.Spoke
+		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: n}, &sp)).To(Succeed())
+		patch := client.MergeFrom(sp.DeepCopy())
+		sp.Spec.KubeConfigSecretRef = &tugboatv1alpha1.SecretKeyReference{Name: n + "-kubeconfig"}
+		g.Expect(hubCluster.Client.Patch(ctx, &sp, patch)).To(Succeed())
+
+		version := "0.9.0"
+		if n == "dev" {
+			version = "1.0.0"
+		}
+		newHelm(t, clusters[i], "apps").install("web", version)
+		g.Expect(clusters[i].Client.Create(ctx, newHelmRelease("apps", "web", version))).To(Succeed())
+		wg.Add(1)
+		go fakeHelmController(ctx, t, clusters[i], "apps", "web", &wg)
+	}
+
+	p := webPipeline(f.ns, tugboatv1alpha1.StrategyKubernetes)
+	for i := range p.Spec.Environments {
+		p.Spec.Environments[i].Targets[0].HelmRelease = &tugboatv1alpha1.ObjectReference{Name: "web"}
+	}
+	g.Expect(hubCluster.Client.Create(ctx, p)).To(Succeed())
+
+	for _, env := range []string{"staging", "production"} {
+		name := pipeline.PromotionName("web", env, "1.0.0")
+		g.Eventually(f.phase(name)).WithTimeout(90*time.Second).WithPolling(200*time.Millisecond).
+			Should(Equal(tugboatv1alpha1.PromotionSucceeded), "promotion %s", name)
+		g.Eventually(f.current(env, "apps", "web")).WithTimeout(30 * time.Second).
+			Should(Equal(current{2, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}))
+	}
+	// The HelmRelease carries the version, set by tugboat's field manager.
+	hr := &unstructured.Unstructured{}
+	hr.SetGroupVersionKind(helmReleaseGVK)
+	g.Expect(clusters[2].Client.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "web"}, hr)).To(Succeed())
+	v, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+	g.Expect(v).To(Equal("1.0.0"))
+	managers := map[string]bool{}
+	for _, mf := range hr.GetManagedFields() {
+		managers[mf.Manager] = true
+	}
+	g.Expect(managers).To(HaveKey("tugboat"))
+	// Each environment got exactly one Helm upgrade (revision 2).
+	var promos tugboatv1alpha1.PromotionList
+	g.Expect(hubCluster.Client.List(ctx, &promos, client.InNamespace(f.ns))).To(Succeed())
+	g.Expect(promos.Items).To(HaveLen(2))
+}
