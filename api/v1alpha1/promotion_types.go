@@ -162,6 +162,60 @@ type PromotionTargetStatus struct {
 	// lastTransitionTime is when version, health or done last changed.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+
+	// action is the agent action of the helm strategy for this target.
+	// +optional
+	Action *TargetAction `json:"action,omitempty"`
+}
+
+// ActionPhase is where an agent action stands.
+// +kubebuilder:validation:Enum=Pending;Delivered;Succeeded;Failed;Refused
+type ActionPhase string
+
+// Action phases.
+const (
+	// ActionPending: queued, not yet fetched by the spoke's agent.
+	ActionPending ActionPhase = "Pending"
+	// ActionDelivered: the agent fetched it and has not reported yet.
+	ActionDelivered ActionPhase = "Delivered"
+	// ActionSucceeded: the agent upgraded the release.
+	ActionSucceeded ActionPhase = "Succeeded"
+	// ActionFailed: the agent's upgrade failed.
+	ActionFailed ActionPhase = "Failed"
+	// ActionRefused: the action is outside the limits the spoke sets.
+	ActionRefused ActionPhase = "Refused"
+)
+
+// TargetAction is an action a spoke's agent carries out for the helm
+// strategy.
+type TargetAction struct {
+	// id is the action's deterministic id.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id"`
+
+	// phase is where the action stands.
+	// +required
+	Phase ActionPhase `json:"phase"`
+
+	// message is the agent's report (why it refused or failed).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// deliveries counts how often the agent fetched the action.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Deliveries int32 `json:"deliveries,omitempty"`
+
+	// revision is the Helm revision the agent's upgrade made.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Revision int32 `json:"revision,omitempty"`
+
+	// lastUpdateTime is when the phase last changed.
+	// +optional
+	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
 }
 
 // NotificationPhase is whether a notification has been delivered.

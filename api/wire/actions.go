@@ -1,0 +1,113 @@
+package wire
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/url"
+	"time"
+)
+
+// Agent actions: the `helm` promotion strategy does not need credentials to
+// a spoke. The hub queues an Action per destination target; the spoke's
+// agent long-polls for its actions (GET ActionsPath, signed like every agent
+// request, held up to about 30 s), carries each out within the limits the
+// spoke sets, and reports the outcome (POST ActionPath). Actions are
+// idempotent by ID: an agent that restarts mid-action checks the release
+// before acting again.
+
+// ActionsPath is where an agent long-polls for its pending actions.
+func ActionsPath(spoke string) string { return "/v1/spokes/" + url.PathEscape(spoke) + "/actions" }
+
+// ActionPath is where an agent reports the outcome of one action.
+func ActionPath(spoke, id string) string {
+	return ActionsPath(spoke) + "/" + url.PathEscape(id)
+}
+
+// ActionIDLength is the length of an action id in hex digits.
+const ActionIDLength = 32
+
+// NewActionID returns the deterministic id of the action of promotion
+// (its UID) for one target.
+func NewActionID(promotionUID, spoke, namespace, release string) string {
+	h := sha256.New()
+	for _, s := range []string{promotionUID, spoke, namespace, release} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:ActionIDLength]
+}
+
+// ChartSource says where the agent fetches the chart from.
+type ChartSource struct {
+	// Repository is an HTTP(S) Helm repository URL, or an OCI reference
+	// prefix (oci://registry/path).
+	Repository string `json:"repository"`
+	// Name is the chart's name in the repository.
+	Name string `json:"name"`
+}
+
+// Values policies of an upgrade.
+const (
+	// ValuesReuse reuses the release's current values (helm upgrade
+	// --reuse-values).
+	ValuesReuse = "reuse"
+	// ValuesResetThenReuse resets to the new chart's defaults, then applies
+	// the release's current user values (--reset-then-reuse-values).
+	ValuesResetThenReuse = "reset-then-reuse"
+)
+
+// Action is one promotion step a spoke's agent carries out.
+type Action struct {
+	// ID is deterministic (NewActionID): the same action is offered again
+	// until its outcome is reported.
+	ID string `json:"id"`
+	// Promotion is the Promotion's namespace/name on the hub.
+	Promotion string `json:"promotion"`
+	// Namespace and Release name the Helm release on the spoke.
+	Namespace string `json:"namespace"`
+	Release   string `json:"release"`
+	// Chart is where the chart comes from. Credentials for it are the
+	// spoke's own, never the hub's.
+	Chart ChartSource `json:"chart"`
+	// Version is the chart version to upgrade to.
+	Version string `json:"version"`
+	// ValuesPolicy is ValuesReuse (default) or ValuesResetThenReuse.
+	ValuesPolicy string `json:"valuesPolicy,omitempty"`
+	// HelmRelease, when set, names a Flux HelmRelease on the spoke that
+	// manages the release: the agent sets its spec.chart.spec.version
+	// (server-side apply, field manager tugboat) instead of running Helm.
+	HelmRelease *HelmReleaseRef `json:"helmRelease,omitempty"`
+	// Created is when the hub queued the action.
+	Created time.Time `json:"created"`
+}
+
+// ActionList is the answer to a poll.
+type ActionList struct {
+	Actions []Action `json:"actions"`
+}
+
+// Action results.
+const (
+	// ActionSucceeded: the agent upgraded (or found the release already at
+	// the version).
+	ActionSucceeded = "Succeeded"
+	// ActionFailed: the upgrade was attempted and failed.
+	ActionFailed = "Failed"
+	// ActionRefused: the action is outside the limits the spoke sets
+	// (namespace, chart source, downgrade); it was not attempted.
+	ActionRefused = "Refused"
+)
+
+// ActionOutcome is what an agent reports about one action.
+type ActionOutcome struct {
+	// ID of the action.
+	ID string `json:"id"`
+	// Result is ActionSucceeded, ActionFailed or ActionRefused.
+	Result string `json:"result"`
+	// Message says what happened, e.g. why the action was refused.
+	Message string `json:"message,omitempty"`
+	// Revision is the Helm revision the upgrade made, when known.
+	Revision int `json:"revision,omitempty"`
+	// Time is when the agent finished the action.
+	Time time.Time `json:"time"`
+}
