@@ -256,6 +256,12 @@ type TargetStatus struct {
 	// lastDeployed is when the current revision was deployed.
 	// +optional
 	LastDeployed *metav1.Time `json:"lastDeployed,omitempty"`
+
+	// absent is true when the target's Spoke is Ready and reports no such
+	// release: a promotion into the environment installs it (helm
+	// strategy) or fails to find it.
+	// +optional
+	Absent bool `json:"absent,omitempty"`
 }
 
 // HeldEnvironment records a rollback hold.

@@ -79,11 +79,11 @@ func soakTime(env *tugboatv1alpha1.Environment) time.Duration {
 	return env.Gates.SoakTime.Duration
 }
 
-// reported reports whether every target of an environment has reported a
-// release.
+// reported reports whether what every target of an environment runs is
+// known: a version, or no release at all on a Ready Spoke.
 func reported(es tugboatv1alpha1.EnvironmentStatus) bool {
 	for _, t := range es.Targets {
-		if t.Version == "" {
+		if t.Version == "" && !t.Absent {
 			return false
 		}
 	}

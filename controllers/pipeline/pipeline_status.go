@@ -50,7 +50,7 @@ func (r *Reconciler) observe(ctx context.Context, p *tugboatv1alpha1.Pipeline, p
 	}
 	v := &view{}
 	var statuses []tugboatv1alpha1.EnvironmentStatus
-	spokeSeen := map[string]bool{}
+	spokeSeen := map[string]string{} // spoke → problem ("" when Ready)
 	for i := range p.Spec.Environments {
 		env := &p.Spec.Environments[i]
 		ev := envView{env: env}
@@ -62,10 +62,12 @@ func (r *Reconciler) observe(ctx context.Context, p *tugboatv1alpha1.Pipeline, p
 			t := &env.Targets[j]
 			ts := tugboatv1alpha1.TargetStatus{Spoke: t.Spoke, Namespace: t.Namespace, Release: ReleaseOf(p, t)}
 			id := fmt.Sprintf("%s/%s/%s", t.Spoke, t.Namespace, ts.Release)
-			if !spokeSeen[t.Spoke] {
-				spokeSeen[t.Spoke] = true
-				if msg := r.spokeProblem(ctx, p.Namespace, t.Spoke); msg != "" {
-					v.problems = append(v.problems, msg)
+			spokeMsg, seen := spokeSeen[t.Spoke]
+			if !seen {
+				spokeMsg = r.spokeProblem(ctx, p.Namespace, t.Spoke)
+				spokeSeen[t.Spoke] = spokeMsg
+				if spokeMsg != "" {
+					v.problems = append(v.problems, spokeMsg)
 				}
 			}
 			rh := &tugboatv1alpha1.ReleaseHistory{}
@@ -73,8 +75,15 @@ func (r *Reconciler) observe(ctx context.Context, p *tugboatv1alpha1.Pipeline, p
 			switch {
 			case apierrors.IsNotFound(err):
 				converged = false
-				ev.notReady = append(ev.notReady, id+" has not reported")
-				v.problems = append(v.problems, fmt.Sprintf("target %s has not reported a release", id))
+				if spokeMsg == "" {
+					// The Spoke is Ready, so its snapshot is recorded: the
+					// release is not installed there.
+					ts.Absent = true
+					ev.notReady = append(ev.notReady, id+" is not installed")
+				} else {
+					ev.notReady = append(ev.notReady, id+" has not reported")
+					v.problems = append(v.problems, fmt.Sprintf("target %s has not reported a release", id))
+				}
 			case err != nil:
 				return nil, err
 			case rh.Status.Current == nil || rh.Status.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled:

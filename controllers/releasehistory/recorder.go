@@ -241,9 +241,6 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 	if err != nil {
 		return err
 	}
-	if err := r.heartbeat(ctx, sp, snap); err != nil {
-		return err
-	}
 	present := map[string]bool{}
 	var waits []chan error
 	for i := range snap.Releases {
@@ -271,7 +268,12 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 			return markUninstalled(st)
 		}))
 	}
-	return wait(ctx, waits)
+	if err := wait(ctx, waits); err != nil {
+		return err
+	}
+	// The heartbeat comes last: a Ready Spoke means its releases are
+	// recorded, so a missing ReleaseHistory means a missing release.
+	return r.heartbeat(ctx, sp, snap)
 }
 
 // heartbeat records on the Spoke that its agent was heard from.

@@ -54,6 +54,13 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 		}
 	}
 
+	repo, err := startChartRepo(filepath.Join(e.Dir, "charts"))
+	if err != nil {
+		return fmt.Errorf("serving the sample chart repository: %w", err)
+	}
+	e.repo, e.ChartRepoURL = repo, repo.URL
+	fmt.Fprintf(opts.Progress, "serving the sample chart %s %v at %s\n", DemoChart, DemoVersions, repo.URL)
+
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -107,8 +114,43 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 		}
 		fmt.Fprintf(opts.Progress, "spoke %s is Ready on the hub\n", s.Name)
 	}
+	return e.createSamplePipeline(ctx)
+}
+
+// createSamplePipeline creates the Pipeline "demo" over the spokes in
+// order, promoting the sample chart with the helm strategy (the agents
+// upgrade their own releases); the last environment of three or more
+// requires approval.
+func (e *Env) createSamplePipeline(ctx context.Context) error {
+	if len(e.Spokes) < 2 {
+		return nil
+	}
+	p := &tugboatv1alpha1.Pipeline{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: DemoChart},
+		Spec: tugboatv1alpha1.PipelineSpec{
+			Release: DemoChart,
+			Promotion: tugboatv1alpha1.PromotionStrategy{
+				Type: tugboatv1alpha1.StrategyHelm,
+				Helm: &tugboatv1alpha1.HelmStrategy{Repository: e.ChartRepoURL, Chart: DemoChart},
+			},
+		},
+	}
+	for i, s := range e.Spokes {
+		env := tugboatv1alpha1.Environment{Name: s.Name, Targets: []tugboatv1alpha1.Target{{Spoke: s.Name, Namespace: DemoNamespace}}}
+		if len(e.Spokes) >= 3 && i == len(e.Spokes)-1 {
+			env.Gates.RequireApproval = true
+		}
+		p.Spec.Environments = append(p.Spec.Environments, env)
+	}
+	if err := e.Hub.Client.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the sample pipeline: %w", err)
+	}
+	e.Pipeline = p.Name
 	return nil
 }
+
+// DemoNamespace is where the sample release lives on every spoke.
+const DemoNamespace = "demo"
 
 // start runs one tugboat process of the environment.
 func (e *Env) start(exe, name, logDir string, args []string) error {

@@ -93,13 +93,27 @@ type Env struct {
 	HubURL string
 	// Namespace holds the Spokes on the hub.
 	Namespace string
+	// ChartRepoURL serves the sample chart at DemoVersions.
+	ChartRepoURL string
+	// Helm is the path of the pinned helm CLI ("" when it could not be
+	// built: then use your own).
+	Helm string
+	// Pipeline is the sample Pipeline's name (in Namespace).
+	Pipeline string
 
 	procs     []*harness.Process
 	procState []ProcessState
+	repo      *chartRepo
 }
 
-// SpokeName returns the name of spoke i (0-based) of n.
-func SpokeName(i, n int) string { return fmt.Sprintf("spoke-%d", i+1) }
+// SpokeName returns the name of spoke i (0-based): dev, staging,
+// production, then spoke-4, spoke-5, ...
+func SpokeName(i, _ int) string {
+	if names := []string{"dev", "staging", "production"}; i < len(names) {
+		return names[i]
+	}
+	return fmt.Sprintf("spoke-%d", i+1)
+}
 
 // Up starts the environment. On error nothing is left running.
 func Up(ctx context.Context, opts Options) (_ *Env, err error) {
@@ -127,6 +141,7 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 	binDir := os.Getenv(bins.EnvDir)
+	helm := ""
 	if binDir == "" {
 		root := opts.RepoRoot
 		if root == "" {
@@ -139,6 +154,11 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 		if binDir, err = bins.Ensure(ctx, root, opts.Progress); err != nil {
 			return nil, err
 		}
+		if helmPath, herr := bins.EnsureHelm(ctx, root, opts.Progress); herr == nil {
+			helm = helmPath
+		} else {
+			fmt.Fprintf(opts.Progress, "could not build the helm CLI (%v); use your own\n", herr)
+		}
 	}
 	crdFS, err := crd.Bases()
 	if err != nil {
@@ -149,7 +169,7 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("reading embedded CRDs: %w", err)
 	}
 
-	env := &Env{Dir: opts.Dir, Spokes: make([]*harness.Cluster, opts.Spokes)}
+	env := &Env{Dir: opts.Dir, Spokes: make([]*harness.Cluster, opts.Spokes), Helm: helm}
 	defer func() {
 		if err != nil {
 			_ = env.Stop()
@@ -260,6 +280,9 @@ func (e *Env) Stop() error {
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		e.procs[i].Stop(10 * time.Second)
 	}
+	if e.repo != nil {
+		e.repo.stop()
+	}
 	for _, c := range e.Clusters() {
 		if c != nil {
 			errs = append(errs, c.Stop())
@@ -345,7 +368,7 @@ func Down(dir string, progress io.Writer) error {
 func removeEnvFiles(dir string) error {
 	matches, _ := filepath.Glob(filepath.Join(dir, "*.kubeconfig"))
 	matches = append(matches, filepath.Join(dir, "kubeconfig"), filepath.Join(dir, StateFile), filepath.Join(dir, "clusters"),
-		filepath.Join(dir, "keys"), filepath.Join(dir, "logs"))
+		filepath.Join(dir, "keys"), filepath.Join(dir, "logs"), filepath.Join(dir, "charts"))
 	var errs []error
 	for _, m := range matches {
 		if err := os.RemoveAll(m); err != nil {

@@ -213,19 +213,19 @@ func TestDevUp_hubAndTwoSpokes(t *testing.T) {
 
 	// The hub and both agents run: the Spokes are Ready, and a Helm
 	// install on a spoke shows up on the hub.
-	g.Expect(up.out()).To(ContainSubstring("spoke spoke-2 is Ready on the hub"))
+	g.Expect(up.out()).To(ContainSubstring("spoke staging is Ready on the hub"))
 	hubCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "hub.kubeconfig"))
 	g.Expect(err).NotTo(HaveOccurred())
 	hubClient, err := client.New(hubCfg, client.Options{Scheme: harness.DefaultScheme()})
 	g.Expect(err).NotTo(HaveOccurred())
-	installed := helmInstall(t, filepath.Join(dir, "spoke-1.kubeconfig"), "apps", "web")
+	installed := helmInstall(t, filepath.Join(dir, "dev.kubeconfig"), "apps", "web")
 	g.Eventually(func(g Gomega) {
 		var rh tugboatv1alpha1.ReleaseHistory
-		g.Expect(hubClient.Get(ctx, client.ObjectKey{Namespace: devenv.DefaultNamespace, Name: "spoke-1.apps.web"}, &rh)).To(Succeed())
+		g.Expect(hubClient.Get(ctx, client.ObjectKey{Namespace: devenv.DefaultNamespace, Name: "dev.apps.web"}, &rh)).To(Succeed())
 		g.Expect(rh.Status.Current).NotTo(BeNil())
 		g.Expect(rh.Status.Current.ChartVersion).To(Equal("1.0.0"))
 	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
-	t.Logf("helm install on spoke-1 reached the hub's ReleaseHistory %s after the install returned", time.Since(installed).Round(time.Millisecond))
+	t.Logf("helm install on dev reached the hub's ReleaseHistory %s after the install returned", time.Since(installed).Round(time.Millisecond))
 
 	pids := clusterPIDs(g, dir)
 	g.Expect(up.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())

@@ -51,9 +51,25 @@ binaries from the Go module proxy into bin/k8s, which takes several minutes.`,
 			fmt.Fprintf(out, "  kubectl get crds | grep tugboat.dev\n")
 			if env.HubURL != "" {
 				fmt.Fprintf(out, "\nThe hub receives on %s; every spoke runs an agent reporting to it:\n\n", env.HubURL)
-				fmt.Fprintf(out, "  kubectl -n %s get spokes\n", env.Namespace)
-				fmt.Fprintf(out, "  helm --kube-context %s install web <chart> -n apps --create-namespace\n", env.Spokes[0].Name)
-				fmt.Fprintf(out, "  kubectl -n %s get releasehistories   # the release appears within a second\n", env.Namespace)
+				fmt.Fprintf(out, "  kubectl -n %s get spokes,releasehistories,pipelines,promotions\n", env.Namespace)
+			}
+			if env.Pipeline != "" {
+				helm := env.Helm
+				if helm == "" {
+					helm = "helm"
+				}
+				first := env.Spokes[0].Name
+				fmt.Fprintf(out, "\nPipeline %s/%s promotes the sample chart %s through %s with the helm strategy\n",
+					env.Namespace, env.Pipeline, devenv.DemoChart, spokeNames(env))
+				fmt.Fprintf(out, "(the spokes' agents upgrade their own releases). Install it in %s and watch it move:\n\n", first)
+				fmt.Fprintf(out, "  %s --kubeconfig %s install %s %s -n %s --create-namespace\n",
+					helm, env.KubeconfigFor(first), devenv.DemoChart, env.ChartRepoURL+"/"+devenv.DemoChart+"-1.0.0.tgz", devenv.DemoNamespace)
+				fmt.Fprintf(out, "  kubectl -n %s get promotions -w\n", env.Namespace)
+				if len(env.Spokes) >= 3 {
+					last := env.Spokes[len(env.Spokes)-1].Name
+					fmt.Fprintf(out, "  go run ./cmd/tugboat approve -n %s %s-%s-1.0.0   # %s requires approval\n", env.Namespace, env.Pipeline, last, last)
+				}
+				fmt.Fprintf(out, "\nThe repository %s also holds %v for upgrades.\n", env.ChartRepoURL, devenv.DemoVersions)
 			}
 			fmt.Fprintf(out, "\nLogs: %s/logs (hub, agents) and %s/clusters/*/logs. Press Ctrl-C to stop and clean up.\n", env.Dir, env.Dir)
 			<-ctx.Done()
@@ -82,4 +98,15 @@ func newDevDownCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "dir", dir, "directory of the environment")
 	return cmd
+}
+
+func spokeNames(env *devenv.Env) string {
+	names := ""
+	for i, s := range env.Spokes {
+		if i > 0 {
+			names += " → "
+		}
+		names += s.Name
+	}
+	return names
 }

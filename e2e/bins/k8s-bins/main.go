@@ -1,5 +1,6 @@
-// Command k8s-bins builds the pinned control-plane binaries into bin/k8s
-// (`make k8s-bins`). It is a no-op when they are already there.
+// Command k8s-bins builds the pinned control-plane binaries into bin/k8s and
+// the helm CLI into bin/helm-<version> (`make k8s-bins`). It is a no-op when
+// they are already there.
 package main
 
 import (
@@ -19,8 +20,11 @@ func main() {
 		var dir string
 		dir, err = bins.Ensure(ctx, root, os.Stdout)
 		if err == nil {
-			fmt.Printf("control-plane binaries ready in %s\n", dir)
-			return
+			var helm string
+			if helm, err = bins.EnsureHelm(ctx, root, os.Stdout); err == nil {
+				fmt.Printf("control-plane binaries ready in %s; helm at %s\n", dir, helm)
+				return
+			}
 		}
 	}
 	fmt.Fprintln(os.Stderr, "k8s-bins:", err)
