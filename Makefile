@@ -31,12 +31,14 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, CRDs and RBAC with controller-
 	$(CONTROLLER_GEN) object:headerFile=config/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-hub paths=./controllers/... output:rbac:artifacts:config=config/hub/rbac
+	$(CONTROLLER_GEN) rbac:roleName=tugboat-agent paths=./agent/... output:rbac:artifacts:config=config/agent/rbac
 
 .PHONY: verify
 verify: generate ## Regenerate and fail if the tree changed (also checks go.mod tidiness and gofmt).
 	go mod tidy
 	cd e2e/tools/kube && go mod tidy
 	cd e2e/tools/etcd && go mod tidy
+	cd e2e/tools/gitea && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "generated files or go.mod are out of date; run 'make generate' and 'go mod tidy' and commit:"; \
