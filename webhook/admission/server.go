@@ -1,0 +1,191 @@
+package admission
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// ServerOptions configure a Server. Zero fields take the defaults.
+type ServerOptions struct {
+	// BindAddress is host:port to listen on (default ":9443"; use
+	// "127.0.0.1:0" for a local, ephemeral port).
+	BindAddress string
+	// CertDir, when set, holds the serving certificate (CertName, KeyName)
+	// and optionally the CA (ca.crt, returned by CABundle); the files are
+	// watched and reloaded. When empty, a CA and serving certificate for
+	// DNSNames and IPAddresses are generated at NewServer.
+	CertDir           string
+	CertName, KeyName string
+	// DNSNames and IPAddresses the generated certificate is valid for
+	// (default: localhost and 127.0.0.1).
+	DNSNames    []string
+	IPAddresses []net.IP
+	// Webhooks serves the requests. Required.
+	Webhooks *Webhooks
+	// ShutdownTimeout bounds the graceful shutdown (default 5s).
+	ShutdownTimeout time.Duration
+}
+
+// Server serves the agent's webhooks over TLS. It implements
+// controller-runtime's manager.Runnable and runs on every replica (it needs
+// no leader election).
+type Server struct {
+	opts     ServerOptions
+	handler  http.Handler
+	caBundle []byte
+	static   *tls.Certificate
+	watcher  *certwatcher.CertWatcher
+
+	mu sync.Mutex
+	ln net.Listener
+}
+
+var _ manager.LeaderElectionRunnable = (*Server)(nil)
+
+// NewServer loads or generates the certificates; it does not listen yet.
+func NewServer(opts ServerOptions) (*Server, error) {
+	if opts.Webhooks == nil || opts.Webhooks.Index == nil {
+		return nil, errors.New("webhook server needs Webhooks with an ownership Index")
+	}
+	if opts.BindAddress == "" {
+		opts.BindAddress = ":9443"
+	}
+	if opts.CertName == "" {
+		opts.CertName = "tls.crt"
+	}
+	if opts.KeyName == "" {
+		opts.KeyName = "tls.key"
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 5 * time.Second
+	}
+	s := &Server{opts: opts, handler: opts.Webhooks.Handler()}
+	if opts.CertDir != "" {
+		w, err := certwatcher.New(filepath.Join(opts.CertDir, opts.CertName), filepath.Join(opts.CertDir, opts.KeyName))
+		if err != nil {
+			return nil, fmt.Errorf("loading webhook certificate: %w", err)
+		}
+		s.watcher = w
+		if ca, err := os.ReadFile(filepath.Join(opts.CertDir, "ca.crt")); err == nil {
+			s.caBundle = ca
+		}
+		return s, nil
+	}
+	dnsNames, ips := opts.DNSNames, opts.IPAddresses
+	if len(dnsNames) == 0 && len(ips) == 0 {
+		dnsNames, ips = []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	bundle, err := GenerateSelfSigned(dnsNames, ips, 0)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(bundle.Cert, bundle.Key)
+	if err != nil {
+		return nil, err
+	}
+	s.static, s.caBundle = &cert, bundle.CACert
+	return s, nil
+}
+
+// CABundle returns the PEM CA that signed the serving certificate: the
+// generated one, or ca.crt from CertDir (nil if absent).
+func (s *Server) CABundle() []byte { return s.caBundle }
+
+// Listen binds BindAddress, so that Addr and URL are known before Start.
+// Start calls it when it was not called; calling it again does nothing.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.opts.BindAddress)
+	if err != nil {
+		return fmt.Errorf("webhook server: %w", err)
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr returns the bound address, nil before Listen.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// URL returns https://<bound address> (the base of clientConfig.url in
+// local mode), "" before Listen.
+func (s *Server) URL() string {
+	addr := s.Addr()
+	if addr == nil {
+		return ""
+	}
+	return "https://" + addr.String()
+}
+
+// NeedLeaderElection returns false: every replica serves webhooks.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends, then shuts down gracefully. It returns nil
+// after a shutdown caused by ctx.
+func (s *Server) Start(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+
+	getCert := func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.static, nil }
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	if s.watcher != nil {
+		getCert = s.watcher.GetCertificate
+		wg.Go(func() { _ = s.watcher.Start(ctx) })
+	}
+	srv := &http.Server{
+		Handler: s.handler,
+		TLSConfig: &tls.Config{
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: getCert,
+			// HTTP/1.1 only, as controller-runtime's webhook server does by
+			// default (HTTP/2 stream-reset attacks).
+			NextProtos: []string{"http/1.1"},
+		},
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	wg.Go(func() {
+		<-ctx.Done()
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+		defer scancel()
+		_ = srv.Shutdown(sctx)
+	})
+	err := srv.ServeTLS(ln, "", "")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
