@@ -23,6 +23,7 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion"
+	"tugboat.dev/tugboat/controllers/promotion/actions"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/controllers/spoke"
@@ -144,6 +145,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	}
 	ropts := opts.Receiver
 	ropts.ReadyCheck = func(*http.Request) error { return rec.Ready() }
+	acts := actions.New(mgr.GetClient(), mgr.GetAPIReader())
+	if err := acts.SetupWithManager(ctx, mgr); err != nil {
+		return nil, err
+	}
+	ropts.Actions = acts
 	srv, err := receiver.New(rec, ropts)
 	if err != nil {
 		return nil, err

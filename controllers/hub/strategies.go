@@ -5,6 +5,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
+	"tugboat.dev/tugboat/controllers/promotion/strategy/helm"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/kubernetes"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/notification"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/webhook"
@@ -16,6 +17,7 @@ import (
 func DefaultStrategies(_ ctrl.Manager, opts Options) strategy.Registry {
 	return strategy.Registry{
 		tugboatv1alpha1.StrategyKubernetes:   kubernetes.New(nil),
+		tugboatv1alpha1.StrategyHelm:         helm.New(),
 		tugboatv1alpha1.StrategyWebhook:      webhook.New(nil),
 		tugboatv1alpha1.StrategyNotification: notification.New(notification.Options{DefaultAddress: opts.NotificationControllerAddress}),
 	}

@@ -5,4 +5,11 @@
 // the destination reports the version, deployed and healthy) → Succeeded,
 // or Failed (strategy error or timeout, naming the laggard targets), or
 // Aborted (rejected, superseded, or its Pipeline gone).
+//
+// For the helm strategy, Verifying also queues an agent action per target
+// (status.targets[].action, Pending) for the spoke's agent to fetch through
+// the hub's receiver (controllers/promotion/actions); an agent that refuses
+// or fails its action fails the Promotion, naming the target and the
+// agent's reason. Those status writes use optimistic locking, since the
+// receiver writes the actions too.
 package promotion

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 )
@@ -111,7 +112,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	startPhase := pr.Status.Phase
 	defer func() {
 		pr.Status.ObservedGeneration = pr.Generation
-		if err := r.Client.Status().Patch(ctx, pr, client.MergeFrom(orig)); err != nil {
+		patch := client.MergeFrom(orig)
+		if pr.Spec.Strategy.Type == tugboatv1alpha1.StrategyHelm {
+			// The hub's receiver writes the agents' actions too: never
+			// overwrite an outcome with a stale copy of the targets.
+			patch = client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+		}
+		if err := r.Client.Status().Patch(ctx, pr, patch); err != nil {
+			if apierrors.IsConflict(err) {
+				result, retErr = ctrl.Result{RequeueAfter: time.Second}, nil
+				return
+			}
 			if retErr == nil {
 				retErr = client.IgnoreNotFound(err)
 			}
@@ -265,6 +276,10 @@ func (r *Reconciler) verifying(ctx context.Context, pr *tugboatv1alpha1.Promotio
 			fmt.Sprintf("every target of %s runs %s, healthy", pr.Spec.To, pr.Spec.Version))
 		return ctrl.Result{}, nil
 	}
+	if msg := failedAction(pr); msg != "" {
+		r.finish(pr, tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.StrategyFailedReason, msg)
+		return ctrl.Result{}, nil
+	}
 	if res, done := r.checkTimeout(ctx, pr, p, env); done {
 		return res, nil
 	}
@@ -307,6 +322,9 @@ func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion
 			now := metav1.NewTime(r.Now())
 			ts.LastTransitionTime = &now
 		}
+		if pr.Spec.Strategy.Type == tugboatv1alpha1.StrategyHelm {
+			r.trackAction(pr, prev[id].Action, &ts)
+		}
 		if !ts.Done {
 			laggards = append(laggards, id+" "+orDefault(ts.Message, "not reporting"))
 		}
@@ -314,6 +332,55 @@ func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion
 	}
 	pr.Status.Targets = targets
 	return laggards, nil
+}
+
+// trackAction keeps the target's agent action of the helm strategy (prev,
+// when it is this Promotion's), or queues it Pending, and says in the
+// target's message what an unfinished target waits for. The receiver
+// (controllers/promotion/actions) moves the action on when the spoke's
+// agent fetches it and reports its outcome.
+func (r *Reconciler) trackAction(pr *tugboatv1alpha1.Promotion, prev *tugboatv1alpha1.TargetAction, ts *tugboatv1alpha1.PromotionTargetStatus) {
+	id := wire.NewActionID(string(pr.UID), ts.Spoke, ts.Namespace, ts.Release)
+	if prev != nil && prev.ID == id {
+		ts.Action = prev.DeepCopy()
+	} else {
+		now := metav1.NewTime(r.Now())
+		ts.Action = &tugboatv1alpha1.TargetAction{ID: id, Phase: tugboatv1alpha1.ActionPending, LastUpdateTime: &now}
+	}
+	if ts.Done {
+		return
+	}
+	switch ts.Action.Phase {
+	case tugboatv1alpha1.ActionPending:
+		ts.Message = clip(joinMessages("action not fetched by the agent (is it running?)", ts.Message), 1024)
+	case tugboatv1alpha1.ActionDelivered:
+		ts.Message = clip(joinMessages("action delivered to the agent, waiting for its outcome", ts.Message), 1024)
+	}
+}
+
+// failedAction returns why the Promotion failed when the agent of a target
+// that is not done refused or failed its action, else "".
+func failedAction(pr *tugboatv1alpha1.Promotion) string {
+	for _, t := range pr.Status.Targets {
+		if t.Done || t.Action == nil {
+			continue
+		}
+		target, reason := t.Spoke+"/"+t.Namespace+"/"+t.Release, orDefault(t.Action.Message, "no reason given")
+		switch t.Action.Phase {
+		case tugboatv1alpha1.ActionRefused:
+			return target + " refused the action: " + reason
+		case tugboatv1alpha1.ActionFailed:
+			return "the action failed on " + target + ": " + reason
+		}
+	}
+	return ""
+}
+
+func joinMessages(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
 }
 
 func (r *Reconciler) timeout(p *tugboatv1alpha1.Pipeline) time.Duration {

@@ -11,6 +11,8 @@
 //	POST /v1/spokes/{spoke}/events  wire.EventBatch     → 202 wire.AcceptedResponse
 //	POST /v1/spokes/{spoke}/state   wire.StateSnapshot  → 202 wire.AcceptedResponse
 //	POST /v1/flux/{spoke}           a Flux Event        → 202 wire.AcceptedResponse
+//	GET  /v1/spokes/{spoke}/actions       (long-poll)      → 200 wire.ActionList
+//	POST /v1/spokes/{spoke}/actions/{id}  wire.ActionOutcome → 200 {}
 //	GET  /healthz                   200 always
 //	GET  /readyz                    200 once Options.ReadyCheck passes, else 503
 //
@@ -38,6 +40,20 @@
 // (the HTTP body as sent), so the hub never inflates data from a caller it
 // has not authenticated. The path signed is the one the receiver sees: an
 // ingress must not rewrite it.
+//
+// # Agent actions
+//
+// With Options.Actions set (else 404), the agent of a spoke long-polls for
+// the actions of the helm promotion strategy and reports their outcomes.
+// Both requests are authenticated and rate limited like the others; the
+// poll's signature covers an empty body, and a poll counts as one request.
+// The poll is answered at once when the ActionStore has open actions for
+// the spoke, else held until it has some (ActionStore.Wait) or
+// Options.ActionPollTimeout passes ({"actions":[]}), and ended at once when
+// the server shuts down. An outcome is decoded strictly (400 naming the
+// field; its id must equal the path's); an action the spoke does not have
+// is 404 (a spoke never reports another's), one already reported
+// differently 409, and a repeated report 200.
 //
 // # Duplicates and order
 //

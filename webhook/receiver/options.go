@@ -79,6 +79,9 @@ type Options struct {
 	// ShutdownTimeout bounds how long Start waits for requests in flight once
 	// its context ends.
 	ShutdownTimeout time.Duration
+	// ActionPollTimeout is how long a poll for agent actions is held when
+	// the spoke has none (at most 50s).
+	ActionPollTimeout time.Duration
 
 	// ReadyCheck, when set, decides /readyz: 200 while it returns nil, 503
 	// otherwise. Not a flag.
@@ -93,6 +96,10 @@ type Options struct {
 	// Clock returns the current time. Not a flag; defaults to time.Now.
 	// Tests set it.
 	Clock func() time.Time
+	// Actions hands spoke agents their actions (GET /v1/spokes/{spoke}/actions)
+	// and records their outcomes (POST /v1/spokes/{spoke}/actions/{id});
+	// when nil, those endpoints answer 404. Not a flag.
+	Actions ActionStore
 }
 
 // NewOptions returns Options with every default set.
@@ -107,6 +114,7 @@ func NewOptions() Options {
 		ReplayWindow:      DefaultReplayWindow,
 		DedupeCacheSize:   DefaultDedupeCacheSize,
 		ShutdownTimeout:   DefaultShutdownTimeout,
+		ActionPollTimeout: DefaultActionPollTimeout,
 	}
 }
 
@@ -135,6 +143,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"How many event ids the receiver remembers to drop redeliveries.")
 	fs.DurationVar(&o.ShutdownTimeout, "receiver-shutdown-timeout", o.ShutdownTimeout,
 		"How long the receiver waits for requests in flight when stopping.")
+	fs.DurationVar(&o.ActionPollTimeout, "receiver-action-poll-timeout", o.ActionPollTimeout,
+		"How long a spoke agent's poll for actions is held when there are none (at most 50s).")
 }
 
 // Validate reports every option out of range, joined.
@@ -164,6 +174,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ReplayWindow < time.Second {
 		errs = append(errs, fmt.Errorf("receiver replay window: must be at least 1s, got %s", o.ReplayWindow))
+	}
+	if o.ActionPollTimeout <= 0 || o.ActionPollTimeout > maxActionPollTimeout {
+		errs = append(errs, fmt.Errorf("receiver action poll timeout: must be positive and at most %s, got %s", maxActionPollTimeout, o.ActionPollTimeout))
 	}
 	if o.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("receiver shutdown timeout: must not be negative, got %s", o.ShutdownTimeout))

@@ -33,6 +33,11 @@ type Server struct {
 	keys    *verifierCache
 	handler http.Handler
 
+	// stopPolls is closed when the server shuts down, to end the polls
+	// for actions being held.
+	stopPolls     chan struct{}
+	stopPollsOnce sync.Once
+
 	mu   sync.Mutex
 	addr net.Addr
 }
@@ -74,6 +79,8 @@ func New(store Store, opts Options) (*Server, error) {
 		revs:    newRevisionTracker(max(opts.DedupeCacheSize/10, 1024)),
 		limits:  newLimiter(opts.RateLimit, opts.RateBurst, opts.Clock),
 		keys:    newVerifierCache(opts.ReplayWindow, opts.Clock),
+
+		stopPolls: make(chan struct{}),
 	}
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s, nil
@@ -112,6 +119,7 @@ func (s *Server) Start(ctx context.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
+	srv.RegisterOnShutdown(s.endPolls)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -194,6 +202,9 @@ func (s *Server) route(w *statusWriter, r *http.Request) string {
 		return endpointReadyz
 	}
 	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	if ep := s.routeActions(w, r, seg); ep != "" {
+		return ep
+	}
 	switch {
 	case len(seg) == 4 && seg[0] == "v1" && seg[1] == "spokes" && seg[3] == "events":
 		if s.allowMethod(w, r, endpointEvents, http.MethodPost) {

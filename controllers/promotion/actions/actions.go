@@ -1,0 +1,370 @@
+package actions
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/pipeline"
+	"tugboat.dev/tugboat/controllers/promotion/strategy/helm"
+	"tugboat.dev/tugboat/controllers/releasehistory"
+	"tugboat.dev/tugboat/webhook/receiver"
+)
+
+// SpokeIndex is the cache field index of helm Promotions by the spokes of
+// their targets that have an action.
+const SpokeIndex = "tugboat.dev/promotion-action-spokes"
+
+// maxMessage is the longest outcome message kept (status.targets[].action
+// .message allows 1024 characters).
+const maxMessage = 1024
+
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotions/status,verbs=get;patch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=pipelines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch
+
+// Store offers agents their actions and records their outcomes. It
+// implements receiver.ActionStore; create it with New and register it with
+// SetupWithManager.
+type Store struct {
+	client client.Client // cached reads (indexes), direct writes
+	api    client.Reader // uncached reads before each write
+	now    func() time.Time
+	log    logr.Logger
+
+	mu      sync.Mutex
+	changed map[string]chan struct{} // by spoke name; closed on a change
+}
+
+var _ receiver.ActionStore = (*Store)(nil)
+
+// New returns a Store reading through c (the manager's cached client) and
+// api (its APIReader).
+func New(c client.Client, api client.Reader) *Store {
+	return &Store{
+		client:  c,
+		api:     api,
+		now:     time.Now,
+		log:     ctrl.Log.WithName("actions"),
+		changed: map[string]chan struct{}{},
+	}
+}
+
+// SetupWithManager registers SpokeIndex and a Promotion event handler that
+// wakes Wait. releasehistory.IndexSpokeNames must have run on mgr.
+func (s *Store) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &tugboatv1alpha1.Promotion{}, SpokeIndex, indexSpokes); err != nil {
+		return fmt.Errorf("indexing promotions by action spoke: %w", err)
+	}
+	inf, err := mgr.GetCache().GetInformer(ctx, &tugboatv1alpha1.Promotion{})
+	if err != nil {
+		return fmt.Errorf("watching promotions: %w", err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    s.observe,
+		UpdateFunc: func(_, o any) { s.observe(o) },
+	})
+	return err
+}
+
+// indexSpokes returns the spokes of a helm Promotion's targets that have
+// an action.
+func indexSpokes(o client.Object) []string {
+	pr, ok := o.(*tugboatv1alpha1.Promotion)
+	if !ok || pr.Spec.Strategy.Type != tugboatv1alpha1.StrategyHelm {
+		return nil
+	}
+	var spokes []string
+	for _, t := range pr.Status.Targets {
+		if t.Action != nil && !slices.Contains(spokes, t.Spoke) {
+			spokes = append(spokes, t.Spoke)
+		}
+	}
+	return spokes
+}
+
+// observe wakes the waiters of every spoke with a Pending action in pr.
+func (s *Store) observe(o any) {
+	pr, ok := o.(*tugboatv1alpha1.Promotion)
+	if !ok || !offered(pr) {
+		return
+	}
+	for _, t := range pr.Status.Targets {
+		if t.Action != nil && t.Action.Phase == tugboatv1alpha1.ActionPending {
+			s.notify(t.Spoke)
+		}
+	}
+}
+
+func (s *Store) notify(spoke string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch, ok := s.changed[spoke]; ok {
+		close(ch)
+		delete(s.changed, spoke)
+	}
+}
+
+// Wait returns a channel that is closed once an action for spoke may have
+// been queued after the call. Take it before calling Pending, so a change
+// in between is not missed.
+func (s *Store) Wait(spoke string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.changed[spoke]
+	if !ok {
+		ch = make(chan struct{})
+		s.changed[spoke] = ch
+	}
+	return ch
+}
+
+// offered reports whether pr's actions may be handed out: a helm Promotion
+// that is Verifying.
+func offered(pr *tugboatv1alpha1.Promotion) bool {
+	return pr.Spec.Strategy.Type == tugboatv1alpha1.StrategyHelm &&
+		pr.Status.Phase == tugboatv1alpha1.PromotionVerifying && pr.DeletionTimestamp.IsZero()
+}
+
+// open reports whether an action still waits for its outcome.
+func open(p tugboatv1alpha1.ActionPhase) bool {
+	return p == tugboatv1alpha1.ActionPending || p == tugboatv1alpha1.ActionDelivered
+}
+
+// Pending returns the open actions of spoke (Pending, or Delivered and
+// not reported yet: an agent that restarted gets them again) and marks
+// them Delivered, counting the delivery.
+func (s *Store) Pending(ctx context.Context, spoke string) ([]wire.Action, error) {
+	promos, err := s.promotions(ctx, spoke)
+	if err != nil || len(promos) == 0 {
+		return nil, err
+	}
+	var out []wire.Action
+	for i := range promos {
+		pr := &promos[i]
+		if !offered(pr) || !slices.ContainsFunc(pr.Status.Targets, func(t tugboatv1alpha1.PromotionTargetStatus) bool {
+			return t.Spoke == spoke && t.Action != nil && open(t.Action.Phase)
+		}) {
+			continue
+		}
+		acts, err := s.deliver(ctx, client.ObjectKeyFromObject(pr), spoke)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, acts...)
+	}
+	slices.SortFunc(out, func(a, b wire.Action) int {
+		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.Promotion, b.Promotion), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// deliver marks the open actions of one Promotion for spoke Delivered and
+// returns them, from a fresh read.
+func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke string) ([]wire.Action, error) {
+	var acts []wire.Action
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		acts = nil
+		pr := &tugboatv1alpha1.Promotion{}
+		if err := s.api.Get(ctx, key, pr); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if !offered(pr) {
+			return nil
+		}
+		p := &tugboatv1alpha1.Pipeline{}
+		if err := s.client.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: pr.Spec.Pipeline}, p); err != nil {
+			// Gone: the reconciler aborts the Promotion.
+			return client.IgnoreNotFound(err)
+		}
+		orig := pr.DeepCopy()
+		now := metav1.NewTime(s.now())
+		for i := range pr.Status.Targets {
+			t := &pr.Status.Targets[i]
+			if t.Spoke != spoke || t.Action == nil || !open(t.Action.Phase) ||
+				t.Action.ID != wire.NewActionID(string(pr.UID), t.Spoke, t.Namespace, t.Release) {
+				continue
+			}
+			a, err := action(pr, p, t)
+			if err != nil {
+				s.log.Info("Not offering an action", "promotion", key.String(), "spoke", spoke, "error", err.Error())
+				continue
+			}
+			if t.Action.Phase == tugboatv1alpha1.ActionPending {
+				t.Action.Phase, t.Action.LastUpdateTime = tugboatv1alpha1.ActionDelivered, &now
+			}
+			t.Action.Deliveries++
+			acts = append(acts, a)
+		}
+		if len(acts) == 0 {
+			return nil
+		}
+		return s.client.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marking the actions of promotion %s delivered: %w", key, err)
+	}
+	return acts, nil
+}
+
+// action builds the wire action of target t of pr, a Promotion of Pipeline
+// p.
+func action(pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *tugboatv1alpha1.PromotionTargetStatus) (wire.Action, error) {
+	var hr *wire.HelmReleaseRef
+	found := false
+	if i := pipeline.EnvironmentIndex(p, pr.Spec.To); i >= 0 {
+		for _, pt := range p.Spec.Environments[i].Targets {
+			if pt.Spoke != t.Spoke || pt.Namespace != t.Namespace || pipeline.ReleaseOf(p, &pt) != t.Release {
+				continue
+			}
+			found = true
+			if pt.HelmRelease != nil {
+				hr = &wire.HelmReleaseRef{Namespace: cmp.Or(pt.HelmRelease.Namespace, pt.Namespace), Name: pt.HelmRelease.Name}
+			}
+		}
+	}
+	if !found {
+		return wire.Action{}, fmt.Errorf("pipeline %s no longer has the target %s/%s/%s in %s", p.Name, t.Spoke, t.Namespace, t.Release, pr.Spec.To)
+	}
+	src, err := helm.ChartSource(pr.Spec.Strategy.Helm, t.Release, hr != nil)
+	if err != nil {
+		return wire.Action{}, err
+	}
+	values, err := helm.ValuesPolicy(pr.Spec.Strategy.Helm)
+	if err != nil {
+		return wire.Action{}, err
+	}
+	created := pr.CreationTimestamp.Time
+	if pr.Status.StartedAt != nil {
+		created = pr.Status.StartedAt.Time
+	}
+	return wire.Action{
+		ID:           t.Action.ID,
+		Promotion:    pr.Namespace + "/" + pr.Name,
+		Namespace:    t.Namespace,
+		Release:      t.Release,
+		Chart:        src,
+		Version:      pr.Spec.Version,
+		ValuesPolicy: values,
+		HelmRelease:  hr,
+		Created:      created.UTC(),
+	}, nil
+}
+
+// Report records the outcome of one of spoke's actions. It returns an
+// error matching receiver.ErrActionNotFound when spoke has no action with
+// that id (another spoke's action is not found either), and one matching
+// receiver.ErrActionConflict when the action already has a different
+// outcome. Reporting the same outcome again changes nothing.
+func (s *Store) Report(ctx context.Context, spoke string, o wire.ActionOutcome) error {
+	phase, ok := phases[o.Result]
+	if !ok {
+		return fmt.Errorf("result %q: must be %s, %s or %s", o.Result, wire.ActionSucceeded, wire.ActionFailed, wire.ActionRefused)
+	}
+	msg := truncate(o.Message, maxMessage)
+	rev := int32(min(max(o.Revision, 0), 1<<31-1))
+	promos, err := s.promotions(ctx, spoke)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(promos, func(pr tugboatv1alpha1.Promotion) bool { return target(&pr, spoke, o.ID) != nil })
+	if i < 0 {
+		return fmt.Errorf("%w: %s", receiver.ErrActionNotFound, o.ID)
+	}
+	key := client.ObjectKeyFromObject(&promos[i])
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		pr := &tugboatv1alpha1.Promotion{}
+		if err := s.api.Get(ctx, key, pr); err != nil {
+			return fmt.Errorf("reading promotion %s: %w", key, err)
+		}
+		orig := pr.DeepCopy()
+		t := target(pr, spoke, o.ID)
+		switch {
+		case t == nil:
+			return fmt.Errorf("%w: %s", receiver.ErrActionNotFound, o.ID)
+		case !open(t.Action.Phase):
+			if t.Action.Phase == phase && t.Action.Message == msg && t.Action.Revision == rev {
+				return nil
+			}
+			return fmt.Errorf("%w: action %s was already reported %s", receiver.ErrActionConflict, o.ID, t.Action.Phase)
+		}
+		now := metav1.NewTime(s.now())
+		t.Action.Phase, t.Action.Message, t.Action.Revision, t.Action.LastUpdateTime = phase, msg, rev, &now
+		if err := s.client.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return err
+		}
+		s.log.Info("Agent reported an action", "promotion", key.String(), "spoke", spoke, "namespace", t.Namespace, "release", t.Release, "result", o.Result)
+		return nil
+	})
+}
+
+var phases = map[string]tugboatv1alpha1.ActionPhase{
+	wire.ActionSucceeded: tugboatv1alpha1.ActionSucceeded,
+	wire.ActionFailed:    tugboatv1alpha1.ActionFailed,
+	wire.ActionRefused:   tugboatv1alpha1.ActionRefused,
+}
+
+// target returns pr's target on spoke whose action has id, or nil.
+func target(pr *tugboatv1alpha1.Promotion, spoke, id string) *tugboatv1alpha1.PromotionTargetStatus {
+	if pr.Spec.Strategy.Type != tugboatv1alpha1.StrategyHelm {
+		return nil
+	}
+	for i := range pr.Status.Targets {
+		t := &pr.Status.Targets[i]
+		if t.Spoke == spoke && t.Action != nil && t.Action.ID == id {
+			return t
+		}
+	}
+	return nil
+}
+
+// promotions lists, from the cache, the helm Promotions with actions for
+// spoke in the namespace of the Spoke of that name: a Pipeline's targets
+// name Spokes in its own namespace, so a Promotion elsewhere never reaches
+// this spoke. An unknown or ambiguous spoke has none.
+func (s *Store) promotions(ctx context.Context, spoke string) ([]tugboatv1alpha1.Promotion, error) {
+	var spokes tugboatv1alpha1.SpokeList
+	if err := s.client.List(ctx, &spokes, client.MatchingFields{releasehistory.SpokeNameIndex: spoke}); err != nil {
+		return nil, fmt.Errorf("listing spokes: %w", err)
+	}
+	var ns []string
+	for _, sp := range spokes.Items {
+		if sp.DeletionTimestamp.IsZero() {
+			ns = append(ns, sp.Namespace)
+		}
+	}
+	if len(ns) != 1 {
+		return nil, nil
+	}
+	var list tugboatv1alpha1.PromotionList
+	if err := s.client.List(ctx, &list, client.InNamespace(ns[0]), client.MatchingFields{SpokeIndex: spoke}); err != nil {
+		return nil, fmt.Errorf("listing promotions: %w", err)
+	}
+	return list.Items, nil
+}
+
+// truncate shortens s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,243 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"time"
+
+	"tugboat.dev/tugboat/api/wire"
+)
+
+// Agent actions of the helm strategy (see api/wire/actions.go):
+//
+//	GET  /v1/spokes/{spoke}/actions       long-poll for the spoke's actions
+//	POST /v1/spokes/{spoke}/actions/{id}  report one action's outcome
+//
+// Both are signed like every agent request; the GET's signature covers an
+// empty body. They answer 404 unless Options.Actions is set.
+
+// ActionStore is what the receiver needs from the hub to hand agents their
+// actions and record the outcomes (controllers/promotion/actions implements
+// it). Methods are called only for an authenticated spoke and must be safe
+// for concurrent use.
+type ActionStore interface {
+	// Pending returns spoke's actions that wait for an outcome and marks
+	// them delivered. An empty result is not an error.
+	Pending(ctx context.Context, spoke string) ([]wire.Action, error)
+	// Report records the outcome of one of spoke's actions. It returns an
+	// error matching ErrActionNotFound when spoke has no action with that
+	// id, and one matching ErrActionConflict when the action already has a
+	// different outcome; the same outcome reported again is not an error.
+	Report(ctx context.Context, spoke string, o wire.ActionOutcome) error
+	// Wait returns a channel that is closed once an action for spoke may
+	// have been queued after the call. The receiver takes it before calling
+	// Pending, so nothing queued in between is missed.
+	Wait(spoke string) <-chan struct{}
+}
+
+var (
+	// ErrActionNotFound is returned by ActionStore.Report for an action the
+	// spoke does not have (the receiver answers 404).
+	ErrActionNotFound = errors.New("action not found")
+	// ErrActionConflict is returned by ActionStore.Report for an action that
+	// already has a different outcome (the receiver answers 409).
+	ErrActionConflict = errors.New("action already has a different outcome")
+)
+
+// DefaultActionPollTimeout is how long a poll for actions is held when
+// there are none.
+const DefaultActionPollTimeout = 25 * time.Second
+
+// maxActionPollTimeout keeps a poll well inside the server's write timeout.
+const maxActionPollTimeout = 50 * time.Second
+
+// Endpoint labels of the actions endpoints.
+const (
+	endpointActions       = "actions"
+	endpointActionOutcome = "action_outcome"
+)
+
+// routeActions serves the actions endpoints for the path segments seg and
+// returns the endpoint label, or "" when seg is no actions path.
+func (s *Server) routeActions(w http.ResponseWriter, r *http.Request, seg []string) string {
+	if s.opts.Actions == nil || len(seg) < 4 || len(seg) > 5 || seg[0] != "v1" || seg[1] != "spokes" || seg[3] != "actions" {
+		return ""
+	}
+	if len(seg) == 4 {
+		if s.allowMethod(w, r, endpointActions, http.MethodGet) {
+			s.serveActions(w, r, seg[2])
+		}
+		return endpointActions
+	}
+	if s.allowMethod(w, r, endpointActionOutcome, http.MethodPost) {
+		s.serveActionOutcome(w, r, seg[2], seg[4])
+	}
+	return endpointActionOutcome
+}
+
+// serveActions handles GET /v1/spokes/{spoke}/actions: it answers the
+// spoke's pending actions at once when there are some, else holds the
+// request until one is queued or Options.ActionPollTimeout passes (then
+// answers an empty list). A poll counts as one request against the rate
+// limit.
+func (s *Server) serveActions(w http.ResponseWriter, r *http.Request, spoke string) {
+	const ep = endpointActions
+	if !s.authenticate(w, r, ep, spoke, nil) {
+		return
+	}
+	store, ctx := s.opts.Actions, r.Context()
+	changed := store.Wait(spoke)
+	acts, err := store.Pending(ctx, spoke)
+	if len(acts) == 0 && err == nil {
+		timer := time.NewTimer(s.opts.ActionPollTimeout)
+		defer timer.Stop()
+	wait:
+		for len(acts) == 0 && err == nil {
+			select {
+			case <-changed:
+				changed = store.Wait(spoke)
+				acts, err = store.Pending(ctx, spoke)
+			case <-timer.C:
+				break wait
+			case <-s.stopPolls:
+				break wait
+			case <-ctx.Done():
+				return // the agent went away
+			}
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		s.unavailable(w, ep, spoke, "listing actions", err)
+		return
+	}
+	if acts == nil {
+		acts = []wire.Action{}
+	}
+	writeJSON(w, http.StatusOK, wire.ActionList{Actions: acts})
+}
+
+// serveActionOutcome handles POST /v1/spokes/{spoke}/actions/{id}: the body
+// is a wire.ActionOutcome for the action in the path. It answers 200 with
+// {} once recorded (again for a repeated report), 400 naming the field
+// for a bad body, 404 for an action the spoke does not have and 409 for
+// one already reported differently.
+func (s *Server) serveActionOutcome(w http.ResponseWriter, r *http.Request, spoke, id string) {
+	const ep = endpointActionOutcome
+	raw, gzipped, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
+	if !ok || !s.authenticate(w, r, ep, spoke, raw) {
+		return
+	}
+	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
+	if !ok {
+		return
+	}
+	o, err := decodeActionOutcome(body)
+	if err != nil {
+		s.badInput(w, ep, spoke, err)
+		return
+	}
+	if o.ID != id {
+		s.badInput(w, ep, spoke, &wire.InvalidError{Errors: []wire.FieldError{{Field: "id", Detail: "must equal the action id in the path"}}})
+		return
+	}
+	err = s.opts.Actions.Report(r.Context(), spoke, *o)
+	switch {
+	case errors.Is(err, ErrActionNotFound):
+		s.reject(ep, reasonNotFound, spoke, "action", clip(id))
+		writeError(w, http.StatusNotFound, errorf("spoke %s has no action %s", spoke, clip(id)))
+	case errors.Is(err, ErrActionConflict):
+		s.reject(ep, "conflict", spoke, "action", clip(id))
+		writeError(w, http.StatusConflict, errorf("%v", err))
+	case err != nil:
+		s.unavailable(w, ep, spoke, "recording an action outcome", err)
+	default:
+		writeJSON(w, http.StatusOK, struct{}{})
+	}
+}
+
+// decodeActionOutcome decodes one wire.ActionOutcome strictly (a single
+// JSON object, no unknown fields, nothing after it) and validates it. Its
+// errors match wire.ErrInvalid and name the field.
+func decodeActionOutcome(body []byte) (*wire.ActionOutcome, error) {
+	invalid := func(fe ...wire.FieldError) error { return &wire.InvalidError{Errors: fe} }
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, invalid(wire.FieldError{Detail: "body must be a JSON object"})
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var fields map[string]json.RawMessage
+	if err := dec.Decode(&fields); err != nil {
+		return nil, invalid(wire.FieldError{Detail: "malformed JSON: " + err.Error()})
+	}
+	if dec.More() {
+		return nil, invalid(wire.FieldError{Detail: fmt.Sprintf("unexpected data after the JSON object, at offset %d", dec.InputOffset())})
+	}
+	var o wire.ActionOutcome
+	known := map[string]struct {
+		dst  any
+		want string
+	}{
+		"id":       {&o.ID, "a string"},
+		"result":   {&o.Result, "a string"},
+		"message":  {&o.Message, "a string"},
+		"revision": {&o.Revision, "an integer"},
+		"time":     {&o.Time, "an RFC 3339 time"},
+	}
+	var errs []wire.FieldError
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		f, ok := known[k]
+		if !ok {
+			errs = append(errs, wire.FieldError{Field: clip(k), Detail: "unknown field"})
+			continue
+		}
+		if err := json.Unmarshal(fields[k], f.dst); err != nil {
+			errs = append(errs, wire.FieldError{Field: k, Detail: "must be " + f.want})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, invalid(errs...)
+	}
+	if len(o.ID) != wire.ActionIDLength || !isLowerHex(o.ID) {
+		errs = append(errs, wire.FieldError{Field: "id", Detail: fmt.Sprintf("must be %d lowercase hex digits", wire.ActionIDLength)})
+	}
+	switch o.Result {
+	case wire.ActionSucceeded, wire.ActionFailed, wire.ActionRefused:
+	case "":
+		errs = append(errs, wire.FieldError{Field: "result", Detail: "required"})
+	default:
+		errs = append(errs, wire.FieldError{Field: "result", Detail: fmt.Sprintf("must be %s, %s or %s", wire.ActionSucceeded, wire.ActionFailed, wire.ActionRefused)})
+	}
+	if o.Revision < 0 || o.Revision > math.MaxInt32 {
+		errs = append(errs, wire.FieldError{Field: "revision", Detail: "must be between 0 and 2147483647"})
+	}
+	if len(errs) > 0 {
+		return nil, invalid(errs...)
+	}
+	return &o, nil
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// endPolls ends the polls being held, so a graceful shutdown need not wait
+// for them.
+func (s *Server) endPolls() { s.stopPollsOnce.Do(func() { close(s.stopPolls) }) }
