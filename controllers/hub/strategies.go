@@ -8,17 +8,19 @@ import (
 	"tugboat.dev/tugboat/controllers/promotion/strategy/helm"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/kubernetes"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/notification"
+	"tugboat.dev/tugboat/controllers/promotion/strategy/pullrequest"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/webhook"
 )
 
 // DefaultStrategies returns the promotion strategies this hub offers, one
 // instance each for the life of the process (the kubernetes strategy caches
 // spoke clients).
-func DefaultStrategies(_ ctrl.Manager, opts Options) strategy.Registry {
+func DefaultStrategies(mgr ctrl.Manager, opts Options) strategy.Registry {
 	return strategy.Registry{
 		tugboatv1alpha1.StrategyKubernetes:   kubernetes.New(nil),
 		tugboatv1alpha1.StrategyHelm:         helm.New(),
 		tugboatv1alpha1.StrategyWebhook:      webhook.New(nil),
+		tugboatv1alpha1.StrategyPullRequest:  pullrequest.New(mgr.GetAPIReader()),
 		tugboatv1alpha1.StrategyNotification: notification.New(notification.Options{DefaultAddress: opts.NotificationControllerAddress}),
 	}
 }
