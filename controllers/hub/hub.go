@@ -27,6 +27,7 @@ import (
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/controllers/spoke"
+	"tugboat.dev/tugboat/webhook/pipelineapi"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -145,6 +146,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	}
 	ropts := opts.Receiver
 	ropts.ReadyCheck = func(*http.Request) error { return rec.Ready() }
+	ropts.Mounts = map[string]http.Handler{
+		pipelineapi.PathPrefix: pipelineapi.New(mgr.GetClient(), mgr.GetAPIReader(), pipelineapi.Options{Clock: ropts.Clock, Window: ropts.ReplayWindow}),
+	}
 	acts := actions.New(mgr.GetClient(), mgr.GetAPIReader())
 	if err := acts.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err

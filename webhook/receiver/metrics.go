@@ -14,6 +14,7 @@ const (
 	endpointHealthz = "healthz"
 	endpointReadyz  = "readyz"
 	endpointOther   = "other"
+	endpointMount   = "mount"
 )
 
 // Reasons a request is rejected, for the rejected_total metric and the logs;

@@ -3,6 +3,8 @@ package receiver
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -96,6 +98,13 @@ type Options struct {
 	// Clock returns the current time. Not a flag; defaults to time.Now.
 	// Tests set it.
 	Clock func() time.Time
+	// Mounts serves other APIs on the receiver's listener: a request whose
+	// escaped path starts with a key (e.g. "/v1/pipelines/") goes to that
+	// handler, before the receiver's own routes; the longest matching
+	// prefix wins. Keys start and end with "/". The handler authenticates,
+	// limits and answers on its own; the receiver only counts its requests
+	// (endpoint label "mount"). Not a flag.
+	Mounts map[string]http.Handler
 	// Actions hands spoke agents their actions (GET /v1/spokes/{spoke}/actions)
 	// and records their outcomes (POST /v1/spokes/{spoke}/actions/{id});
 	// when nil, those endpoints answer 404. Not a flag.
@@ -174,6 +183,11 @@ func (o *Options) Validate() error {
 	}
 	if o.ReplayWindow < time.Second {
 		errs = append(errs, fmt.Errorf("receiver replay window: must be at least 1s, got %s", o.ReplayWindow))
+	}
+	for prefix, h := range o.Mounts {
+		if !strings.HasPrefix(prefix, "/") || !strings.HasSuffix(prefix, "/") || h == nil {
+			errs = append(errs, fmt.Errorf("receiver mount %q: the prefix must start and end with / and the handler must be set", prefix))
+		}
 	}
 	if o.ActionPollTimeout <= 0 || o.ActionPollTimeout > maxActionPollTimeout {
 		errs = append(errs, fmt.Errorf("receiver action poll timeout: must be positive and at most %s, got %s", maxActionPollTimeout, o.ActionPollTimeout))

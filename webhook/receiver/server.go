@@ -189,6 +189,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // endpoint label.
 func (s *Server) route(w *statusWriter, r *http.Request) string {
 	path := r.URL.EscapedPath()
+	if h := s.mounted(path); h != nil {
+		h.ServeHTTP(w, r)
+		return endpointMount
+	}
 	switch path {
 	case "/healthz":
 		if s.allowMethod(w, r, endpointHealthz, http.MethodGet, http.MethodHead) {
@@ -225,6 +229,19 @@ func (s *Server) route(w *statusWriter, r *http.Request) string {
 	s.metrics.rejected.WithLabelValues(endpointOther, reasonNotFound).Inc()
 	writeError(w, http.StatusNotFound, errorf("no such endpoint: %s", clip(path)))
 	return endpointOther
+}
+
+// mounted returns the handler of the longest Options.Mounts prefix of path,
+// or nil.
+func (s *Server) mounted(path string) http.Handler {
+	var h http.Handler
+	longest := 0
+	for prefix, mh := range s.opts.Mounts {
+		if len(prefix) > longest && strings.HasPrefix(path, prefix) {
+			h, longest = mh, len(prefix)
+		}
+	}
+	return h
 }
 
 // allowMethod answers 405 (with Allow) unless r's method is one of methods.

@@ -18,5 +18,10 @@ func NewRootCommand() *cobra.Command {
 	root.AddCommand(newHubCommand())
 	root.AddCommand(newAgentCommand())
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newStatusCommand())
+	root.AddCommand(newHistoryCommand())
+	root.AddCommand(newPromoteCommand())
+	root.AddCommand(newApproveCommand())
+	root.AddCommand(newRejectCommand())
 	return root
 }

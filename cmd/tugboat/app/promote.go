@@ -1,0 +1,100 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/spf13/cobra"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/pipeline"
+	"tugboat.dev/tugboat/controllers/promotion/request"
+)
+
+func newPromoteCommand() *cobra.Command {
+	var (
+		hf                  hubFlags
+		to, version, resume string
+	)
+	cmd := &cobra.Command{
+		Use:   "promote <pipeline> (--to <environment> --version <version> | --resume <environment>)",
+		Short: "Promote a version into an environment by hand, or lift a rollback hold",
+		Long: `promote asks the hub for a Promotion of --version into --to, recorded as
+requested by you (requestedBy: user; requester: your kubeconfig user name, else
+$USER). It goes through the environment's gates (an approval, if required) and
+strategy like an automatic one. Asking again while that Promotion runs is
+harmless; once it has finished (e.g. Failed), asking again retries it as a new
+Promotion named with a suffix -r2, -r3, ...
+
+promote --resume lifts the hold a rollback put on automatic promotion into an
+environment: tugboat never undoes a deliberate rollback until told to.`,
+		Example: `  tugboat promote web -n fleet --to production --version 1.4.0
+  tugboat promote web -n fleet --resume production`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case resume != "" && (to != "" || version != ""):
+				return errors.New("--resume cannot be combined with --to or --version")
+			case resume == "" && (to == "" || version == ""):
+				return errors.New("give --to and --version to promote, or --resume to lift a hold")
+			}
+			s, err := hf.connect()
+			if err != nil {
+				return err
+			}
+			ctx, w := cmd.Context(), cmd.OutOrStdout()
+			p, err := request.GetPipeline(ctx, s.client, s.namespace, args[0])
+			if err != nil {
+				return err
+			}
+			if resume != "" {
+				wasHeld := false
+				for _, h := range p.Status.HeldEnvironments {
+					wasHeld = wasHeld || h.Name == resume
+				}
+				if err := request.Resume(ctx, s.client, p, resume, time.Now()); err != nil {
+					return err
+				}
+				if wasHeld {
+					fmt.Fprintf(w, "Resumed automatic promotion into %s of pipeline %s/%s.\n", resume, p.Namespace, p.Name)
+				} else {
+					fmt.Fprintf(w, "Environment %s of pipeline %s/%s was not held; rollbacks seen until now will not hold it.\n", resume, p.Namespace, p.Name)
+				}
+				return nil
+			}
+			if _, err := semver.StrictNewVersion(version); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %q is not a semantic version; Helm chart versions normally are.\n", version)
+			}
+			if s.user == "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "Warning: cannot tell who you are (no kubeconfig user, no $USER); the promotion names no requester.")
+			}
+			pr, created, err := request.Ensure(ctx, s.client, p, to, version, tugboatv1alpha1.RequestedByUser, s.user)
+			if err != nil {
+				return err
+			}
+			if created {
+				fmt.Fprintf(w, "Created promotion %s: %s into %s of pipeline %s/%s.\n", pr.Name, version, to, p.Namespace, p.Name)
+			} else {
+				fmt.Fprintf(w, "Promotion %s of %s into %s already exists (%s).\n", pr.Name, version, to, phaseOf(pr))
+			}
+			if idx := pipeline.EnvironmentIndex(p, to); idx >= 0 && p.Spec.Environments[idx].Gates.RequireApproval && pr.Status.Approval == nil && !pr.Status.Phase.Terminal() {
+				fmt.Fprintf(w, "%s requires approval: tugboat approve %s -n %s\n", to, pr.Name, p.Namespace)
+			}
+			return nil
+		},
+	}
+	hf.bind(cmd)
+	cmd.Flags().StringVar(&to, "to", "", "environment to promote into")
+	cmd.Flags().StringVar(&version, "version", "", "chart version to promote")
+	cmd.Flags().StringVar(&resume, "resume", "", "environment whose rollback hold to lift")
+	return cmd
+}
+
+func phaseOf(pr *tugboatv1alpha1.Promotion) string {
+	if pr.Status.Phase == "" {
+		return string(tugboatv1alpha1.PromotionPending)
+	}
+	return string(pr.Status.Phase)
+}

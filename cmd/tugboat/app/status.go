@@ -1,0 +1,214 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/promotion/request"
+)
+
+// pipelineView is what `tugboat status` shows of a Pipeline (and prints
+// with -o json|yaml).
+type pipelineView struct {
+	Namespace    string             `json:"namespace"`
+	Name         string             `json:"name"`
+	Release      string             `json:"release"`
+	Suspended    bool               `json:"suspended,omitempty"`
+	Environments []environmentView  `json:"environments"`
+	Conditions   []metav1.Condition `json:"conditions,omitempty"`
+}
+
+type environmentView struct {
+	Name            string                           `json:"name"`
+	Versions        []string                         `json:"versions,omitempty"`
+	HealthySince    *metav1.Time                     `json:"healthySince,omitempty"`
+	ActivePromotion string                           `json:"activePromotion,omitempty"`
+	RequireApproval bool                             `json:"requireApproval,omitempty"`
+	Hold            *tugboatv1alpha1.HeldEnvironment `json:"hold,omitempty"`
+	Targets         []tugboatv1alpha1.TargetStatus   `json:"targets,omitempty"`
+}
+
+type pipelineListView struct {
+	Pipelines []pipelineView `json:"pipelines"`
+}
+
+// viewOf merges a Pipeline's spec (the environments, in order) with its
+// status (which may lag or be empty).
+func viewOf(p *tugboatv1alpha1.Pipeline) pipelineView {
+	v := pipelineView{Namespace: p.Namespace, Name: p.Name, Release: p.Spec.Release, Suspended: p.Spec.Suspend, Conditions: p.Status.Conditions}
+	status := map[string]tugboatv1alpha1.EnvironmentStatus{}
+	for _, es := range p.Status.Environments {
+		status[es.Name] = es
+	}
+	holds := map[string]tugboatv1alpha1.HeldEnvironment{}
+	for _, h := range p.Status.HeldEnvironments {
+		holds[h.Name] = h
+	}
+	for _, env := range p.Spec.Environments {
+		es := status[env.Name]
+		ev := environmentView{
+			Name: env.Name, Versions: es.Versions, HealthySince: es.HealthySince, ActivePromotion: es.ActivePromotion,
+			RequireApproval: env.Gates.RequireApproval, Targets: es.Targets,
+		}
+		if h, ok := holds[env.Name]; ok {
+			ev.Hold = &h
+		}
+		v.Environments = append(v.Environments, ev)
+	}
+	return v
+}
+
+func newStatusCommand() *cobra.Command {
+	var (
+		hf  hubFlags
+		out outputFlag
+	)
+	cmd := &cobra.Command{
+		Use:   "status [pipeline]",
+		Short: "Show where each Pipeline stands: versions per environment, health, promotions, holds",
+		Long: `status lists the Pipelines of a namespace on the hub and, per environment, the
+versions its targets run, since when they are healthy, the promotion under way
+and any rollback hold. With a Pipeline's name it also shows every target
+(spoke, namespace, release, revision, version, health) and the Pipeline's
+conditions.`,
+		Example: `  tugboat status -n fleet
+  tugboat status web -n fleet
+  tugboat status web -n fleet -o yaml`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
+			s, err := hf.connect()
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if len(args) == 1 {
+				p, err := request.GetPipeline(cmd.Context(), s.client, s.namespace, args[0])
+				if err != nil {
+					return err
+				}
+				v := viewOf(p)
+				if done, err := out.structured(w, v); done {
+					return err
+				}
+				printPipeline(w, v)
+				return nil
+			}
+			views, err := listPipelines(cmd.Context(), s)
+			if err != nil {
+				return err
+			}
+			if done, err := out.structured(w, pipelineListView{Pipelines: views}); done {
+				return err
+			}
+			if len(views) == 0 {
+				fmt.Fprintf(w, "No pipelines in namespace %s.\n", s.namespace)
+				return nil
+			}
+			printPipelines(w, views)
+			return nil
+		},
+	}
+	hf.bind(cmd)
+	out.bind(cmd)
+	return cmd
+}
+
+func listPipelines(ctx context.Context, s *hubSession) ([]pipelineView, error) {
+	var list tugboatv1alpha1.PipelineList
+	if err := s.client.List(ctx, &list, client.InNamespace(s.namespace)); err != nil {
+		return nil, fmt.Errorf("listing pipelines in %s: %w", s.namespace, err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	views := make([]pipelineView, 0, len(list.Items))
+	for i := range list.Items {
+		views = append(views, viewOf(&list.Items[i]))
+	}
+	return views, nil
+}
+
+// printPipelines writes one row per environment of every Pipeline.
+func printPipelines(w io.Writer, views []pipelineView) {
+	tw := newTable(w)
+	row(tw, "PIPELINE", "ENVIRONMENT", "VERSIONS", "HEALTHY SINCE", "ACTIVE PROMOTION", "HOLD")
+	for _, v := range views {
+		name := v.Name
+		if v.Suspended {
+			name += " (suspended)"
+		}
+		for _, ev := range v.Environments {
+			row(tw, name, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), ev.ActivePromotion, holdText(ev.Hold))
+			name = " " // the Pipeline's name on its first row only
+		}
+	}
+	_ = tw.Flush()
+}
+
+// printPipeline writes one Pipeline in detail.
+func printPipeline(w io.Writer, v pipelineView) {
+	fmt.Fprintf(w, "Pipeline %s/%s (release %s)", v.Namespace, v.Name, v.Release)
+	if v.Suspended {
+		fmt.Fprint(w, ", suspended")
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	row(tw, "ENVIRONMENT", "VERSIONS", "HEALTHY SINCE", "APPROVAL", "ACTIVE PROMOTION", "HOLD")
+	for _, ev := range v.Environments {
+		approval := ""
+		if ev.RequireApproval {
+			approval = "required"
+		}
+		row(tw, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), approval, ev.ActivePromotion, holdText(ev.Hold))
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintln(w)
+	tw = newTable(w)
+	row(tw, "ENVIRONMENT", "SPOKE", "NAMESPACE", "RELEASE", "REVISION", "VERSION", "HEALTH", "LAST DEPLOYED")
+	for _, ev := range v.Environments {
+		for _, t := range ev.Targets {
+			rev := ""
+			if t.Revision > 0 {
+				rev = strconv.Itoa(int(t.Revision))
+			}
+			row(tw, ev.Name, t.Spoke, t.Namespace, t.Release, rev, t.Version, string(t.Health), timestamp(t.LastDeployed))
+		}
+		if len(ev.Targets) == 0 {
+			row(tw, ev.Name, "(not reported yet)", "", "", "", "", "", "")
+		}
+	}
+	_ = tw.Flush()
+
+	if len(v.Conditions) > 0 {
+		fmt.Fprintln(w)
+		tw = newTable(w)
+		row(tw, "CONDITION", "STATUS", "REASON", "SINCE", "MESSAGE")
+		for _, c := range v.Conditions {
+			row(tw, c.Type, string(c.Status), c.Reason, timestamp(&c.LastTransitionTime), c.Message)
+		}
+		_ = tw.Flush()
+	}
+}
+
+func holdText(h *tugboatv1alpha1.HeldEnvironment) string {
+	if h == nil {
+		return ""
+	}
+	s := "held since " + timestamp(&h.Since)
+	if h.Message != "" {
+		s += ": " + h.Message
+	}
+	return s
+}

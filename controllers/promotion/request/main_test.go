@@ -1,0 +1,99 @@
+package request_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/e2e/harness"
+)
+
+// hub is a real API server (etcd and kube-apiserver) with tugboat's CRDs.
+var hub *harness.Cluster
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(logr.Discard())
+	var err error
+	hub, err = harness.Start(context.Background(), harness.Options{
+		Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../../config/crd/bases"},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "cluster logs: %s\n", hub.LogDir)
+		_ = hub.StopKeepLogs()
+		return code
+	}
+	if err := hub.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return code
+}
+
+// newNamespace creates a namespace of its own for t.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "request-"}}
+	if err := hub.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// newPipeline creates Pipeline "web" in ns: dev → staging (kubernetes
+// strategy, overriding the default notification one) → production (approval
+// required).
+func newPipeline(t *testing.T, ns string) *tugboatv1alpha1.Pipeline {
+	t.Helper()
+	target := func(spoke string) []tugboatv1alpha1.Target {
+		return []tugboatv1alpha1.Target{{Spoke: spoke, Namespace: "apps"}}
+	}
+	p := &tugboatv1alpha1.Pipeline{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: tugboatv1alpha1.PipelineSpec{
+			Release:   "web",
+			Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification},
+			Environments: []tugboatv1alpha1.Environment{
+				{Name: "dev", Targets: target("dev-1")},
+				{Name: "staging", Targets: target("staging-1"), Promotion: &tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyKubernetes}},
+				{Name: "production", Targets: target("prod-1"), Gates: tugboatv1alpha1.Gates{RequireApproval: true}},
+			},
+		},
+	}
+	if err := hub.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// setPhase writes a Promotion's status.phase, as the controller would.
+func setPhase(t *testing.T, pr *tugboatv1alpha1.Promotion, phase tugboatv1alpha1.PromotionPhase) {
+	t.Helper()
+	orig := pr.DeepCopy()
+	pr.Status.Phase = phase
+	if err := hub.Client.Status().Patch(context.Background(), pr, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func promotions(t *testing.T, ns string) []tugboatv1alpha1.Promotion {
+	t.Helper()
+	var list tugboatv1alpha1.PromotionList
+	if err := hub.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}

@@ -1,0 +1,354 @@
+package request
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/pipeline"
+)
+
+// Limits of the fields a request carries, as the CRD schema sets them.
+const (
+	// MaxVersionLength is the longest chart version accepted.
+	MaxVersionLength = 64
+	// MaxIdentityLength is the longest requester or approver accepted.
+	MaxIdentityLength = 256
+	// MaxMessageLength is the longest approval message accepted.
+	MaxMessageLength = 1024
+	// MaxRetries bounds how many Promotions of one version into one
+	// environment Ensure tries names for (the first plus its retries).
+	MaxRetries = 200
+
+	maxNameLength = 253
+)
+
+// versionPattern is the Promotion CRD's pattern for spec.version.
+var versionPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]*$`)
+
+// The hub's CI API creates Promotions and records approvals; the Pipeline
+// controller's rules already grant these, listed here for the record.
+// +kubebuilder:rbac:groups=tugboat.dev,resources=pipelines,verbs=get
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotions,verbs=get;list;create
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotions/status,verbs=patch
+
+// GetPipeline reads a Pipeline, answering a *NotFoundError when it does not
+// exist.
+func GetPipeline(ctx context.Context, c client.Reader, namespace, name string) (*tugboatv1alpha1.Pipeline, error) {
+	p := &tugboatv1alpha1.Pipeline{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &NotFoundError{Kind: "pipeline", Namespace: namespace, Name: name}
+		}
+		return nil, fmt.Errorf("reading pipeline %s/%s: %w", namespace, name, err)
+	}
+	return p, nil
+}
+
+// GetPromotion reads a Promotion, answering a *NotFoundError when it does
+// not exist.
+func GetPromotion(ctx context.Context, c client.Reader, namespace, name string) (*tugboatv1alpha1.Promotion, error) {
+	pr := &tugboatv1alpha1.Promotion{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, pr); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &NotFoundError{Kind: "promotion", Namespace: namespace, Name: name}
+		}
+		return nil, fmt.Errorf("reading promotion %s/%s: %w", namespace, name, err)
+	}
+	return pr, nil
+}
+
+// Create asks for a Promotion of version into environment env of p,
+// requested by a user or CI (by) and identified by requester (a user name, a
+// CI job URL; optional). See Ensure.
+func Create(ctx context.Context, c client.Client, p *tugboatv1alpha1.Pipeline, env, version string, by tugboatv1alpha1.Requester, requester string) (*tugboatv1alpha1.Promotion, error) {
+	pr, _, err := Ensure(ctx, c, p, env, version, by, requester)
+	return pr, err
+}
+
+// Ensure is Create that also reports whether it created the Promotion.
+//
+// The Promotion is named like the Pipeline controller's
+// (pipeline.PromotionName), labeled the same and owned by the Pipeline,
+// and its strategy is resolved the same way (pipeline.StrategyFor); from is
+// the environment before env, if any. Asking twice is harmless: when a
+// Promotion of version into env exists and has not finished (whoever asked
+// for it, the controller included), Ensure returns it and false. When the
+// ones that exist have all finished (e.g. Failed), a retry is created under
+// the name with the suffix "-r2", then "-r3", and so on (at most
+// MaxRetries), so a failed promotion can be tried again while its record
+// stays. A suspended Pipeline still accepts requests: suspend stops
+// automatic promotions only.
+//
+// Errors: *InvalidError for an unknown environment, a version that is empty,
+// longer than MaxVersionLength or not a valid chart version, a requester too
+// long, or by other than user or ci; otherwise the API's error.
+func Ensure(ctx context.Context, c client.Client, p *tugboatv1alpha1.Pipeline, env, version string, by tugboatv1alpha1.Requester, requester string) (*tugboatv1alpha1.Promotion, bool, error) {
+	idx, err := validateCreate(p, env, version, by, requester)
+	if err != nil {
+		return nil, false, err
+	}
+	var existing tugboatv1alpha1.PromotionList
+	if err := c.List(ctx, &existing, client.InNamespace(p.Namespace),
+		client.MatchingLabels{pipeline.LabelPipeline: p.Name, pipeline.LabelEnvironment: env}); err != nil {
+		return nil, false, fmt.Errorf("listing promotions of pipeline %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	taken := map[string]bool{}
+	for i := range existing.Items {
+		pr := &existing.Items[i]
+		taken[pr.Name] = true
+		if unfinished(pr, p.Name, env, version) {
+			return pr, false, nil
+		}
+	}
+	base := pipeline.PromotionName(p.Name, env, version)
+	for n := 1; n <= MaxRetries; n++ {
+		name := retryName(base, n)
+		if taken[name] {
+			continue
+		}
+		pr := newPromotion(p, idx, version, by, requester, name)
+		err := c.Create(ctx, pr)
+		if err == nil {
+			return pr, true, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, false, fmt.Errorf("creating promotion %s: %w", name, err)
+		}
+		// Created meanwhile (by the controller, another request) or hidden
+		// from the list (another version with the same name): look at it.
+		cur := &tugboatv1alpha1.Promotion{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pr), cur); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // deleted since: a later name serves as well
+			}
+			return nil, false, fmt.Errorf("reading promotion %s: %w", name, err)
+		}
+		if unfinished(cur, p.Name, env, version) {
+			return cur, false, nil
+		}
+	}
+	return nil, false, fmt.Errorf("pipeline %s/%s already has %d promotions of %s into %s: delete finished ones to retry", p.Namespace, p.Name, MaxRetries, version, env)
+}
+
+func validateCreate(p *tugboatv1alpha1.Pipeline, env, version string, by tugboatv1alpha1.Requester, requester string) (int, error) {
+	if !p.DeletionTimestamp.IsZero() {
+		return 0, fmt.Errorf("pipeline %s/%s is being deleted", p.Namespace, p.Name)
+	}
+	if env == "" {
+		return 0, invalid("environment", "required")
+	}
+	idx := pipeline.EnvironmentIndex(p, env)
+	if idx < 0 {
+		names := make([]string, len(p.Spec.Environments))
+		for i, e := range p.Spec.Environments {
+			names[i] = e.Name
+		}
+		return 0, invalid("environment", "pipeline %s/%s has no environment %q (it has %s)", p.Namespace, p.Name, clip(env, 64), strings.Join(names, ", "))
+	}
+	switch {
+	case version == "":
+		return 0, invalid("version", "required")
+	case len(version) > MaxVersionLength:
+		return 0, invalid("version", "at most %d characters, got %d", MaxVersionLength, len(version))
+	case !versionPattern.MatchString(version):
+		return 0, invalid("version", "%q is not a chart version: letters, digits and . + _ - only, starting with a letter or digit", version)
+	}
+	if len(requester) > MaxIdentityLength {
+		return 0, invalid("requester", "at most %d characters, got %d", MaxIdentityLength, len(requester))
+	}
+	if by != tugboatv1alpha1.RequestedByUser && by != tugboatv1alpha1.RequestedByCI {
+		return 0, invalid("requestedBy", "must be %s or %s, got %q", tugboatv1alpha1.RequestedByUser, tugboatv1alpha1.RequestedByCI, by)
+	}
+	return idx, nil
+}
+
+// unfinished reports whether pr promotes version into env of the pipeline
+// and has not finished.
+func unfinished(pr *tugboatv1alpha1.Promotion, pipelineName, env, version string) bool {
+	return pr.Spec.Pipeline == pipelineName && pr.Spec.To == env && pr.Spec.Version == version &&
+		!pr.Status.Phase.Terminal() && pr.DeletionTimestamp.IsZero()
+}
+
+// retryName is base for the first attempt, then base-r2, base-r3, ...,
+// shortening base to keep the name within 253 characters.
+func retryName(base string, n int) string {
+	if n <= 1 {
+		return base
+	}
+	suffix := "-r" + strconv.Itoa(n)
+	if len(base)+len(suffix) > maxNameLength {
+		base = strings.TrimRight(base[:maxNameLength-len(suffix)], "-.")
+	}
+	return base + suffix
+}
+
+func newPromotion(p *tugboatv1alpha1.Pipeline, idx int, version string, by tugboatv1alpha1.Requester, requester, name string) *tugboatv1alpha1.Promotion {
+	dst := &p.Spec.Environments[idx]
+	from := ""
+	if idx > 0 {
+		from = p.Spec.Environments[idx-1].Name
+	}
+	return &tugboatv1alpha1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: p.Namespace, Name: name,
+			Labels: map[string]string{
+				pipeline.LabelPipeline: p.Name, pipeline.LabelEnvironment: dst.Name, pipeline.LabelVersion: pipeline.LabelValue(version),
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: tugboatv1alpha1.GroupVersion.String(), Kind: "Pipeline", Name: p.Name, UID: p.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: tugboatv1alpha1.PromotionSpec{
+			Pipeline: p.Name, From: from, To: dst.Name, Version: version,
+			Strategy: pipeline.StrategyFor(p, dst), RequestedBy: by, Requester: requester,
+		},
+	}
+}
+
+// Approve records who approved the Promotion namespace/name, and why
+// (message, optional), in its status.approval; the Promotion controller
+// then starts it. See decide for the rules.
+func Approve(ctx context.Context, c client.Client, namespace, name, who, message string) (*tugboatv1alpha1.Promotion, error) {
+	return decide(ctx, c, namespace, name, who, message, true)
+}
+
+// Reject records who rejected the Promotion; the Promotion controller then
+// aborts it. See Approve.
+func Reject(ctx context.Context, c client.Client, namespace, name, who, message string) (*tugboatv1alpha1.Promotion, error) {
+	return decide(ctx, c, namespace, name, who, message, false)
+}
+
+// decide patches status.approval when the Promotion waits for a decision:
+// it is WaitingApproval, or Pending (not yet reconciled, or queued behind
+// another promotion) into an environment whose gate requires approval.
+// Otherwise it answers a *PhaseError naming the phase. The same decision
+// made twice is harmless (the first one stands and is returned); the
+// opposite decision is a *PhaseError. The patch carries the
+// resourceVersion read, so a phase change in between is seen and the
+// checks run again.
+func decide(ctx context.Context, c client.Client, namespace, name, who, message string, approve bool) (*tugboatv1alpha1.Promotion, error) {
+	switch {
+	case who == "":
+		return nil, invalid("approver", "required")
+	case len(who) > MaxIdentityLength:
+		return nil, invalid("approver", "at most %d characters, got %d", MaxIdentityLength, len(who))
+	case len(message) > MaxMessageLength:
+		return nil, invalid("message", "at most %d characters, got %d", MaxMessageLength, len(message))
+	}
+	var out *tugboatv1alpha1.Promotion
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pr, err := GetPromotion(ctx, c, namespace, name)
+		if err != nil {
+			return err
+		}
+		if a := pr.Status.Approval; a != nil {
+			if (approve && a.ApprovedBy != "") || (!approve && a.RejectedBy != "") {
+				out = pr
+				return nil
+			}
+			return &PhaseError{Promotion: name, Phase: pr.Status.Phase, Detail: "was already " + describe(a)}
+		}
+		waiting, err := waitsForApproval(ctx, c, pr)
+		if err != nil {
+			return err
+		}
+		if !waiting {
+			return &PhaseError{Promotion: name, Phase: pr.Status.Phase}
+		}
+		orig := pr.DeepCopy()
+		a := &tugboatv1alpha1.Approval{Time: metav1.NewTime(time.Now().Truncate(time.Second)), Message: message}
+		if approve {
+			a.ApprovedBy = who
+		} else {
+			a.RejectedBy = who
+		}
+		pr.Status.Approval = a
+		if err := c.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsNotFound(err) {
+				return &NotFoundError{Kind: "promotion", Namespace: namespace, Name: name}
+			}
+			return err
+		}
+		out = pr
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotWaiting) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("recording the decision on promotion %s/%s: %w", namespace, name, err)
+	}
+	return out, nil
+}
+
+// waitsForApproval reports whether pr can take an approval decision now.
+func waitsForApproval(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion) (bool, error) {
+	switch pr.Status.Phase {
+	case tugboatv1alpha1.PromotionWaitingApproval:
+		return true, nil
+	case "", tugboatv1alpha1.PromotionPending:
+	default:
+		return false, nil
+	}
+	p, err := GetPipeline(ctx, c, pr.Namespace, pr.Spec.Pipeline)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil // the controller aborts it
+	}
+	if err != nil {
+		return false, err
+	}
+	idx := pipeline.EnvironmentIndex(p, pr.Spec.To)
+	return idx >= 0 && p.Spec.Environments[idx].Gates.RequireApproval, nil
+}
+
+func describe(a *tugboatv1alpha1.Approval) string {
+	if a.ApprovedBy != "" {
+		return "approved by " + a.ApprovedBy
+	}
+	return "rejected by " + a.RejectedBy
+}
+
+// Resume releases a rollback hold on environment env of p: it sets the
+// annotation pipeline.ResumeAnnotationPrefix+env to now (RFC 3339), which
+// lifts holds on rollbacks seen up to now; a later rollback holds again.
+// p is updated from the API's answer.
+func Resume(ctx context.Context, c client.Client, p *tugboatv1alpha1.Pipeline, env string, now time.Time) error {
+	if pipeline.EnvironmentIndex(p, env) < 0 {
+		return invalid("environment", "pipeline %s/%s has no environment %q", p.Namespace, p.Name, clip(env, 64))
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		pipeline.ResumeAnnotationPrefix + env: now.UTC().Format(time.RFC3339),
+	}}})
+	if err != nil {
+		return err
+	}
+	if err := c.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &NotFoundError{Kind: "pipeline", Namespace: p.Namespace, Name: p.Name}
+		}
+		return fmt.Errorf("resuming %s of pipeline %s/%s: %w", env, p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
