@@ -1,0 +1,178 @@
+package loadgen_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/e2e/loadgen"
+	"tugboat.dev/tugboat/webhook/receiver"
+)
+
+// countingStore is a receiver.Store that keeps counts and the latest state
+// of each release, so the test can check what the generator sent.
+type countingStore struct {
+	keys map[string][]byte
+
+	mu        sync.Mutex
+	events    int
+	snapshots int
+	kinds     map[wire.EventKind]int
+	revision  map[string]int // spoke/namespace/release → newest revision in a state
+}
+
+func (s *countingStore) SpokeKeys(_ context.Context, spoke string) (receiver.SpokeKeys, error) {
+	k, ok := s.keys[spoke]
+	if !ok {
+		return receiver.SpokeKeys{}, receiver.ErrUnknownSpoke
+	}
+	return receiver.SpokeKeys{Current: k}, nil
+}
+
+func (s *countingStore) RecordEvents(_ context.Context, spoke string, events []wire.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events += len(events)
+	for _, e := range events {
+		s.kinds[e.Kind]++
+		if e.State != nil {
+			k := spoke + "/" + e.Namespace + "/" + e.Release
+			s.revision[k] = max(s.revision[k], e.State.Revision)
+		}
+	}
+	return nil
+}
+
+func (s *countingStore) RecordState(_ context.Context, _ string, _ *wire.StateSnapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snapshots++
+	return nil
+}
+
+func fleetOf(n int) ([]loadgen.Spoke, map[string][]byte) {
+	spokes := make([]loadgen.Spoke, n)
+	keys := map[string][]byte{}
+	for i := range spokes {
+		name := loadgen.SpokeName("lg", i)
+		spokes[i] = loadgen.Spoke{Name: name, Key: []byte(fmt.Sprintf("key-of-%s-0123456789abcdef", name))}
+		keys[name] = spokes[i].Key
+	}
+	return spokes, keys
+}
+
+// receiverFor serves a real receiver, with its default limits, over
+// loopback HTTP.
+func receiverFor(t *testing.T, store receiver.Store) *httptest.Server {
+	t.Helper()
+	opts := receiver.NewOptions()
+	opts.Registerer = prometheus.NewRegistry()
+	opts.Logger = logr.Discard()
+	srv, err := receiver.New(store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+func TestGenerator_sendsTrafficTheReceiverAccepts(t *testing.T) {
+	g := NewWithT(t)
+	spokes, keys := fleetOf(5)
+	store := &countingStore{keys: keys, kinds: map[wire.EventKind]int{}, revision: map[string]int{}}
+	hs := receiverFor(t, store)
+
+	var samplesMu sync.Mutex
+	var samples []loadgen.Sample
+	gen, err := loadgen.New(loadgen.Options{
+		URL: hs.URL, Spokes: spokes, Releases: 4, Duration: 2 * time.Second, MaxRequests: 400,
+		Interval: 10 * time.Millisecond, StateInterval: 500 * time.Millisecond, SampleEvery: 3,
+		OnSample: func(s loadgen.Sample) {
+			samplesMu.Lock()
+			defer samplesMu.Unlock()
+			samples = append(samples, s)
+		},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer gen.Close()
+
+	ann, err := gen.Announce(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ann.Snapshots).To(Equal(5))
+	g.Expect(ann.SnapshotReleases).To(Equal(20))
+	g.Expect(store.snapshots).To(Equal(5))
+
+	start := time.Now()
+	res, err := gen.Run(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Log(res)
+	g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second))
+	g.Expect(res.Requests).To(BeNumerically("<=", 400), "bounded by MaxRequests")
+	g.Expect(res.Requests).To(BeNumerically(">", 100))
+	g.Expect(res.Errors()).To(BeEmpty(), "every generated request is valid and signed")
+	g.Expect(res.Codes[202]).To(Equal(res.Requests))
+	g.Expect(res.Duplicates).To(BeZero())
+	g.Expect(res.EventsAccepted).To(Equal(res.EventsSent))
+	g.Expect(res.Snapshots).To(BeNumerically(">=", 5), "periodic snapshots")
+	g.Expect(res.AcceptedEventsPerSecond()).To(BeNumerically(">", 0))
+	g.Expect(res.Latency(0.99)).To(BeNumerically(">=", res.Latency(0.5)))
+
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	g.Expect(store.events).To(Equal(res.EventsAccepted))
+	g.Expect(store.snapshots).To(Equal(5 + res.Snapshots))
+	for _, k := range []wire.EventKind{wire.EventReleaseStarted, wire.EventReleaseStatus, wire.EventHealthChanged,
+		wire.EventObjectCreated, wire.EventObjectUpdated, wire.EventObjectDeleted, wire.EventKubernetes} {
+		g.Expect(store.kinds[k]).To(BeNumerically(">", 0), "events of kind %s", k)
+	}
+	g.Expect(store.revision).To(HaveLen(20), "every release rolled out")
+	for k, rev := range store.revision {
+		g.Expect(rev).To(BeNumerically(">=", 2), k)
+	}
+
+	samplesMu.Lock()
+	defer samplesMu.Unlock()
+	g.Expect(samples).NotTo(BeEmpty())
+	for _, s := range samples {
+		g.Expect(s.EventID).To(HaveLen(wire.EventIDLength))
+		g.Expect(s.History).To(MatchRegexp(`^lg-\d{3}\.team-\d\.svc-\d{2}$`))
+	}
+}
+
+func TestGenerator_stopsAtItsDeadline(t *testing.T) {
+	g := NewWithT(t)
+	spokes, keys := fleetOf(2)
+	hs := receiverFor(t, &countingStore{keys: keys, kinds: map[wire.EventKind]int{}, revision: map[string]int{}})
+	gen, err := loadgen.New(loadgen.Options{URL: hs.URL, Spokes: spokes, Releases: 2, Duration: 500 * time.Millisecond, MaxRequests: 1 << 30})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer gen.Close()
+	res, err := gen.Run(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Elapsed).To(BeNumerically("<", 2*time.Second))
+	// 2 spokes at one request per 50 ms for 0.5 s.
+	g.Expect(res.Requests).To(BeNumerically("<=", 2*11))
+}
+
+func TestOptions_refuseAnythingButLoopback(t *testing.T) {
+	g := NewWithT(t)
+	spokes, _ := fleetOf(1)
+	for _, u := range []string{"http://10.0.0.1:9443", "https://hub.example.com", "http://0.0.0.0:80", "ftp://127.0.0.1", "127.0.0.1:9443"} {
+		_, err := loadgen.New(loadgen.Options{URL: u, Spokes: spokes, Releases: 1, Duration: time.Second, MaxRequests: 1})
+		g.Expect(err).To(MatchError(ContainSubstring("loadgen: URL")), u)
+	}
+	for _, u := range []string{"http://127.0.0.1:9443", "http://[::1]:9443", "http://localhost:1"} {
+		_, err := loadgen.New(loadgen.Options{URL: u, Spokes: spokes, Releases: 1, Duration: time.Second, MaxRequests: 1})
+		g.Expect(err).NotTo(HaveOccurred(), u)
+	}
+	_, err := loadgen.New(loadgen.Options{URL: "http://127.0.0.1:1", Spokes: spokes, Releases: 1})
+	g.Expect(err).To(MatchError(And(ContainSubstring("duration"), ContainSubstring("max requests"))))
+}
