@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"tugboat.dev/tugboat/agent/actions"
 	"tugboat.dev/tugboat/agent/ownership"
 	"tugboat.dev/tugboat/agent/release"
 	"tugboat.dev/tugboat/agent/reporter"
@@ -68,6 +69,8 @@ type Agent struct {
 	Reporter *reporter.Reporter
 	Index    *ownership.Index
 	Webhooks *admission.Server
+	// Actions polls the hub for promotion actions; nil when disabled.
+	Actions *actions.Poller
 
 	opts    Options
 	log     logr.Logger
@@ -125,6 +128,15 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.Reporter = rep
+	if opts.Actions.Enabled {
+		a.Actions, err = actions.New(cfg, opts.Actions, actions.Hub{
+			URL: opts.Reporter.HubURL, Spoke: opts.Reporter.Spoke, KeyFile: opts.Reporter.KeyFile,
+			CAFile: opts.Reporter.CAFile, AgentVersion: opts.Reporter.AgentVersion,
+		}, log.WithName("actions"))
+		if err != nil {
+			return nil, err
+		}
+	}
 	a.Tracker = tracker.New(tracker.Options{Spoke: opts.Reporter.Spoke, Settle: opts.Settle, Logger: log.WithName("tracker")},
 		rep, a.listWorkloads)
 
@@ -292,9 +304,16 @@ func (r *runner) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- a.Tracker.Start(ctx) }()
 	go func() { errc <- a.Reporter.Start(ctx) }()
+	running := 2
+	if a.Actions != nil {
+		// After the sync, like the reporter: the hub hears the spoke's
+		// releases before the agent acts on them.
+		go func() { errc <- a.Actions.Start(ctx) }()
+		running++
+	}
 	if a.opts.Backfill {
 		go r.backfill(ctx)
 	}
@@ -306,8 +325,11 @@ func (r *runner) Start(ctx context.Context) error {
 		defer cancel()
 		_ = r.registration().Delete(dctx, a.Manager.GetClient())
 	}
-	<-errc
-	<-errc
+	for range running {
+		if err := <-errc; err != nil {
+			a.log.Error(err, "agent component stopped with an error")
+		}
+	}
 	return nil
 }
 

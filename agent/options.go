@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"tugboat.dev/tugboat/agent/actions"
 	"tugboat.dev/tugboat/agent/reporter"
 )
 
@@ -30,6 +31,10 @@ type Options struct {
 	// Settle is how long a newly deployed revision stays InProgress before
 	// its workloads can declare it healthy.
 	Settle time.Duration
+	// Actions configures the promotion actions the agent pulls from the hub
+	// (helm strategy) and the limits the spoke enforces on them. Enabled by
+	// default, refusing every action until limits are set.
+	Actions actions.Options
 }
 
 // WebhookOptions configure the ownership admission webhooks.
@@ -71,6 +76,7 @@ func NewOptions() Options {
 		Backfill:     true,
 		BackfillRate: 20,
 		Settle:       500 * time.Millisecond,
+		Actions:      actions.NewOptions(),
 	}
 }
 
@@ -91,12 +97,13 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Backfill, "backfill", o.Backfill, "label objects that existed before the agent started")
 	fs.Float32Var(&o.BackfillRate, "backfill-rate", o.BackfillRate, "backfill patches per second")
 	fs.DurationVar(&o.Settle, "settle-time", o.Settle, "how long a newly deployed revision stays InProgress before its workloads can declare it healthy")
+	o.Actions.BindFlags(fs)
 }
 
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
 	var errs []error
-	errs = append(errs, o.Reporter.Validate())
+	errs = append(errs, o.Reporter.Validate(), o.Actions.Validate())
 	if o.BackfillRate <= 0 {
 		errs = append(errs, fmt.Errorf("--backfill-rate must be positive"))
 	}

@@ -1,0 +1,236 @@
+package actions
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/registry"
+	"helm.sh/helm/v3/pkg/repo"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"sigs.k8s.io/yaml"
+
+	"tugboat.dev/tugboat/api/wire"
+)
+
+const (
+	// chartFetchTimeout bounds each download of an index or chart.
+	chartFetchTimeout = 2 * time.Minute
+	// maxIndexSize bounds a repository's index.yaml (large public
+	// repositories are tens of MiB).
+	maxIndexSize = 64 << 20
+	// maxChartSize bounds a packaged chart.
+	maxChartSize = 32 << 20
+)
+
+// credentials for chart sources, from the spoke's Secret.
+type credentials struct {
+	username, password string
+	// host, when set, is the only host (host[:port]) they are sent to.
+	host string
+}
+
+// forHost reports whether the credentials may be sent to host.
+func (c *credentials) forHost(host string) bool {
+	return c != nil && c.username != "" && (c.host == "" || strings.EqualFold(c.host, host))
+}
+
+// credentials reads the credentials Secret, when one is configured. It is
+// read for every action, so a rotated password is used at once.
+func (e *Executor) credentials(ctx context.Context) (*credentials, error) {
+	if e.opts.CredentialsSecret == "" {
+		return nil, nil
+	}
+	ns, name, _ := strings.Cut(e.opts.CredentialsSecret, "/")
+	s := &corev1.Secret{}
+	if err := e.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("the chart credentials Secret %s (--actions-credentials-secret) does not exist", e.opts.CredentialsSecret)
+		}
+		return nil, fmt.Errorf("reading the chart credentials Secret %s: %w", e.opts.CredentialsSecret, err)
+	}
+	c := &credentials{
+		username: string(s.Data["username"]),
+		password: string(s.Data["password"]),
+		host:     strings.TrimSpace(string(s.Data["host"])),
+	}
+	if c.username == "" || c.password == "" {
+		return nil, fmt.Errorf("the chart credentials Secret %s must hold username and password", e.opts.CredentialsSecret)
+	}
+	return c, nil
+}
+
+// fetchChart downloads and loads chart src.Name at version from an HTTP
+// Helm repository or an OCI registry, and checks it is what was asked for.
+func (e *Executor) fetchChart(ctx context.Context, src wire.ChartSource, version string, creds *credentials) (*chart.Chart, error) {
+	var (
+		ch  *chart.Chart
+		err error
+	)
+	if strings.HasPrefix(strings.ToLower(src.Repository), registry.OCIScheme+"://") {
+		ch, err = e.fetchOCI(ctx, src, version, creds)
+	} else {
+		ch, err = e.fetchHTTP(ctx, src, version, creds)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fetching chart %s %s from %s: %w", src.Name, version, src.Repository, err)
+	}
+	if ch.Metadata == nil || ch.Metadata.Name != src.Name || ch.Metadata.Version != version {
+		got := "no metadata"
+		if ch.Metadata != nil {
+			got = ch.Metadata.Name + " " + ch.Metadata.Version
+		}
+		return nil, fmt.Errorf("fetching chart %s %s from %s: the repository served %s", src.Name, version, src.Repository, got)
+	}
+	return ch, nil
+}
+
+// fetchHTTP reads the repository's index.yaml, resolves the chart's URL for
+// the exact version, downloads it and checks its digest when the index has
+// one. Credentials go only to their host (and never to another host a chart
+// URL or a redirect points at).
+func (e *Executor) fetchHTTP(ctx context.Context, src wire.ChartSource, version string, creds *credentials) (*chart.Chart, error) {
+	base := strings.TrimSuffix(src.Repository, "/")
+	data, err := e.get(ctx, base+"/index.yaml", creds, maxIndexSize)
+	if err != nil {
+		return nil, fmt.Errorf("reading the repository index: %w", err)
+	}
+	var index repo.IndexFile
+	if err := yaml.Unmarshal(data, &index); err != nil {
+		return nil, fmt.Errorf("parsing the repository index: %w", err)
+	}
+	var cv *repo.ChartVersion
+	for _, v := range index.Entries[src.Name] {
+		if v != nil && v.Metadata != nil && v.Version == version {
+			cv = v
+			break
+		}
+	}
+	if cv == nil {
+		return nil, fmt.Errorf("the repository has no chart %s at version %s", src.Name, version)
+	}
+	if len(cv.URLs) == 0 {
+		return nil, fmt.Errorf("the repository index lists no URL for %s %s", src.Name, version)
+	}
+	chartURL, err := repo.ResolveReferenceURL(base+"/", cv.URLs[0])
+	if err != nil {
+		return nil, fmt.Errorf("resolving the chart URL %q: %w", cv.URLs[0], err)
+	}
+	tgz, err := e.get(ctx, chartURL, creds, maxChartSize)
+	if err != nil {
+		return nil, fmt.Errorf("downloading %s: %w", chartURL, err)
+	}
+	if cv.Digest != "" {
+		sum := sha256.Sum256(tgz)
+		if got := hex.EncodeToString(sum[:]); !strings.EqualFold(got, strings.TrimPrefix(cv.Digest, "sha256:")) {
+			return nil, fmt.Errorf("%s has digest %s, the index says %s", chartURL, got, cv.Digest)
+		}
+	}
+	return loader.LoadArchive(bytes.NewReader(tgz))
+}
+
+// get downloads rawURL, up to limit bytes, with basic authentication when
+// the credentials are for its host.
+func (e *Executor) get(ctx context.Context, rawURL string, creds *credentials, limit int64) ([]byte, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("unsupported URL scheme %q", u.Scheme)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", "tugboat-agent")
+	if creds.forHost(u.Host) {
+		// net/http drops Authorization on a redirect to another host.
+		req.SetBasicAuth(creds.username, creds.password)
+	}
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", redact(u), resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("GET %s: larger than %d bytes", redact(u), limit)
+	}
+	return data, nil
+}
+
+// fetchOCI pulls oci://<repository>/<name>:<version>. Credentials come only
+// from the Secret: the registry client's own credential stores (Helm's and
+// Docker's config files) are not consulted.
+func (e *Executor) fetchOCI(ctx context.Context, src wire.ChartSource, version string, creds *credentials) (*chart.Chart, error) {
+	ref := strings.TrimSuffix(src.Repository[len(registry.OCIScheme+"://"):], "/") + "/" + src.Name + ":" + version
+	authorizer := auth.Client{
+		Client: e.http,
+		Cache:  auth.NewCache(),
+		Credential: func(_ context.Context, hostport string) (auth.Credential, error) {
+			if creds.forHost(hostport) {
+				return auth.Credential{Username: creds.username, Password: creds.password}, nil
+			}
+			return auth.EmptyCredential, nil
+		},
+	}
+	c, err := registry.NewClient(
+		registry.ClientOptHTTPClient(e.http),
+		registry.ClientOptAuthorizer(authorizer),
+		registry.ClientOptWriter(io.Discard),
+	)
+	if err != nil {
+		return nil, err
+	}
+	type result struct {
+		res *registry.PullResult
+		err error
+	}
+	// Pull takes no context; its requests are bounded by the HTTP client's
+	// timeout, and an ended ctx stops the wait.
+	done := make(chan result, 1)
+	go func() {
+		res, err := c.Pull(ref, registry.PullOptWithChart(true))
+		done <- result{res, err}
+	}()
+	var r result
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r = <-done:
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.res.Chart == nil || len(r.res.Chart.Data) == 0 {
+		return nil, errors.New("the registry returned no chart layer")
+	}
+	return loader.LoadArchive(bytes.NewReader(r.res.Chart.Data))
+}
+
+// redact drops credentials and the query from a URL for messages.
+func redact(u *url.URL) string {
+	c := *u
+	c.User, c.RawQuery, c.Fragment = nil, "", ""
+	return c.String()
+}

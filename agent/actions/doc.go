@@ -1,0 +1,40 @@
+// Package actions is the spoke side of the `helm` promotion strategy: the
+// agent long-polls the hub for actions (GET /v1/spokes/{spoke}/actions,
+// signed like every agent request), carries each out on its own cluster, and
+// reports the outcome (POST /v1/spokes/{spoke}/actions/{id}). The hub never
+// needs credentials to the spoke.
+//
+// An action either upgrades an existing Helm release to a chart version
+// (Helm SDK, values reused or reset-then-reused) or, when it names a Flux
+// HelmRelease, sets that HelmRelease's spec.chart.spec.version by
+// server-side apply with the field manager "tugboat".
+//
+// The spoke, not the hub, decides what may happen: Limits name the
+// namespaces that may receive promotions, the chart sources (URL prefixes)
+// charts may come from, and whether downgrades are allowed. The defaults
+// allow nothing, so an agent refuses every action until it is configured.
+// An action outside the limits is not attempted and is reported Refused,
+// with the reason. Chart source credentials come from a Secret on the spoke,
+// never from the hub.
+//
+// Actions are idempotent by id: a release already at the version is
+// reported Succeeded without a new revision, and an upgrade this agent left
+// pending when it was killed is replaced rather than stacked, so an action
+// makes at most one revision however often it is delivered.
+//
+// Flags (Options.BindFlags): --actions-enabled (default true),
+// --actions-allowed-namespaces, --actions-allowed-chart-sources,
+// --actions-allow-downgrades, --actions-limits-file (YAML from a mounted
+// ConfigMap; replaces the three limit flags, re-read on change),
+// --actions-credentials-secret, --actions-upgrade-timeout,
+// --actions-pending-grace and --actions-pending-wait.
+//
+// Permissions: setting a HelmRelease's version needs get and patch on
+// helmreleases (declared here for controller-gen). A Helm upgrade needs
+// whatever the chart's objects need, plus the release Secrets: grant them
+// per allowed namespace (for instance a RoleBinding to the built-in admin
+// ClusterRole), not cluster-wide by default.
+//
+// This package does not decide what to promote, nor judge health: the hub
+// does, from the releases the reporter sends.
+package actions

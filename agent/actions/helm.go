@@ -1,0 +1,229 @@
+package actions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/go-logr/logr"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"tugboat.dev/tugboat/api/wire"
+)
+
+// upgrade runs a Helm upgrade of the existing release a names to the chart
+// version a asks for, unless the release is there already. It returns a
+// message and the revision.
+//
+// Idempotency: a release whose latest revision is deployed at the version
+// is left alone (Succeeded, no new revision). A pending revision that an
+// earlier attempt of the same action left behind (the agent was killed
+// mid-upgrade) is deleted once it is older than the pending grace, and the
+// upgrade is run again: the action ends with one new revision. A release
+// kept pending by anyone else fails the action after PendingWait.
+func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, a wire.Action) (string, int, error) {
+	key := a.Namespace + "/" + a.Release
+	if err := limits.checkNamespace(a.Namespace); err != nil {
+		return "", 0, err
+	}
+	if err := limits.checkSource(a.Chart.Repository, a.Chart.Name); err != nil {
+		return "", 0, err
+	}
+	if _, err := semver.NewVersion(a.Version); err != nil {
+		return "", 0, fmt.Errorf("version %q is not a semantic version", a.Version)
+	}
+	cfg, err := e.helmConfig(a.Namespace, a.Release)
+	if err != nil {
+		return "", 0, err
+	}
+	last, err := e.settle(ctx, log, cfg, a)
+	if err != nil {
+		return "", 0, err
+	}
+	if last.Info.Status == release.StatusDeployed && chartVersion(last) == a.Version {
+		return fmt.Sprintf("release %s is already at chart version %s (revision %d)", key, a.Version, last.Version), last.Version, nil
+	}
+	current := last
+	if last.Info.Status != release.StatusDeployed {
+		if d, err := cfg.Releases.Deployed(a.Release); err == nil {
+			current = d
+		}
+	}
+	if err := limits.checkVersion(chartVersion(current), a.Version); err != nil {
+		return "", 0, err
+	}
+
+	creds, err := e.credentials(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	ch, err := e.fetchChart(ctx, a.Chart, a.Version, creds)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", 0, abandoned(ctx)
+		}
+		return "", 0, err
+	}
+	if ctx.Err() != nil {
+		return "", 0, abandoned(ctx)
+	}
+
+	up := action.NewUpgrade(cfg)
+	up.Namespace = a.Namespace
+	up.Timeout = e.opts.UpgradeTimeout
+	up.Wait = false
+	if a.ValuesPolicy == wire.ValuesResetThenReuse {
+		up.ResetThenReuseValues = true
+	} else {
+		up.ReuseValues = true
+	}
+	up.Description = description(a)
+	up.Labels = map[string]string{LabelAction: a.ID}
+	log.Info("Upgrading release", "from", chartVersion(current), "revision", last.Version, "valuesPolicy", valuesPolicy(a))
+	// Once started, the upgrade runs to its end: canceling it would leave
+	// a failed revision and, under Helm, resources still being applied.
+	rel, err := up.RunWithContext(context.WithoutCancel(ctx), a.Release, ch, nil)
+	if err != nil {
+		rev := 0
+		if rel != nil {
+			rev = rel.Version
+		}
+		return "", rev, fmt.Errorf("upgrading release %s to %s %s: %w", key, a.Chart.Name, a.Version, err)
+	}
+	return fmt.Sprintf("upgraded release %s to %s %s (revision %d)", key, a.Chart.Name, a.Version, rel.Version), rel.Version, nil
+}
+
+// settle returns the release's latest revision once it is not pending; see
+// upgrade for how pending revisions are handled.
+func (e *Executor) settle(ctx context.Context, log logr.Logger, cfg *action.Configuration, a wire.Action) (*release.Release, error) {
+	key := a.Namespace + "/" + a.Release
+	grace := e.opts.pendingGrace()
+	start := e.now()
+	for {
+		last, err := cfg.Releases.Last(a.Release)
+		switch {
+		case errors.Is(err, driver.ErrReleaseNotFound):
+			return nil, fmt.Errorf("release %s does not exist on this spoke", key)
+		case err != nil:
+			return nil, fmt.Errorf("reading release %s: %w", key, err)
+		case last.Info == nil:
+			return nil, fmt.Errorf("release %s has no status", key)
+		case last.Info.Status == release.StatusUninstalled || last.Info.Status == release.StatusUninstalling:
+			return nil, fmt.Errorf("release %s does not exist on this spoke (%s)", key, last.Info.Status)
+		case !last.Info.Status.IsPending():
+			return last, nil
+		}
+		if last.Labels[LabelAction] == a.ID && chartVersion(last) == a.Version {
+			age := e.now().Sub(last.Info.LastDeployed.Time)
+			if age >= grace {
+				log.Info("Replacing the pending revision an earlier attempt of this action left (the agent stopped mid-upgrade)",
+					"revision", last.Version, "status", last.Info.Status, "age", age.Round(1e9).String())
+				if _, err := cfg.Releases.Delete(last.Name, last.Version); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+					return nil, fmt.Errorf("removing the abandoned pending revision %d of release %s: %w", last.Version, key, err)
+				}
+				continue
+			}
+			log.V(1).Info("Release pending from an earlier attempt of this action; waiting", "revision", last.Version, "age", age.String(), "grace", grace.String())
+		} else if waited := e.now().Sub(start); waited >= e.opts.PendingWait {
+			return nil, fmt.Errorf("release %s has another operation in progress (%s at revision %d) that did not finish within %s; not upgrading",
+				key, last.Info.Status, last.Version, e.opts.PendingWait)
+		}
+		if err := sleep(ctx, pendingPoll); err != nil {
+			return nil, abandoned(ctx)
+		}
+	}
+}
+
+// helmConfig returns a Helm action configuration for the namespace, using
+// the storage driver (Secrets, else ConfigMaps) that holds the release.
+func (e *Executor) helmConfig(namespace, name string) (*action.Configuration, error) {
+	getter := &restGetter{cfg: e.rest, namespace: namespace}
+	debug := func(format string, v ...any) { e.log.V(2).Info(fmt.Sprintf(format, v...)) }
+	var first *action.Configuration
+	for _, d := range []string{"secret", "configmap"} {
+		cfg := new(action.Configuration)
+		if err := cfg.Init(getter, namespace, d, debug); err != nil {
+			return nil, fmt.Errorf("helm: %w", err)
+		}
+		if _, err := cfg.Releases.History(name); err == nil {
+			return cfg, nil
+		}
+		if first == nil {
+			first = cfg
+		}
+	}
+	// In neither: the Secret driver (Helm's default) reports it.
+	return first, nil
+}
+
+// description is the Helm revision's description: who made it and why.
+func description(a wire.Action) string {
+	d := "Upgrade by tugboat action " + a.ID
+	if a.Promotion != "" {
+		d += " (promotion " + a.Promotion + ")"
+	}
+	return d
+}
+
+func valuesPolicy(a wire.Action) string {
+	if a.ValuesPolicy == "" {
+		return wire.ValuesReuse
+	}
+	return a.ValuesPolicy
+}
+
+func chartVersion(r *release.Release) string {
+	if r == nil || r.Chart == nil || r.Chart.Metadata == nil {
+		return ""
+	}
+	return r.Chart.Metadata.Version
+}
+
+// abandoned is the error of an action given up because ctx ended before
+// anything changed.
+func abandoned(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", ErrAbandoned, context.Cause(ctx))
+}
+
+// restGetter gives Helm the agent's REST config (in-cluster, or from the
+// agent's kubeconfig) instead of a kubeconfig file.
+type restGetter struct {
+	cfg       *rest.Config
+	namespace string
+}
+
+func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.cfg), nil }
+
+func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(g.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return memory.NewMemCacheClient(dc), nil
+}
+
+func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) {
+	dc, err := g.ToDiscoveryClient()
+	if err != nil {
+		return nil, err
+	}
+	return restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(dc), dc, nil), nil
+}
+
+// ToRawKubeConfigLoader only supplies the default namespace; everything
+// else comes from ToRESTConfig.
+func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
+	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{
+		Context: clientcmdapi.Context{Namespace: g.namespace},
+	})
+}

@@ -1,0 +1,92 @@
+package actions
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/go-logr/logr"
+
+	"tugboat.dev/tugboat/api/wire"
+)
+
+// keyFile holds the signing key read from a file, and re-reads the file when
+// it changes. A stat per request is cheap next to a TLS round trip, and it
+// follows the symlink swap Kubernetes does when a mounted Secret is updated,
+// so a rotated key is used from the next request on.
+type keyFile struct {
+	path string
+	log  logr.Logger
+
+	mu   sync.Mutex
+	key  []byte
+	info os.FileInfo // of the file key was read from
+	bad  os.FileInfo // of a changed file that could not be used (logged once)
+
+	statFailed bool // the last stat failed (logged once)
+}
+
+// newKeyFile reads the key at path; it fails when the file cannot be read or
+// the key is shorter than wire.MinKeySize.
+func newKeyFile(path string, log logr.Logger) (*keyFile, error) {
+	k := &keyFile{path: path, log: log}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading hub key: %w", err)
+	}
+	key, err := readKey(path)
+	if err != nil {
+		return nil, err
+	}
+	k.key, k.info = key, info
+	return k, nil
+}
+
+// get returns the current key, re-reading the file if it changed. When the
+// changed file cannot be used (missing, too short), the previous key stays
+// in use and the problem is logged once per change.
+func (k *keyFile) get() []byte {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	info, err := os.Stat(k.path)
+	if err != nil {
+		if !k.statFailed {
+			k.log.Error(err, "Cannot stat the hub key file; signing with the previous key", "path", k.path)
+			k.statFailed = true
+		}
+		return k.key
+	}
+	k.statFailed = false
+	if sameFile(info, k.info) || sameFile(info, k.bad) {
+		return k.key
+	}
+	key, err := readKey(k.path)
+	if err != nil {
+		k.log.Error(err, "Cannot use the changed hub key file; signing with the previous key", "path", k.path)
+		k.bad = info
+		return k.key
+	}
+	k.key, k.info, k.bad = key, info, nil
+	k.log.Info("Hub key file changed; signing with the new key", "path", k.path)
+	return k.key
+}
+
+func sameFile(a, b os.FileInfo) bool {
+	return a != nil && b != nil && os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
+}
+
+// readKey reads a key file without its surrounding white space, as the hub
+// reads the Secret (a key file written with a trailing newline must sign
+// the same way).
+func readKey(path string) ([]byte, error) {
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading hub key: %w", err)
+	}
+	key = bytes.TrimSpace(key)
+	if len(key) < wire.MinKeySize {
+		return nil, fmt.Errorf("hub key in %s must be at least %d bytes, got %d", path, wire.MinKeySize, len(key))
+	}
+	return key, nil
+}

@@ -1,0 +1,88 @@
+package actions
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"tugboat.dev/tugboat/api/wire"
+)
+
+// The hub offers an action on every poll until its outcome is reported; the
+// first report fails (503) and is retried. The agent upgrades once, reports
+// the outcome once accepted, and refuses an action outside its limits.
+func TestPoller_carriesOutActionsOnceAndReportsThem(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	install(t, ns, "web", "1.0.0", nil)
+	hub := newFakeHub(t)
+	hub.replies = []int{http.StatusServiceUnavailable}
+	up := upgradeAction(ns, "web", "1.1.0")
+	refused := upgradeAction("kube-system", "coredns", "9.9.9")
+	hub.offer(up, refused)
+
+	opts := testOptions(Limits{Namespaces: []string{ns}, ChartSources: []string{chartsURL}})
+	run := &countingRunner{Runner: newExecutor(t, opts)}
+	startPoller(t, run, opts, hub)
+
+	g.Eventually(hub.results).WithTimeout(60 * time.Second).Should(HaveLen(2))
+	outcomes := hub.results()
+	o := outcomeFor(g, outcomes, up.ID)
+	g.Expect(o.Result).To(Equal(wire.ActionSucceeded), o.Message)
+	g.Expect(o.Revision).To(Equal(2))
+	r := outcomeFor(g, outcomes, refused.ID)
+	g.Expect(r.Result).To(Equal(wire.ActionRefused))
+	g.Expect(r.Message).To(Equal("namespace kube-system is not in --actions-allowed-namespaces"))
+
+	// Offered on many polls while it ran, carried out once.
+	g.Expect(run.count(up.ID)).To(Equal(1))
+	g.Expect(history(t, ns, "web")).To(HaveLen(2))
+	reports, polls, badSig := hub.counts()
+	g.Expect(reports).To(Equal(3), "one retried report, two accepted")
+	g.Expect(polls).To(BeNumerically(">=", 1))
+	g.Expect(badSig).To(BeZero())
+
+	// Offered again (the hub lost the report): reported again, not re-run.
+	hub.offer(up)
+	g.Eventually(hub.results).WithTimeout(10 * time.Second).Should(HaveLen(3))
+	g.Expect(run.count(up.ID)).To(Equal(1))
+}
+
+// A 404 on the report means the hub forgot the action: the outcome is
+// dropped, not retried.
+func TestPoller_dropsAnOutcomeTheHubForgot(t *testing.T) {
+	g := NewWithT(t)
+	hub := newFakeHub(t)
+	hub.replies = []int{http.StatusNotFound}
+	a := upgradeAction("apps", "web", "1.1.0")
+	hub.offer(a)
+	startPoller(t, newExecutor(t, testOptions(Limits{})), testOptions(Limits{}), hub)
+
+	g.Eventually(func() int { r, _, _ := hub.counts(); return r }).WithTimeout(10 * time.Second).Should(Equal(1))
+	g.Consistently(func() int { r, _, _ := hub.counts(); return r }).WithTimeout(500 * time.Millisecond).Should(Equal(1))
+	g.Expect(hub.results()).To(BeEmpty())
+}
+
+// Requests signed with another key are refused by the hub; the poller keeps
+// retrying with backoff, and recovers once the key file is right.
+func TestPoller_signsWithTheCurrentKeyFile(t *testing.T) {
+	g := NewWithT(t)
+	hub := newFakeHub(t)
+	good := hub.keyFile
+	bad := t.TempDir() + "/key"
+	g.Expect(writeFile(bad, "a-key-the-hub-does-not-know")).To(Succeed())
+	hub.keyFile = bad
+	a := upgradeAction("apps", "web", "1.1.0")
+	hub.offer(a)
+	startPoller(t, newExecutor(t, testOptions(Limits{})), testOptions(Limits{}), hub)
+	g.Eventually(func() int { _, _, b := hub.counts(); return b }).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 2))
+	g.Expect(hub.results()).To(BeEmpty())
+
+	key, err := readKey(good)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(writeFile(bad, string(key))).To(Succeed())
+	g.Eventually(hub.results).WithTimeout(10 * time.Second).Should(HaveLen(1))
+	g.Expect(hub.results()[0].Result).To(Equal(wire.ActionRefused))
+}
