@@ -102,10 +102,12 @@ func serial() *big.Int {
 }
 
 // CertRotation configures in-cluster certificate rotation with
-// open-policy-agent/cert-controller: it keeps a CA and a serving
-// certificate for the webhook Service in a Secret, writes them to CertDir
-// (mount the same Secret there, or let the rotator write it), and injects
-// the CA into the Registration's webhook configurations.
+// open-policy-agent/cert-controller: the rotator keeps a CA and a serving
+// certificate for the webhook Service in a Secret (which must exist, empty
+// is fine) and injects the CA into the Registration's webhook
+// configurations. It does not write files: mount the Secret at CertDir (the
+// kubelet refreshes the files, and a Server with that CertDir reloads
+// them).
 type CertRotation struct {
 	// SecretNamespace and SecretName locate the Secret holding the
 	// certificates (usually the agent's namespace).
@@ -113,15 +115,16 @@ type CertRotation struct {
 	// ServiceNamespace and ServiceName name the webhook Service; the
 	// serving certificate is for <name>.<namespace>.svc.
 	ServiceNamespace, ServiceName string
-	// CertDir is the server's ServerOptions.CertDir.
+	// CertDir is where the Secret is mounted: the server's
+	// ServerOptions.CertDir.
 	CertDir string
 	// Registration names the webhook configurations to inject the CA into.
 	Registration Registration
 }
 
 // AddCertRotator adds a certificate rotator to mgr and returns a channel
-// closed once the certificates are in CertDir (start the Server after
-// that, e.g. from a runnable that waits on it).
+// closed once the certificates are in CertDir and the CA is injected
+// (create the Server after that, e.g. from a runnable that waits on it).
 func AddCertRotator(mgr manager.Manager, opts CertRotation) (<-chan struct{}, error) {
 	if opts.SecretNamespace == "" || opts.SecretName == "" || opts.ServiceName == "" || opts.CertDir == "" {
 		return nil, errors.New("cert rotation needs a secret, a service and a cert dir")

@@ -3,12 +3,15 @@ package admission_test
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"tugboat.dev/tugboat/agent/ownership"
 	"tugboat.dev/tugboat/e2e/harness"
@@ -301,4 +306,75 @@ func replicaSetOf(t *testing.T, c *harness.Cluster, dep *appsv1.Deployment) *app
 		rs = list.Items[0]
 	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 	return &rs
+}
+
+// TestCertRotation_injectsCABundle runs the cert-controller rotator in a
+// manager against the cluster: it fills the Secret, the test copies the
+// Secret's files to the cert dir as the kubelet would, and the rotator
+// injects the CA into both configurations; a Server loads the files.
+func TestCertRotation_injectsCABundle(t *testing.T) {
+	g := NewWithT(t)
+	c := spoke(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ns = "rotation"
+	createNamespace(t, c, ns)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tugboat-agent-webhook-certs", Namespace: ns}}
+	g.Expect(c.Client.Create(ctx, secret)).To(Succeed())
+
+	reg := admission.Registration{
+		Name:           "tugboat-agent-rotation",
+		AgentNamespace: ns,
+		Namespaces:     []string{ns},
+		Service:        &admissionregistrationv1.ServiceReference{Namespace: ns, Name: "tugboat-agent", Port: ptr.To[int32](443)},
+	}
+	g.Expect(reg.Apply(ctx, c.Client)).To(Succeed())
+	t.Cleanup(func() { _ = reg.Delete(context.Background(), c.Client) })
+
+	mgr, err := manager.New(c.RESTConfig, manager.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	certDir := t.TempDir()
+	ready, err := admission.AddCertRotator(mgr, admission.CertRotation{
+		SecretNamespace: ns, SecretName: secret.Name, ServiceName: "tugboat-agent", CertDir: certDir, Registration: reg,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		g.Eventually(mgrDone).WithTimeout(30 * time.Second).Should(Receive())
+	}()
+
+	// The kubelet's part: the Secret's keys become files.
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
+		for _, key := range []string{"tls.crt", "tls.key", "ca.crt"} {
+			g.Expect(secret.Data).To(HaveKey(key))
+		}
+	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	for key, data := range secret.Data {
+		g.Expect(os.WriteFile(filepath.Join(certDir, key), data, 0o600)).To(Succeed())
+	}
+	g.Eventually(ready).WithTimeout(60 * time.Second).Should(BeClosed())
+
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	g.Expect(c.Client.Get(ctx, client.ObjectKey{Name: reg.Mutating().Name}, &mwc)).To(Succeed())
+	g.Expect(c.Client.Get(ctx, client.ObjectKey{Name: reg.Validating().Name}, &vwc)).To(Succeed())
+	g.Expect(mwc.Webhooks[0].ClientConfig.CABundle).To(Equal(secret.Data["ca.crt"]))
+	for _, w := range vwc.Webhooks {
+		g.Expect(w.ClientConfig.CABundle).To(Equal(secret.Data["ca.crt"]))
+	}
+
+	// Re-applying the registration without a CA leaves the injected one.
+	g.Expect(reg.Apply(ctx, c.Client)).To(Succeed())
+	g.Expect(c.Client.Get(ctx, client.ObjectKey{Name: reg.Mutating().Name}, &mwc)).To(Succeed())
+	g.Expect(mwc.Webhooks[0].ClientConfig.CABundle).To(Equal(secret.Data["ca.crt"]))
+
+	srv, err := admission.NewServer(admission.ServerOptions{CertDir: certDir, Webhooks: &admission.Webhooks{Index: ownership.NewIndex(0)}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(srv.CABundle()).To(Equal(secret.Data["ca.crt"]))
 }

@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // ServerOptions configure a Server. Zero fields take the defaults.
@@ -31,7 +32,9 @@ type ServerOptions struct {
 	// (default: localhost and 127.0.0.1).
 	DNSNames    []string
 	IPAddresses []net.IP
-	// Webhooks serves the requests. Required.
+	// Webhooks serves the requests. Required. When its Metrics is nil,
+	// NewServer sets it to metrics registered with controller-runtime's
+	// registry (served by the manager's /metrics).
 	Webhooks *Webhooks
 	// ShutdownTimeout bounds the graceful shutdown (default 5s).
 	ShutdownTimeout time.Duration
@@ -69,6 +72,13 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 5 * time.Second
+	}
+	if opts.Webhooks.Metrics == nil {
+		m, err := NewMetrics(ctrlmetrics.Registry)
+		if err != nil {
+			return nil, err
+		}
+		opts.Webhooks.Metrics = m
 	}
 	s := &Server{opts: opts, handler: opts.Webhooks.Handler()}
 	if opts.CertDir != "" {

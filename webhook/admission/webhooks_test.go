@@ -3,16 +3,22 @@ package admission_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -334,4 +340,89 @@ func found(rel ownership.Release, ok bool) any {
 		return "missing"
 	}
 	return rel
+}
+
+func TestNewServer_defaultsAndCertificates(t *testing.T) {
+	g := NewWithT(t)
+	_, err := admission.NewServer(admission.ServerOptions{})
+	g.Expect(err).To(HaveOccurred(), "Webhooks with an Index are required")
+
+	w := &admission.Webhooks{Index: ownership.NewIndex(0)}
+	s, err := admission.NewServer(admission.ServerOptions{BindAddress: "127.0.0.1:0", Webhooks: w})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(w.Metrics).NotTo(BeNil(), "metrics default to controller-runtime's registry")
+	g.Expect(s.NeedLeaderElection()).To(BeFalse())
+	g.Expect(s.URL()).To(BeEmpty())
+	g.Expect(s.Listen()).To(Succeed())
+	g.Expect(s.Listen()).To(Succeed(), "idempotent")
+	g.Expect(s.URL()).To(HavePrefix("https://127.0.0.1:"))
+
+	pool := x509.NewCertPool()
+	g.Expect(pool.AppendCertsFromPEM(s.CABundle())).To(BeTrue())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}, Timeout: 10 * time.Second}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps", Annotations: helmAnnots}}
+	resp, err := hc.Post(s.URL()+admission.PathMutateOwnership, "application/json", bytes.NewReader(review(request(admissionv1.Create, deploymentKind, dep))))
+	g.Expect(err).NotTo(HaveOccurred(), "the generated CA verifies the serving certificate for 127.0.0.1")
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	_ = resp.Body.Close()
+	cancel()
+	g.Eventually(done).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+
+	// Certificates from a directory: the rotator's layout.
+	dir := t.TempDir()
+	bundle, err := admission.GenerateSelfSigned([]string{"agent.tugboat-system.svc"}, nil, time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(filepath.Join(dir, "tls.crt"), bundle.Cert, 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(dir, "tls.key"), bundle.Key, 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(dir, "ca.crt"), bundle.CACert, 0o600)).To(Succeed())
+	s, err = admission.NewServer(admission.ServerOptions{CertDir: dir, Webhooks: w})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.CABundle()).To(Equal(bundle.CACert))
+	_, err = admission.NewServer(admission.ServerOptions{CertDir: t.TempDir(), Webhooks: w})
+	g.Expect(err).To(HaveOccurred(), "missing certificate files")
+}
+
+func TestRegistration_configurations(t *testing.T) {
+	g := NewWithT(t)
+	reg := admission.Registration{AgentNamespace: "tugboat-system", URL: "https://127.0.0.1:9443", CABundle: []byte("ca")}
+	m := reg.Mutating()
+	g.Expect(m.Name).To(Equal("tugboat-agent"))
+	g.Expect(m.Webhooks).To(HaveLen(1))
+	mw := m.Webhooks[0]
+	g.Expect(*mw.ClientConfig.URL).To(Equal("https://127.0.0.1:9443/mutate-ownership"))
+	g.Expect(*mw.FailurePolicy).To(Equal(admissionregistrationv1.Ignore))
+	g.Expect(*mw.TimeoutSeconds).To(BeEquivalentTo(2))
+	g.Expect(*mw.SideEffects).To(Equal(admissionregistrationv1.SideEffectClassNone))
+	g.Expect(*mw.MatchPolicy).To(Equal(admissionregistrationv1.Equivalent))
+	g.Expect(mw.AdmissionReviewVersions).To(Equal([]string{"v1"}))
+	g.Expect(mw.NamespaceSelector.MatchExpressions).To(ConsistOf(metav1.LabelSelectorRequirement{
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn,
+		Values: []string{"kube-system", "kube-node-lease", "tugboat-system"},
+	}))
+	for _, r := range mw.Rules {
+		g.Expect(r.Resources).NotTo(ContainElement("secrets"), "Secrets are never mutated")
+		g.Expect(r.Operations).To(ConsistOf(admissionregistrationv1.Create, admissionregistrationv1.Update))
+	}
+
+	reg.URL = ""
+	reg.Service = &admissionregistrationv1.ServiceReference{Namespace: "tugboat-system", Name: "tugboat-agent", Port: ptr.To[int32](443)}
+	reg.Namespaces = []string{"apps"}
+	v := reg.Validating()
+	g.Expect(v.Webhooks).To(HaveLen(2))
+	for _, vw := range v.Webhooks {
+		g.Expect(vw.ClientConfig.URL).To(BeNil())
+		g.Expect(vw.ClientConfig.Service.Name).To(Equal("tugboat-agent"))
+		g.Expect(*vw.FailurePolicy).To(Equal(admissionregistrationv1.Ignore))
+		g.Expect(vw.NamespaceSelector.MatchExpressions).To(HaveLen(2))
+	}
+	g.Expect(*v.Webhooks[0].ClientConfig.Service.Path).To(Equal(admission.PathObserveOwnership))
+	g.Expect(*v.Webhooks[1].ClientConfig.Service.Path).To(Equal(admission.PathValidateReleaseSecrets))
+	g.Expect(v.Webhooks[1].Rules[0].Resources).To(Equal([]string{"secrets"}))
+	g.Expect(v.Webhooks[1].Rules[0].Operations).To(ConsistOf(admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete))
+
+	reg.URL = "https://127.0.0.1:1"
+	g.Expect(reg.Apply(context.Background(), nil)).To(MatchError(ContainSubstring("exactly one of URL and Service")))
 }
