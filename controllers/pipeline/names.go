@@ -46,6 +46,13 @@ func HistoryName(p *tugboatv1alpha1.Pipeline, t *tugboatv1alpha1.Target) string 
 func PromotionName(pipeline, environment, version string) string {
 	v := sanitize(version)
 	name := pipeline + "-" + environment + "-" + v
+	if v != version || v == "" {
+		// Sanitizing lost something ('+' build metadata, upper case): a
+		// hash of the version keeps distinct versions apart (1.0.0+build
+		// and 1.0.0-build are different versions).
+		sum := sha256.Sum256([]byte(version))
+		name = strings.TrimRight(name, "-.") + "-" + hex.EncodeToString(sum[:4])
+	}
 	if len(name) <= 253 {
 		return name
 	}

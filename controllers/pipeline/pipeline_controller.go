@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -26,6 +28,11 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
+	// MaxConcurrentReconciles is how many Pipelines are reconciled at once;
+	// defaults to 4. Reconciles mostly wait on API writes, so one worker
+	// queues a burst of releases (100 pipelines converging together) for
+	// seconds.
+	MaxConcurrentReconciles int
 }
 
 // +kubebuilder:rbac:groups=tugboat.dev,resources=pipelines,verbs=get;list;watch
@@ -77,12 +84,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
+	if r.MaxConcurrentReconciles <= 0 {
+		r.MaxConcurrentReconciles = 4
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&tugboatv1alpha1.Pipeline{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&tugboatv1alpha1.Promotion{}).
 		Watches(&tugboatv1alpha1.ReleaseHistory{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesForHistory)).
 		Watches(&tugboatv1alpha1.Spoke{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesForSpoke)).
 		Named("pipeline").
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
 
@@ -120,6 +131,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	defer func() {
 		if retErr == nil {
 			p.Status.ObservedGeneration = p.Generation
+		}
+		if apiequality.Semantic.DeepEqual(orig.Status, p.Status) {
+			return // nothing changed: no request (heartbeats reconcile every Pipeline of a Spoke)
 		}
 		if err := r.Client.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil && retErr == nil {
 			retErr = client.IgnoreNotFound(err)
