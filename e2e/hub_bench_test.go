@@ -103,7 +103,7 @@ func BenchmarkHub_endToEnd(b *testing.B) {
 		b.Fatalf("after the announce the hub holds %v+%d ReleaseHistories, want %d", list.RemainingItemCount, len(list.Items), nSpokes*nReleases)
 	}
 
-	b.Logf("load average before the run: %s", loadAverage())
+	loadBefore := loadAverage()
 	restBefore := hp.series(b, "rest_client_requests_total")
 	rssBefore := hp.memory(b)
 	cpuBefore := hp.cpu(b)
@@ -123,14 +123,16 @@ func BenchmarkHub_endToEnd(b *testing.B) {
 		b.Logf("run: %s", res)
 	}
 	b.StopTimer()
-	b.Logf("load average after the run: %s", loadAverage())
+	b.Logf("load average: %s before the run, %s after", loadBefore, loadAverage())
 	rssAfter := hp.memory(b)
 	hubCPU := hp.cpu(b) - cpuBefore
+	var calls []string
 	for k, v := range hp.series(b, "rest_client_requests_total") {
 		if d := v - restBefore[k]; d > 0 {
-			b.Logf("hub → API server during the run: %s %.0f", k, d)
+			calls = append(calls, fmt.Sprintf("%s %.0f", strings.TrimPrefix(k, "rest_client_requests_total"), d))
 		}
 	}
+	slices.Sort(calls)
 	unobserved := w.drain(30 * time.Second)
 	if err := w.err(); err != nil {
 		b.Fatal(err)
@@ -163,13 +165,14 @@ func BenchmarkHub_endToEnd(b *testing.B) {
 		sizes = append(sizes, len(raw))
 	}
 	slices.Sort(sizes)
-	if len(sizes) > 0 {
-		b.Logf("ReleaseHistory size after the run (%d of them): median %d bytes, max %d bytes", len(sizes), sizes[len(sizes)/2], sizes[len(sizes)-1])
-	}
 	lat := w.latencies()
 	b.Logf("receipt to persisted: %d samples, %d not observed; p50 %s p90 %s p99 %s max %s",
 		len(lat), unobserved, loadgen.Quantile(lat, 0.5), loadgen.Quantile(lat, 0.9), loadgen.Quantile(lat, 0.99), loadgen.Quantile(lat, 1))
-	b.Logf("hub RSS: %s before, %s after, peak %s", rssBefore.rss, rssAfter.rss, rssAfter.hwm)
+	b.Logf("hub RSS: %s before, %s after, peak %s; hub CPU %s", rssBefore.rss, rssAfter.rss, rssAfter.hwm, hubCPU)
+	b.Logf("hub → API server during the run: %s", strings.Join(calls, ", "))
+	if len(sizes) > 0 {
+		b.Logf("ReleaseHistory size after the run (%d of them): median %d bytes, max %d bytes", len(sizes), sizes[len(sizes)/2], sizes[len(sizes)-1])
+	}
 
 	secs := elapsed.Seconds()
 	b.ReportMetric(0, "ns/op") // one fixed-length run: ns/op means nothing
