@@ -386,10 +386,10 @@ func (r *runner) backfill(ctx context.Context) {
 		PatchesPerSecond: a.opts.BackfillRate,
 	})
 	if err != nil {
-		a.log.Error(err, "backfill failed", "labelled", res.Labelled, "failed", res.Failed)
+		a.log.Error(err, "backfill failed", "labeled", res.Labeled, "failed", res.Failed)
 		return
 	}
-	a.log.Info("backfill done", "listed", res.Listed, "labelled", res.Labelled, "alreadyLabelled", res.AlreadyLabelled)
+	a.log.Info("backfill done", "listed", res.Listed, "labeled", res.Labeled, "alreadyLabeled", res.AlreadyLabeled)
 }
 
 func syncedFuncs(regs []toolscache.ResourceEventHandlerRegistration) []toolscache.InformerSynced {

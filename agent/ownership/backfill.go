@@ -45,9 +45,9 @@ type BackfillResult struct {
 	// The objects patched with the tracking labels. (The British spelling
 	// of this field and the next predates the lint rule; the agent reads
 	// them.)
-	Labelled int //nolint:misspell // see above
-	// AlreadyLabelled counts the objects of a release that had the labels.
-	AlreadyLabelled int
+	Labeled int
+	// AlreadyLabeled counts the objects of a release that had the labels.
+	AlreadyLabeled int
 	// Untracked counts the objects that belong to no known release.
 	Untracked int
 	// Failed counts the failed patches.
@@ -192,7 +192,7 @@ func (b *backfill) object(ctx context.Context, gvr schema.GroupVersionResource, 
 		return nil
 	}
 	if HasLabels(obj.Labels, rel) {
-		b.result.AlreadyLabelled++
+		b.result.AlreadyLabeled++
 		b.index.Record(obj.UID, ObjectRef{}, rel)
 		return nil
 	}
@@ -207,7 +207,7 @@ func (b *backfill) object(ctx context.Context, gvr schema.GroupVersionResource, 
 		metav1.PatchOptions{FieldManager: b.opts.FieldManager})
 	switch {
 	case err == nil:
-		b.result.Labelled++ //nolint:misspell // the field's name
+		b.result.Labeled++
 		b.index.Record(obj.UID, ObjectRef{}, rel)
 	case ctx.Err() != nil:
 		return ctx.Err()

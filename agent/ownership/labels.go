@@ -57,9 +57,9 @@ func HelmRelease(annotations map[string]string) (Release, bool) {
 	return r, r.valid()
 }
 
-// LabelledRelease returns the release named by the tracking labels, if both
+// LabeledRelease returns the release named by the tracking labels, if both
 // are present and valid.
-func LabelledRelease(labels map[string]string) (Release, bool) {
+func LabeledRelease(labels map[string]string) (Release, bool) {
 	r := Release{Name: labels[LabelRelease], Namespace: labels[LabelReleaseNamespace]}
 	return r, r.valid()
 }
@@ -71,7 +71,7 @@ func ReleaseFrom(labels, annotations map[string]string) (Release, bool) {
 	if r, ok := HelmRelease(annotations); ok {
 		return r, true
 	}
-	return LabelledRelease(labels)
+	return LabeledRelease(labels)
 }
 
 // ReleaseOf is ReleaseFrom for an object.

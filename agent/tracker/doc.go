@@ -1,6 +1,6 @@
 // Package tracker is the spoke agent's model of the releases on its cluster.
 // It is fed by informers (Helm storage Secrets and ConfigMaps, and the
-// workloads labelled as belonging to a release), keeps the latest revision
+// workloads labeled as belonging to a release), keeps the latest revision
 // of every release with its health, turns changes into wire events for the
 // reporter, and answers the level-based state snapshot the reporter posts as
 // heartbeat and resync.

@@ -25,7 +25,7 @@ type Sink interface {
 	Enqueue(events ...wire.Event)
 }
 
-// ObjectLister lists the workloads labelled as belonging to a release.
+// ObjectLister lists the workloads labeled as belonging to a release.
 type ObjectLister func(ctx context.Context, rel release.Key) ([]*unstructured.Unstructured, error)
 
 // Options configure a Tracker.
@@ -66,6 +66,10 @@ type entry struct {
 	// deployedAt is when the latest revision was first seen deployed.
 	deployedAt time.Time
 	deployedOf int
+	// sent is the state of the latest revision last sent with an event
+	// (status or health), so that a health change is announced even when
+	// it happened while a pending status or the settle time masked it.
+	sent wire.ReleaseState
 }
 
 type statusKey struct {
@@ -321,6 +325,7 @@ func (t *Tracker) statusEventLocked(e *entry, rel *release.Release) wire.Event {
 	var state wire.ReleaseState
 	if rel == e.latest {
 		state = t.stateLocked(e)
+		e.sent = state
 	} else {
 		state = rel.State()
 		state.Health = wire.HealthUnknown
@@ -406,12 +411,22 @@ func (t *Tracker) recompute(ctx context.Context, key release.Key) {
 	if t.releases[key] != e || e.latest == nil {
 		return
 	}
-	before := t.stateLocked(e)
 	e.health, e.computed = res, true
 	after := t.stateLocked(e)
-	if before.Health == after.Health && before.HealthReason == after.HealthReason {
+	if t.settling(e) {
+		// Come back when the settle time is over. The AddAfter in
+		// ObserveStorage is not enough: the queue keeps only the earliest
+		// of two delayed adds of a key, which for two deploys within the
+		// settle time is the first one's.
+		t.queue.AddAfter(key, e.deployedAt.Add(t.opts.Settle).Sub(t.now())+10*time.Millisecond)
+	}
+	// Compare with what the hub was last told, not with the state an
+	// instant ago: a rollout that completed while the revision was pending
+	// or settling changes nothing now, yet the hub still has to hear it.
+	if e.sent.Revision == after.Revision && e.sent.Health == after.Health && e.sent.HealthReason == after.HealthReason {
 		return
 	}
+	e.sent = after
 	reason, typ := "Progressing", wire.EventTypeNormal
 	switch after.Health {
 	case wire.HealthCurrent:

@@ -196,7 +196,7 @@ func (r *Reconciler) prune(ctx context.Context, p *tugboatv1alpha1.Pipeline, pro
 	return nil
 }
 
-// setReady summarises the Pipeline in its Ready condition.
+// setReady summarizes the Pipeline in its Ready condition.
 func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
 	cond := metav1.Condition{Type: tugboatv1alpha1.ReadyCondition.String(), ObservedGeneration: p.Generation}
 	var active []string

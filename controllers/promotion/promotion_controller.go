@@ -202,7 +202,7 @@ func (r *Reconciler) waitingApproval(pr *tugboatv1alpha1.Promotion) (ctrl.Result
 	pr.Status.StartedAt = &now
 	r.setPhase(pr, tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.ProgressingReason,
 		fmt.Sprintf("promoting %s into %s with strategy %s", pr.Spec.Version, pr.Spec.To, pr.Spec.Strategy.Type))
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
 // running calls the strategy; success moves to Verifying, a retryable

@@ -2,6 +2,7 @@ package releasehistory
 
 import (
 	"encoding/json"
+	"math"
 	"sort"
 	"time"
 	"unicode/utf8"
@@ -17,7 +18,7 @@ import (
 // is matched to the newest revision of the same chart version, else recorded
 // as a new revision after the newest. It returns the revision it wrote.
 func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) int32 {
-	rev := int32(s.Revision)
+	rev := clampRevision(s.Revision)
 	if rev == 0 {
 		rev = resolveUnknownRevision(st, s.ChartVersion)
 	}
@@ -247,4 +248,16 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// clampRevision converts a wire revision (validated to fit in int32) to the
+// API's int32, clamping anything out of range.
+func clampRevision(n int) int32 {
+	switch {
+	case n < 0:
+		return 0
+	case n > math.MaxInt32:
+		return math.MaxInt32
+	}
+	return int32(n)
 }

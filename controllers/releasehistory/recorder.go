@@ -214,7 +214,7 @@ func (r *Recorder) RecordEvents(ctx context.Context, spoke string, events []wire
 				return false // a redelivery (another replica, or after a restart)
 			}
 			changed := false
-			rev := int32(e.Revision)
+			rev := clampRevision(e.Revision)
 			if e.State != nil {
 				before := st.DeepCopy()
 				rev = applyState(st, e.State)
@@ -282,7 +282,7 @@ func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, sna
 	patch.Status.LastSeen = &metav1.Time{Time: r.now().UTC().Truncate(time.Second)}
 	patch.Status.AgentVersion = snap.AgentVersion
 	patch.Status.KubernetesVersion = snap.KubernetesVersion
-	patch.Status.ReleaseCount = int32(len(snap.Releases))
+	patch.Status.ReleaseCount = clampRevision(len(snap.Releases))
 	data := fmt.Sprintf(`{"status":{"lastSeen":%q,"agentVersion":%q,"kubernetesVersion":%q,"releaseCount":%d}}`,
 		patch.Status.LastSeen.Format(time.RFC3339), patch.Status.AgentVersion, patch.Status.KubernetesVersion, patch.Status.ReleaseCount)
 	if err := r.client.Status().Patch(ctx, sp, client.RawPatch(types.MergePatchType, []byte(data))); err != nil {
@@ -363,7 +363,7 @@ func (r *Recorder) write(ctx context.Context, key types.NamespacedName, spec tug
 	var reader client.Reader = r.client
 	for attempt := 0; ; attempt++ {
 		err := r.tryWrite(ctx, reader, key, spec, owner, ops)
-		if err == nil || attempt >= 5 || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+		if err == nil || attempt >= 5 || (!apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err)) {
 			if err != nil {
 				return fmt.Errorf("writing ReleaseHistory %s: %w", key, err)
 			}

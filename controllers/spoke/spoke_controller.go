@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -114,7 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}()
 
 	if err := r.reconcileKeySecret(ctx, sp); err != nil {
-		if stalled, ok := err.(stalledError); ok {
+		if stalled := (stalledError{}); errors.As(err, &stalled) {
 			r.setStalled(sp, stalled.reason, stalled.Error())
 			return ctrl.Result{}, nil
 		}
@@ -122,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	if err := r.reconcileUniqueName(ctx, sp); err != nil {
-		if stalled, ok := err.(stalledError); ok {
+		if stalled := (stalledError{}); errors.As(err, &stalled) {
 			r.setStalled(sp, stalled.reason, stalled.Error())
 			return ctrl.Result{}, nil
 		}

@@ -136,7 +136,7 @@ func TestBackfill_labelsReleaseInstalledBeforeTheWebhooks(t *testing.T) {
 	start := time.Now()
 	res, err := ownership.Backfill(ctx, mc, ix, ownership.BackfillOptions{Namespaces: []string{ns}, PatchesPerSecond: 4})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res).To(Equal(ownership.BackfillResult{Listed: res.Listed, Labelled: 6, Untracked: res.Untracked})) //nolint:misspell // field name
+	g.Expect(res).To(Equal(ownership.BackfillResult{Listed: res.Listed, Labeled: 6, Untracked: res.Untracked}))
 	// 4 patches/s with a burst of 4: the last two patches waited.
 	g.Expect(time.Since(start)).To(BeNumerically(">=", 400*time.Millisecond), "patches are rate-limited")
 
@@ -151,8 +151,8 @@ func TestBackfill_labelsReleaseInstalledBeforeTheWebhooks(t *testing.T) {
 
 	again, err := ownership.Backfill(ctx, mc, ownership.NewIndex(0), ownership.BackfillOptions{Namespaces: []string{ns}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(again.Labelled).To(BeZero()) //nolint:misspell // field name
-	g.Expect(again.AlreadyLabelled).To(Equal(6))
+	g.Expect(again.Labeled).To(BeZero())
+	g.Expect(again.AlreadyLabeled).To(Equal(6))
 }
 
 // TestWebhooks_unreachableNeverBlockAnInstall registers the webhooks, stops
