@@ -121,12 +121,28 @@ func TestExecutor_limitsFile(t *testing.T) {
 	g.Expect(history(t, ns, "web")).To(HaveLen(2))
 }
 
+func TestExecutor_installsAMissingReleaseOnce(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	e := newExecutor(t, testOptions(allowAll()))
+	out := execute(t, e, upgradeAction(ns, "web", "1.1.0"))
+	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
+	g.Expect(out.Message).To(ContainSubstring("installed release"))
+	g.Expect(out.Revision).To(Equal(1))
+	// Delivered again: already there, no second revision.
+	out = execute(t, e, upgradeAction(ns, "web", "1.1.0"))
+	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
+	g.Expect(history(t, ns, "web")).To(HaveLen(1))
+}
+
 func TestExecutor_failsForAMissingRelease(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	out := execute(t, newExecutor(t, testOptions(allowAll())), upgradeAction(ns, "web", "1.1.0"))
+	noInstall := testOptions(allowAll())
+	noInstall.InstallMissing = false
+	out := execute(t, newExecutor(t, noInstall), upgradeAction(ns, "web", "1.1.0"))
 	g.Expect(out.Result).To(Equal(wire.ActionFailed))
-	g.Expect(out.Message).To(Equal("release " + ns + "/web does not exist on this spoke"))
+	g.Expect(out.Message).To(Equal("release " + ns + "/web does not exist on this spoke: not installed"))
 
 	// A version the repository does not have.
 	install(t, ns, "web", "1.0.0", nil)

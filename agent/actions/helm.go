@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/go-logr/logr"
@@ -47,6 +48,9 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 		return "", 0, err
 	}
 	last, err := e.settle(ctx, log, cfg, a)
+	if errors.Is(err, errNotInstalled) && e.opts.InstallMissing {
+		return e.install(ctx, log, cfg, a)
+	}
 	if err != nil {
 		return "", 0, err
 	}
@@ -103,6 +107,44 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 	return fmt.Sprintf("upgraded release %s to %s %s (revision %d)", key, a.Chart.Name, a.Version, rel.Version), rel.Version, nil
 }
 
+// errNotInstalled marks a release that is not on the spoke.
+var errNotInstalled = errors.New("not installed")
+
+// install installs the chart version as a new release, for a promotion
+// into an environment that does not run the release yet. Limits were
+// checked by the caller (namespace, chart source; there is no downgrade).
+// A pending-install an earlier attempt of the action left behind is
+// replaced by settle before this runs, so the action installs once.
+func (e *Executor) install(ctx context.Context, log logr.Logger, cfg *action.Configuration, a wire.Action) (string, int, error) {
+	key := a.Namespace + "/" + a.Release
+	creds, err := e.credentials(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	ch, err := e.fetchChart(ctx, a.Chart, a.Version, creds)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", 0, abandoned(ctx)
+		}
+		return "", 0, err
+	}
+	in := action.NewInstall(cfg)
+	in.ReleaseName, in.Namespace, in.CreateNamespace = a.Release, a.Namespace, true
+	in.Timeout, in.Wait = e.opts.UpgradeTimeout, false
+	in.Description = strings.Replace(description(a), "Upgrade", "Install", 1)
+	in.Labels = map[string]string{LabelAction: a.ID}
+	log.Info("Installing release (not on this spoke yet)", "version", a.Version)
+	rel, err := in.RunWithContext(context.WithoutCancel(ctx), ch, nil)
+	if err != nil {
+		rev := 0
+		if rel != nil {
+			rev = rel.Version
+		}
+		return "", rev, fmt.Errorf("installing release %s %s %s: %w", key, a.Chart.Name, a.Version, err)
+	}
+	return fmt.Sprintf("installed release %s %s %s (revision %d)", key, a.Chart.Name, a.Version, rel.Version), rel.Version, nil
+}
+
 // settle returns the release's latest revision once it is not pending; see
 // upgrade for how pending revisions are handled.
 func (e *Executor) settle(ctx context.Context, log logr.Logger, cfg *action.Configuration, a wire.Action) (*release.Release, error) {
@@ -113,13 +155,15 @@ func (e *Executor) settle(ctx context.Context, log logr.Logger, cfg *action.Conf
 		last, err := cfg.Releases.Last(a.Release)
 		switch {
 		case errors.Is(err, driver.ErrReleaseNotFound):
-			return nil, fmt.Errorf("release %s does not exist on this spoke", key)
+			return nil, fmt.Errorf("release %s does not exist on this spoke: %w", key, errNotInstalled)
 		case err != nil:
 			return nil, fmt.Errorf("reading release %s: %w", key, err)
 		case last.Info == nil:
 			return nil, fmt.Errorf("release %s has no status", key)
-		case last.Info.Status == release.StatusUninstalled || last.Info.Status == release.StatusUninstalling:
+		case last.Info.Status == release.StatusUninstalling:
 			return nil, fmt.Errorf("release %s does not exist on this spoke (%s)", key, last.Info.Status)
+		case last.Info.Status == release.StatusUninstalled:
+			return nil, fmt.Errorf("release %s does not exist on this spoke (%s): %w", key, last.Info.Status, errNotInstalled)
 		case !last.Info.Status.IsPending():
 			return last, nil
 		}

@@ -58,6 +58,10 @@ type Options struct {
 	CredentialsSecret string
 	// UpgradeTimeout bounds a Helm upgrade's hooks.
 	UpgradeTimeout time.Duration
+	// InstallMissing installs the release when it is not on the spoke (a
+	// promotion into an environment that never ran it), within the same
+	// limits; false reports such an action Failed.
+	InstallMissing bool
 	// PendingGrace is how old a pending revision this agent made for the
 	// same action must be before it is taken for abandoned (the agent was
 	// killed mid-upgrade), removed and the upgrade run again. 0 means
@@ -86,6 +90,7 @@ type Options struct {
 func NewOptions() Options {
 	return Options{
 		Enabled:         true,
+		InstallMissing:  true,
 		UpgradeTimeout:  DefaultUpgradeTimeout,
 		PendingWait:     DefaultPendingWait,
 		PollTimeout:     DefaultPollTimeout,
@@ -118,6 +123,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"YAML file (e.g. a mounted ConfigMap) with allowedNamespaces, allowedChartSources and allowDowngrades; replaces the three flags and is re-read when it changes.")
 	fs.StringVar(&o.CredentialsSecret, "actions-credentials-secret", o.CredentialsSecret,
 		"namespace/name of a Secret on this cluster with username and password (optional host) for chart sources.")
+	fs.BoolVar(&o.InstallMissing, "actions-install-missing", o.InstallMissing,
+		"Install a release that is not on this spoke yet (within the same limits) instead of failing the action.")
 	fs.DurationVar(&o.UpgradeTimeout, "actions-upgrade-timeout", o.UpgradeTimeout,
 		"Timeout of a Helm upgrade's hooks (upgrades do not wait for readiness).")
 	fs.DurationVar(&o.PendingGrace, "actions-pending-grace", o.PendingGrace,
