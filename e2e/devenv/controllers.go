@@ -94,6 +94,11 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 			"--metrics-bind-address=0", "--health-probe-bind-address=0",
 			"--webhook-bind-address=127.0.0.1:0", "--webhook-url-host=127.0.0.1",
 			"--hub-state-interval=10s",
+			// The sample pipeline's helm strategy: this spoke's agent may
+			// install and upgrade releases in the demo namespace from the
+			// local chart repository, and nothing else.
+			"--actions-allowed-namespaces=" + DemoNamespace,
+			"--actions-allowed-chart-sources=" + e.ChartRepoURL,
 		}); err != nil {
 			return err
 		}

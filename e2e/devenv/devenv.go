@@ -59,6 +59,8 @@ type State struct {
 	PID int `json:"pid"`
 	// HubURL is the hub receiver's URL.
 	HubURL string `json:"hubURL,omitempty"`
+	// ChartRepoURL serves the sample chart.
+	ChartRepoURL string `json:"chartRepoURL,omitempty"`
 	// Processes are the hub and agent processes (process group ids).
 	Processes []ProcessState `json:"processes,omitempty"`
 	// Clusters lists every cluster of the environment.
@@ -255,7 +257,7 @@ func (e *Env) writeKubeconfigs() error {
 }
 
 func (e *Env) writeState() error {
-	st := State{PID: os.Getpid(), HubURL: e.HubURL, Processes: e.procState}
+	st := State{PID: os.Getpid(), HubURL: e.HubURL, ChartRepoURL: e.ChartRepoURL, Processes: e.procState}
 	for _, c := range e.Clusters() {
 		role := "spoke"
 		if c == e.Hub {

@@ -227,6 +227,28 @@ func TestDevUp_hubAndTwoSpokes(t *testing.T) {
 	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 	t.Logf("helm install on dev reached the hub's ReleaseHistory %s after the install returned", time.Since(installed).Round(time.Millisecond))
 
+	// The embedded default promotes for real: the user's helm CLI installs
+	// the sample chart 1.0.0 in dev; the pipeline promotes it to staging,
+	// where the staging agent installs it (helm strategy).
+	st, err = devenv.ReadState(dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	root, err := bins.FindRepoRoot(".")
+	g.Expect(err).NotTo(HaveOccurred())
+	helmCLI, err := bins.EnsureHelm(ctx, root, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	out, err := exec.Command(helmCLI, "--kubeconfig", filepath.Join(dir, "dev.kubeconfig"), "install", devenv.DemoChart,
+		st.ChartRepoURL+"/"+devenv.DemoChart+"-1.0.0.tgz", "-n", devenv.DemoNamespace, "--create-namespace").CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	g.Eventually(func(g Gomega) {
+		var pr tugboatv1alpha1.Promotion
+		g.Expect(hubClient.Get(ctx, client.ObjectKey{Namespace: devenv.DefaultNamespace, Name: "demo-staging-1.0.0"}, &pr)).To(Succeed())
+		g.Expect(pr.Status.Phase).To(Equal(tugboatv1alpha1.PromotionSucceeded))
+		var rh tugboatv1alpha1.ReleaseHistory
+		g.Expect(hubClient.Get(ctx, client.ObjectKey{Namespace: devenv.DefaultNamespace, Name: "staging.demo.demo"}, &rh)).To(Succeed())
+		g.Expect(rh.Status.Current.ChartVersion).To(Equal("1.0.0"))
+		g.Expect(rh.Status.Current.Health).To(Equal(tugboatv1alpha1.HealthCurrent))
+	}).WithTimeout(90 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
 	pids := clusterPIDs(g, dir)
 	g.Expect(up.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
 	select {
