@@ -54,7 +54,7 @@ test: k8s-bins ## Run every test, including the multi-cluster e2e suites against
 
 .PHONY: bench
 bench: k8s-bins ## Run the benchmarks (figures go to docs/benchmarks.md).
-	go test -count=1 -run='^$$' -bench=. -benchmem $(PKGS)
+	go test -count=1 -timeout=60m -run='^$$' -bench=. -benchmem $(PKGS)
 
 FUZZTIME ?= 10s
 .PHONY: fuzz

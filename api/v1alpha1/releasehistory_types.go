@@ -129,7 +129,7 @@ const (
 // ReleaseEvent is one thing that happened to a release or an object it owns.
 type ReleaseEvent struct {
 	// id is the event's deterministic id from the wire protocol. Repeats are
-	// compacted under the id of their first occurrence.
+	// compacted under the id of their latest occurrence.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64

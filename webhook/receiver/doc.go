@@ -64,13 +64,10 @@
 //
 // Per spoke and release the receiver remembers the newest revision seen. An
 // event about the release's state (ReleaseStarted, ReleaseStatus,
-// HealthChanged) for an older revision is stale: it is dropped, so it cannot
-// overwrite newer state, and counted only in the events_total{result="stale"}
-// metric (AcceptedResponse has no field for it: Received = Accepted +
-// Duplicates + stale). Events about objects are never stale. A release that
-// was uninstalled, or starts again at revision 1 (ReleaseStarted or
-// pending-install), or whose later state snapshot shows an older revision,
-// starts over.
+// HealthChanged) for an older revision is counted as stale in the
+// events_total{result="stale"} metric but still recorded (and counted in
+// Accepted): it is that older revision's own truth, such as Helm marking it
+// superseded, and the store never moves a release's current revision back.
 //
 // # Flux
 //

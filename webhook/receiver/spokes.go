@@ -226,8 +226,8 @@ func (s *Server) serveState(w http.ResponseWriter, r *http.Request, spoke string
 // counts. The ids are remembered only once the store took the events, so a
 // batch the store failed is not a duplicate when it comes again.
 //
-// Received = Accepted + Duplicates + stale events (which the wire response
-// has no field for; they are in the events_total metric).
+// Received = Accepted + Duplicates; stale events (older revisions) are
+// among the accepted and also counted in the events_total metric.
 func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wire.Event) (wire.AcceptedResponse, error) {
 	n := len(events)
 	resp := wire.AcceptedResponse{Received: n}

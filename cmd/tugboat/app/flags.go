@@ -24,14 +24,29 @@ func (k *kubeFlags) bind(cmd *cobra.Command) {
 // restConfig loads the REST config: an explicit file first, then the usual
 // chain ($KUBECONFIG, in-cluster, ~/.kube/config).
 func (k *kubeFlags) restConfig() (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
 	if k.kubeconfig == "" && k.context == "" {
-		return ctrl.GetConfig()
+		cfg, err = ctrl.GetConfig()
+	} else {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if k.kubeconfig != "" {
+			rules.ExplicitPath = k.kubeconfig
+		}
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context}).ClientConfig()
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if k.kubeconfig != "" {
-		rules.ExplicitPath = k.kubeconfig
+	if err != nil {
+		return nil, err
 	}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context}).ClientConfig()
+	// client-go's default (5 requests/s) would cap the hub at a handful of
+	// ReleaseHistory writes per second; the API server's own priority and
+	// fairness protects it.
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 200, 400
+	}
+	return cfg, nil
 }
 
 // logFlags configure the structured logger (zap, JSON in production mode).
