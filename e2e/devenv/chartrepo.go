@@ -26,17 +26,17 @@ const DemoChart = "demo"
 // DemoVersions are the versions of the sample chart the repository holds.
 var DemoVersions = []string{"1.0.0", "1.1.0", "1.2.0"}
 
-// chartRepo is a local Helm chart repository (index.yaml and packaged
+// ChartRepo is a local Helm chart repository (index.yaml and packaged
 // charts) served over HTTP on loopback.
-type chartRepo struct {
+type ChartRepo struct {
 	URL string
 	srv *http.Server
 	ln  net.Listener
 }
 
-// startChartRepo packages the embedded sample chart at every DemoVersion
+// StartChartRepo packages the embedded sample chart at every DemoVersion
 // into dir, indexes it and serves it.
-func startChartRepo(dir string) (*chartRepo, error) {
+func StartChartRepo(dir string) (*ChartRepo, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func startChartRepo(dir string) (*chartRepo, error) {
 		_ = ln.Close()
 		return nil, err
 	}
-	r := &chartRepo{URL: url, ln: ln, srv: &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}}
+	r := &ChartRepo{URL: url, ln: ln, srv: &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}}
 	go func() {
 		if err := r.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintln(os.Stderr, "chart repository:", err)
@@ -94,11 +94,12 @@ func startChartRepo(dir string) (*chartRepo, error) {
 }
 
 // ChartURL returns the URL of the packaged sample chart at version.
-func (r *chartRepo) ChartURL(version string) string {
+func (r *ChartRepo) ChartURL(version string) string {
 	return fmt.Sprintf("%s/%s-%s.tgz", r.URL, DemoChart, version)
 }
 
-func (r *chartRepo) stop() {
+// Stop stops serving.
+func (r *ChartRepo) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = r.srv.Shutdown(ctx)

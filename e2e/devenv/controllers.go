@@ -54,7 +54,7 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 		}
 	}
 
-	repo, err := startChartRepo(filepath.Join(e.Dir, "charts"))
+	repo, err := StartChartRepo(filepath.Join(e.Dir, "charts"))
 	if err != nil {
 		return fmt.Errorf("serving the sample chart repository: %w", err)
 	}

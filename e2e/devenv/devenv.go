@@ -105,7 +105,7 @@ type Env struct {
 
 	procs     []*harness.Process
 	procState []ProcessState
-	repo      *chartRepo
+	repo      *ChartRepo
 }
 
 // SpokeName returns the name of spoke i (0-based): dev, staging,
@@ -283,7 +283,7 @@ func (e *Env) Stop() error {
 		e.procs[i].Stop(10 * time.Second)
 	}
 	if e.repo != nil {
-		e.repo.stop()
+		e.repo.Stop()
 	}
 	for _, c := range e.Clusters() {
 		if c != nil {
