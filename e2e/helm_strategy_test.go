@@ -141,7 +141,7 @@ func TestHelmStrategy_agentsPromoteWithinTheirLimits(t *testing.T) {
 		out, err := helmCLIUpgrade.CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), string(out))
 		name := pipeline.PromotionName("demo", "production", "1.2.0")
-		g.Eventually(f.phase(name)).WithTimeout(120*time.Second).WithPolling(200*time.Millisecond).
+		g.Eventually(f.phase(name)).WithTimeout(120 * time.Second).WithPolling(200 * time.Millisecond).
 			Should(Equal(tugboatv1alpha1.PromotionFailed))
 		msg := readyMessage(f.promotion(g, name))
 		g.Expect(msg).To(ContainSubstring("timed out"))
