@@ -6,12 +6,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/agent"
@@ -21,6 +23,7 @@ import (
 	"tugboat.dev/tugboat/controllers/promotion/request"
 	"tugboat.dev/tugboat/e2e/bins"
 	"tugboat.dev/tugboat/e2e/devenv"
+	"tugboat.dev/tugboat/e2e/harness"
 )
 
 // TestHelmStrategy_agentsPromoteWithinTheirLimits runs a hub and three
@@ -37,7 +40,7 @@ func TestHelmStrategy_agentsPromoteWithinTheirLimits(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	helmCLI, err := bins.EnsureHelm(ctx, root, nil)
 	g.Expect(err).NotTo(HaveOccurred())
-	repo, err := devenv.StartChartRepo(t.TempDir())
+	repo, err := devenv.StartChartRepo(t.TempDir(), "1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0")
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(repo.Stop)
 
@@ -110,7 +113,7 @@ func TestHelmStrategy_agentsPromoteWithinTheirLimits(t *testing.T) {
 		got.Spec.Environments[1].Promotion = &tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyHelm,
 			Helm: &tugboatv1alpha1.HelmStrategy{Repository: "https://charts.example/other", Chart: "demo"}}
 		g.Expect(hubCluster.Client.Patch(ctx, &got, patch)).To(Succeed())
-		pr, err = request.Create(ctx, hubCluster.Client, &got, "staging", "1.2.0", tugboatv1alpha1.RequestedByUser, "test")
+		pr, err = request.Create(ctx, hubCluster.Client, &got, "staging", "1.4.0", tugboatv1alpha1.RequestedByUser, "test")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Eventually(f.phase(pr.Name)).WithTimeout(60 * time.Second).Should(Equal(tugboatv1alpha1.PromotionFailed))
 		g.Expect(readyMessage(f.promotion(g, pr.Name))).To(And(ContainSubstring("refused"), ContainSubstring("charts.example/other")))
@@ -119,9 +122,10 @@ func TestHelmStrategy_agentsPromoteWithinTheirLimits(t *testing.T) {
 		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKeyFromObject(p), &got)).To(Succeed())
 		patch = client.MergeFrom(got.DeepCopy())
 		got.Spec.Environments[1].Promotion = nil
-		got.Spec.Environments[1].Targets = append(got.Spec.Environments[1].Targets, tugboatv1alpha1.Target{Spoke: "staging", Namespace: "forbidden"})
+		// Only the forbidden target: staging itself must not move here.
+		got.Spec.Environments[1].Targets = []tugboatv1alpha1.Target{{Spoke: "staging", Namespace: "forbidden"}}
 		g.Expect(hubCluster.Client.Patch(ctx, &got, patch)).To(Succeed())
-		pr, err = request.Create(ctx, hubCluster.Client, &got, "staging", "1.2.0", tugboatv1alpha1.RequestedByUser, "test")
+		pr, err = request.Create(ctx, hubCluster.Client, &got, "staging", "1.4.0", tugboatv1alpha1.RequestedByUser, "test")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Eventually(f.phase(pr.Name)).WithTimeout(60 * time.Second).Should(Equal(tugboatv1alpha1.PromotionFailed))
 		g.Expect(readyMessage(f.promotion(g, pr.Name))).To(And(ContainSubstring("staging/forbidden/demo"), ContainSubstring("refused"), ContainSubstring("forbidden")))
@@ -130,17 +134,59 @@ func TestHelmStrategy_agentsPromoteWithinTheirLimits(t *testing.T) {
 
 		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKeyFromObject(p), &got)).To(Succeed())
 		patch = client.MergeFrom(got.DeepCopy())
-		got.Spec.Environments[1].Targets = got.Spec.Environments[1].Targets[:1]
+		got.Spec.Environments[1].Targets = []tugboatv1alpha1.Target{{Spoke: "staging", Namespace: "apps"}}
 		g.Expect(hubCluster.Client.Patch(ctx, &got, patch)).To(Succeed())
+	})
+
+	t.Run("a Flux HelmRelease target is updated by the spoke's agent, with no hub kubeconfig", func(t *testing.T) {
+		g := NewWithT(t)
+		hctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		t.Cleanup(func() { cancel(); wg.Wait() })
+		prod := clusters[2]
+		g.Expect(harness.InstallCRDs(ctx, prod.Client, "../controllers/promotion/strategy/kubernetes/testdata/crds")).To(Succeed())
+		g.Expect(prod.Client.Create(ctx, newHelmRelease("apps", "demo", "1.1.0"))).To(Succeed())
+		wg.Add(1)
+		go fakeHelmController(hctx, t, prod, "apps", "demo", &wg, func(version string) {
+			out, err := exec.Command(helmCLI, "--kubeconfig", prod.KubeconfigPath, "upgrade", "demo", repo.ChartURL(version), "-n", "apps").CombinedOutput()
+			if err != nil {
+				t.Errorf("helm-controller stand-in: helm upgrade demo %s: %v: %s", version, err, out)
+			}
+		})
+		var got tugboatv1alpha1.Pipeline
+		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKeyFromObject(p), &got)).To(Succeed())
+		patch := client.MergeFrom(got.DeepCopy())
+		got.Spec.Environments[2].Targets[0].HelmRelease = &tugboatv1alpha1.ObjectReference{Name: "demo"}
+		g.Expect(hubCluster.Client.Patch(ctx, &got, patch)).To(Succeed())
+		var sp tugboatv1alpha1.Spoke
+		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "production"}, &sp)).To(Succeed())
+		g.Expect(sp.Spec.KubeConfigSecretRef).To(BeNil())
+		g.Expect(sp.Spec.ClusterRef).To(BeNil())
+
+		out, err := exec.Command(helmCLI, "--kubeconfig", clusters[0].KubeconfigPath, "upgrade", "demo", repo.ChartURL("1.2.0"), "-n", "apps").CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), string(out))
+		name := pipeline.PromotionName("demo", "production", "1.2.0")
+		g.Eventually(f.phase(name)).WithTimeout(120 * time.Second).WithPolling(200 * time.Millisecond).
+			Should(Equal(tugboatv1alpha1.PromotionSucceeded))
+		hr := newHelmRelease("apps", "demo", "")
+		g.Expect(prod.Client.Get(ctx, client.ObjectKeyFromObject(hr), hr)).To(Succeed())
+		v, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+		g.Expect(v).To(Equal("1.2.0"))
+		managers := map[string]bool{}
+		for _, mf := range hr.GetManagedFields() {
+			managers[mf.Manager] = true
+		}
+		g.Expect(managers).To(HaveKey("tugboat"))
+		g.Expect(f.current("production", "apps", "demo")(g).Version).To(Equal("1.2.0"))
 	})
 
 	t.Run("an offline production agent: the Promotion fails at the timeout naming the target", func(t *testing.T) {
 		g := NewWithT(t)
 		stops["production"]()
-		helmCLIUpgrade := exec.Command(helmCLI, "--kubeconfig", clusters[0].KubeconfigPath, "upgrade", "demo", repo.ChartURL("1.2.0"), "-n", "apps")
+		helmCLIUpgrade := exec.Command(helmCLI, "--kubeconfig", clusters[0].KubeconfigPath, "upgrade", "demo", repo.ChartURL("1.3.0"), "-n", "apps")
 		out, err := helmCLIUpgrade.CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), string(out))
-		name := pipeline.PromotionName("demo", "production", "1.2.0")
+		name := pipeline.PromotionName("demo", "production", "1.3.0")
 		g.Eventually(f.phase(name)).WithTimeout(120 * time.Second).WithPolling(200 * time.Millisecond).
 			Should(Equal(tugboatv1alpha1.PromotionFailed))
 		msg := readyMessage(f.promotion(g, name))

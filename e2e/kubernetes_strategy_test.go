@@ -24,10 +24,14 @@ var helmReleaseGVK = schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Ve
 
 // fakeHelmController stands in for Flux helm-controller on one spoke: when
 // the HelmRelease's spec.chart.spec.version differs from the installed
-// release, it runs a real Helm SDK upgrade to that version.
-func fakeHelmController(ctx context.Context, t *testing.T, c *harness.Cluster, ns, name string, wg *sync.WaitGroup) {
+// release, it upgrades the release to that version (upgrade nil: a Helm SDK
+// upgrade with the web test chart).
+func fakeHelmController(ctx context.Context, t *testing.T, c *harness.Cluster, ns, name string, wg *sync.WaitGroup, upgrade func(version string)) {
 	defer wg.Done()
 	h := newHelm(t, c, ns)
+	if upgrade == nil {
+		upgrade = func(version string) { h.upgrade(name, version, nil) }
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -46,7 +50,7 @@ func fakeHelmController(ctx context.Context, t *testing.T, c *harness.Cluster, n
 		if err != nil || want == "" || rel.Chart.Metadata.Version == want {
 			continue
 		}
-		h.upgrade(name, want, nil)
+		upgrade(want)
 	}
 }
 
@@ -103,7 +107,7 @@ func TestKubernetesStrategy_promotesThroughFluxHelmReleases(t *testing.T) {
 		newHelm(t, clusters[i], "apps").install("web", version)
 		g.Expect(clusters[i].Client.Create(ctx, newHelmRelease("apps", "web", version))).To(Succeed())
 		wg.Add(1)
-		go fakeHelmController(ctx, t, clusters[i], "apps", "web", &wg)
+		go fakeHelmController(ctx, t, clusters[i], "apps", "web", &wg, nil)
 	}
 
 	p := webPipeline(f.ns, tugboatv1alpha1.StrategyKubernetes)

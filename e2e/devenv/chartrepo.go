@@ -35,8 +35,11 @@ type ChartRepo struct {
 }
 
 // StartChartRepo packages the embedded sample chart at every DemoVersion
-// into dir, indexes it and serves it.
-func StartChartRepo(dir string) (*ChartRepo, error) {
+// (or at versions, when given) into dir, indexes it and serves it.
+func StartChartRepo(dir string, versions ...string) (*ChartRepo, error) {
+	if len(versions) == 0 {
+		versions = DemoVersions
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
@@ -62,7 +65,7 @@ func StartChartRepo(dir string) (*ChartRepo, error) {
 		_ = ln.Close()
 		return nil, err
 	}
-	for _, v := range DemoVersions {
+	for _, v := range versions {
 		ch, err := loader.LoadFiles(files)
 		if err != nil {
 			_ = ln.Close()
