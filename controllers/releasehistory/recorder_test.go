@@ -237,7 +237,7 @@ func TestRecorder_installUpgradeRollbackUninstall(t *testing.T) {
 		var list tugboatv1alpha1.ReleaseHistoryList
 		g.Expect(hub.Client.List(ctx, &list, client.InNamespace(sp.Namespace))).To(Succeed())
 		return len(list.Items)
-	}).WithTimeout(30 * time.Second).Should(BeZero())
+	}).WithTimeout(90 * time.Second).Should(BeZero()) // the garbage collector learns new CRDs on a 30 s discovery resync
 }
 
 func TestRecorder_coalescesWrites(t *testing.T) {
