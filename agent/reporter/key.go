@@ -1,6 +1,7 @@
 package reporter
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"sync"
@@ -75,13 +76,15 @@ func sameFile(a, b os.FileInfo) bool {
 	return a != nil && b != nil && os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
 }
 
-// readKey reads a key file verbatim: the hub uses the Secret's bytes as they
-// are, so trimming a newline here would make every signature wrong.
+// readKey reads a key file without its surrounding white space, as the hub
+// reads the Secret (a key file written with a trailing newline must sign
+// the same way).
 func readKey(path string) ([]byte, error) {
 	key, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading hub key: %w", err)
 	}
+	key = bytes.TrimSpace(key)
 	if len(key) < wire.MinKeySize {
 		return nil, fmt.Errorf("hub key in %s must be at least %d bytes, got %d", path, wire.MinKeySize, len(key))
 	}

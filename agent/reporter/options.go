@@ -49,8 +49,9 @@ type Options struct {
 	// Spoke is this spoke's name, as registered on the hub (a DNS label).
 	Spoke string
 	// KeyFile is the path of the file holding the spoke's HMAC key, used
-	// verbatim (no trimming), at least wire.MinKeySize bytes. It is read at
-	// start and re-read whenever it changes (a key rotation).
+	// without surrounding white space (as the hub reads the Secret), at
+	// least wire.MinKeySize bytes. It is read at start and re-read whenever
+	// it changes (a key rotation).
 	KeyFile string
 	// CAFile is a PEM bundle of CAs trusted to sign the hub's TLS
 	// certificate; empty means the system roots.
