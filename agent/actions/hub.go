@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"tugboat.dev/tugboat/agent/keyfile"
 	"tugboat.dev/tugboat/api/wire"
 )
 
@@ -48,7 +49,7 @@ type Hub struct {
 // hubClient makes the signed requests of the actions channel.
 type hubClient struct {
 	base, spoke, userAgent string
-	key                    *keyFile
+	key                    *keyfile.File
 	http                   *http.Client
 	pollTimeout            time.Duration
 	requestTimeout         time.Duration
@@ -58,7 +59,7 @@ func newHubClient(h Hub, opts Options, log logr.Logger) (*hubClient, error) {
 	if h.URL == "" || h.Spoke == "" || h.KeyFile == "" {
 		return nil, errors.New("actions: the hub URL, spoke name and key file are required")
 	}
-	key, err := newKeyFile(h.KeyFile, log)
+	key, err := keyfile.New(h.KeyFile, log)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +129,7 @@ func (c *hubClient) do(ctx context.Context, method, path string, body []byte, ti
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
-	wire.SignRequest(req, c.key.get(), body, time.Now())
+	wire.SignRequest(req, c.key.Get(), body, time.Now())
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, &hubError{err: err}

@@ -11,6 +11,8 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"tugboat.dev/tugboat/agent/keyfile"
 )
 
 // Any, as the only or one of the entries of a limit list, allows everything.
@@ -182,7 +184,7 @@ func (s *limitsSource) get() (Limits, error) {
 	if err != nil {
 		return Limits{}, err
 	}
-	if s.info != nil && sameFile(info, s.info) {
+	if s.info != nil && keyfile.SameFile(info, s.info) {
 		return s.cached, nil
 	}
 	l, err := readLimits(s.path)

@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"tugboat.dev/tugboat/agent/keyfile"
 	"tugboat.dev/tugboat/api/wire"
 )
 
@@ -80,7 +81,7 @@ func TestPoller_signsWithTheCurrentKeyFile(t *testing.T) {
 	g.Eventually(func() int { _, _, b := hub.counts(); return b }).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 2))
 	g.Expect(hub.results()).To(BeEmpty())
 
-	key, err := readKey(good)
+	key, err := keyfile.Read(good)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(writeFile(bad, string(key))).To(Succeed())
 	g.Eventually(hub.results).WithTimeout(10 * time.Second).Should(HaveLen(1))

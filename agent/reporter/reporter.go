@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"tugboat.dev/tugboat/agent/keyfile"
 	"tugboat.dev/tugboat/api/wire"
 )
 
@@ -50,7 +51,7 @@ type Reporter struct {
 	log      logr.Logger
 	baseURL  string
 	client   *http.Client
-	key      *keyFile
+	key      *keyfile.File
 	out      *outbox
 	metrics  *reporterMetrics
 	rand     func(n int64) int64
@@ -83,7 +84,7 @@ func New(opts Options, snapshot SnapshotFunc, logger logr.Logger) (*Reporter, er
 		return nil, errors.New("reporter: a snapshot function is required")
 	}
 	log := logger.WithValues("spoke", opts.Spoke)
-	key, err := newKeyFile(opts.KeyFile, log)
+	key, err := keyfile.New(opts.KeyFile, log)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func (r *Reporter) post(ctx context.Context, path string, body []byte) response 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "tugboat-agent/"+r.opts.AgentVersion)
-	wire.SignRequest(req, r.key.get(), body, time.Now())
+	wire.SignRequest(req, r.key.Get(), body, time.Now())
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return response{err: err}

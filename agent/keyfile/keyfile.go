@@ -1,4 +1,7 @@
-package reporter
+// Package keyfile reads a spoke's HMAC key from a file (a mounted Secret) and
+// re-reads it when the file changes, so a rotated key is used from the next
+// request on. The reporter and the action poller share it.
+package keyfile
 
 import (
 	"bytes"
@@ -11,11 +14,11 @@ import (
 	"tugboat.dev/tugboat/api/wire"
 )
 
-// keyFile holds the signing key read from a file, and re-reads the file when
+// File holds the signing key read from a file, and re-reads the file when
 // it changes. A stat per request is cheap next to a TLS round trip, and it
 // follows the symlink swap Kubernetes does when a mounted Secret is updated,
 // so a rotated key is used from the next request on.
-type keyFile struct {
+type File struct {
 	path string
 	log  logr.Logger
 
@@ -27,15 +30,15 @@ type keyFile struct {
 	statFailed bool // the last stat failed (logged once)
 }
 
-// newKeyFile reads the key at path; it fails when the file cannot be read or
+// New reads the key at path; it fails when the file cannot be read or
 // the key is shorter than wire.MinKeySize.
-func newKeyFile(path string, log logr.Logger) (*keyFile, error) {
-	k := &keyFile{path: path, log: log}
+func New(path string, log logr.Logger) (*File, error) {
+	k := &File{path: path, log: log}
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading hub key: %w", err)
 	}
-	key, err := readKey(path)
+	key, err := Read(path)
 	if err != nil {
 		return nil, err
 	}
@@ -43,10 +46,10 @@ func newKeyFile(path string, log logr.Logger) (*keyFile, error) {
 	return k, nil
 }
 
-// get returns the current key, re-reading the file if it changed. When the
+// Get returns the current key, re-reading the file if it changed. When the
 // changed file cannot be used (missing, too short), the previous key stays
 // in use and the problem is logged once per change.
-func (k *keyFile) get() []byte {
+func (k *File) Get() []byte {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	info, err := os.Stat(k.path)
@@ -58,10 +61,10 @@ func (k *keyFile) get() []byte {
 		return k.key
 	}
 	k.statFailed = false
-	if sameFile(info, k.info) || sameFile(info, k.bad) {
+	if SameFile(info, k.info) || SameFile(info, k.bad) {
 		return k.key
 	}
-	key, err := readKey(k.path)
+	key, err := Read(k.path)
 	if err != nil {
 		k.log.Error(err, "Cannot use the changed hub key file; signing with the previous key", "path", k.path)
 		k.bad = info
@@ -72,14 +75,15 @@ func (k *keyFile) get() []byte {
 	return k.key
 }
 
-func sameFile(a, b os.FileInfo) bool {
+// SameFile reports whether two stats describe the same, unchanged file.
+func SameFile(a, b os.FileInfo) bool {
 	return a != nil && b != nil && os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
 }
 
-// readKey reads a key file without its surrounding white space, as the hub
+// Read reads a key file without its surrounding white space, as the hub
 // reads the Secret (a key file written with a trailing newline must sign
 // the same way).
-func readKey(path string) ([]byte, error) {
+func Read(path string) ([]byte, error) {
 	key, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading hub key: %w", err)
