@@ -12,10 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"tugboat.dev/tugboat/agent"
@@ -128,25 +125,6 @@ func (f *fleet) agentWith(name string, cfg *rest.Config, keyFile string, log log
 	stop := func() { once.Do(func() { cancel(); <-done }) }
 	f.t.Cleanup(stop)
 	return a, stop
-}
-
-// spokeKey registers a Spoke on the hub and returns the key the hub
-// generated for it.
-func (f *fleet) spokeKey(name string) []byte {
-	f.t.Helper()
-	g := NewWithT(f.t)
-	ctx := context.Background()
-	sp := &tugboatv1alpha1.Spoke{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
-		Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: name + "-key"}},
-	}
-	g.Expect(f.hub.Client.Create(ctx, sp)).To(Succeed())
-	var key corev1.Secret
-	g.Eventually(func() error {
-		return f.hub.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name + "-key"}, &key)
-	}).WithTimeout(20 * time.Second).Should(Succeed())
-	g.Expect(key.Data[tugboatv1alpha1.SpokeKeySecretKey]).NotTo(BeEmpty())
-	return key.Data[tugboatv1alpha1.SpokeKeySecretKey]
 }
 
 // counterValue sums the series of a counter in controller-runtime's

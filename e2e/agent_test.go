@@ -291,7 +291,7 @@ func TestAgent_onARealSpoke(t *testing.T) {
 		g := NewWithT(t)
 		ctx := context.Background()
 		const name = "spoke-b"
-		right := f.spokeKey(name)
+		right := f.registerSpoke(name)
 		sp := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}}
 		wrong := make([]byte, 32)
 		_, _ = rand.Read(wrong)
@@ -419,7 +419,7 @@ func runsWithTheGeneratedRBAC(t *testing.T, f *fleet, spoke *harness.Cluster, un
 	g.Expect(apierrors.IsForbidden(limited.List(ctx, &corev1.NodeList{}))).To(BeTrue())
 
 	keyFile := filepath.Join(t.TempDir(), "key")
-	g.Expect(os.WriteFile(keyFile, f.spokeKey(name), 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(keyFile, f.registerSpoke(name), 0o600)).To(Succeed())
 	webhookName := "tugboat-agent-" + name
 	_, stop := f.agentWith(name, cfg, keyFile, testr.New(t), nil)
 	defer stop()

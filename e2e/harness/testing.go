@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -43,4 +45,27 @@ func listFor(crd *apiextensionsv1.CustomResourceDefinition) *unstructured.Unstru
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.ListKind})
 	return list
+}
+
+// Main is the body of a test package's TestMain that shares one cluster:
+// it starts the cluster, calls fn (which usually stores the cluster and
+// returns m.Run()), then stops the cluster, keeping its logs and printing
+// where they are when fn returned non-zero. It returns fn's exit code.
+func Main(opts Options, fn func(c *Cluster) int) int {
+	c, err := Start(context.Background(), opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := fn(c)
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "cluster %s logs: %s\n", c.Name, c.LogDir)
+		_ = c.StopKeepLogs()
+		return code
+	}
+	if err := c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return code
 }

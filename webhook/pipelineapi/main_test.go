@@ -3,7 +3,6 @@ package pipelineapi_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,28 +29,12 @@ import (
 // cluster is a real API server (etcd and kube-apiserver) with tugboat's CRDs.
 var cluster *harness.Cluster
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	var err error
-	cluster, err = harness.Start(context.Background(), harness.Options{
-		Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../config/crd/bases"},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "cluster logs: %s\n", cluster.LogDir)
-		_ = cluster.StopKeepLogs()
-		return code
-	}
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	return code
+	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../config/crd/bases"}}, func(c *harness.Cluster) int {
+		cluster = c
+		return m.Run()
+	}))
 }
 
 // Credentials of Pipeline "web" (Secret "web-ci") and of Pipeline "other".

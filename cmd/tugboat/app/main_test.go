@@ -3,7 +3,6 @@ package app_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -24,28 +23,12 @@ import (
 // namespace "default".
 var cluster *harness.Cluster
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	var err error
-	cluster, err = harness.Start(context.Background(), harness.Options{
-		Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../../config/crd/bases"},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "cluster logs: %s\n", cluster.LogDir)
-		_ = cluster.StopKeepLogs()
-		return code
-	}
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	return code
+	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../../config/crd/bases"}}, func(c *harness.Cluster) int {
+		cluster = c
+		return m.Run()
+	}))
 }
 
 // tugboat runs the CLI in-process against the hub and returns what it

@@ -27,36 +27,18 @@ var (
 const pollTimeout = 10 * time.Second
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
 	ctrl.SetLogger(logr.Discard())
-	var err error
-	cluster, err = harness.Start(context.Background(), harness.Options{
-		Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../../config/crd/bases"},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	stop, err := startHub()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = cluster.Stop()
-		return 1
-	}
-	code := m.Run()
-	stop()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "cluster logs: %s\n", cluster.LogDir)
-		_ = cluster.StopKeepLogs()
-		return code
-	}
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	return code
+	opts := harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../../config/crd/bases"}}
+	os.Exit(harness.Main(opts, func(c *harness.Cluster) int {
+		cluster = c
+		stop, err := startHub()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer stop()
+		return m.Run()
+	}))
 }
 
 // startHub runs the whole hub (receiver, recorder, Spoke, Pipeline and

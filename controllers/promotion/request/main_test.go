@@ -2,7 +2,6 @@ package request_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
@@ -19,28 +18,12 @@ import (
 // hub is a real API server (etcd and kube-apiserver) with tugboat's CRDs.
 var hub *harness.Cluster
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	var err error
-	hub, err = harness.Start(context.Background(), harness.Options{
-		Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../../config/crd/bases"},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "cluster logs: %s\n", hub.LogDir)
-		_ = hub.StopKeepLogs()
-		return code
-	}
-	if err := hub.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	return code
+	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../../config/crd/bases"}}, func(c *harness.Cluster) int {
+		hub = c
+		return m.Run()
+	}))
 }
 
 // newNamespace creates a namespace of its own for t.

@@ -1,8 +1,6 @@
 package kubernetes
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"testing"
 
@@ -19,27 +17,9 @@ import (
 var cluster *harness.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
 	ctrl.SetLogger(logr.Discard())
-	var err error
-	cluster, err = harness.Start(context.Background(), harness.Options{
-		Name: "spoke", ControlPlaneOnly: true, CRDPaths: []string{"testdata/crds"},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "cluster logs: %s\n", cluster.LogDir)
-		_ = cluster.StopKeepLogs()
-		return code
-	}
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	return code
+	os.Exit(harness.Main(harness.Options{Name: "spoke", ControlPlaneOnly: true, CRDPaths: []string{"testdata/crds"}}, func(c *harness.Cluster) int {
+		cluster = c
+		return m.Run()
+	}))
 }
