@@ -246,19 +246,26 @@ func (s *Server) prepare(ctx context.Context) error {
 		"--admin", "--must-change-password=false")
 }
 
+// createToken asks the running server's API for an access token with every
+// scope, authenticated as the admin. (Parsing the CLI's
+// `generate-access-token` output proved fragile: under load Gitea may log
+// to stdout after the token.)
 func (s *Server) createToken(ctx context.Context) error {
-	out, err := s.output(ctx, "admin", "user", "generate-access-token",
-		"--username", AdminUser, "--token-name", "tugboat-"+randomHex(4), "--scopes", "all", "--raw")
+	c, err := gitea.NewClient(s.URL, gitea.SetBasicAuth(AdminUser, s.AdminPassword), gitea.SetContext(ctx))
 	if err != nil {
-		return err
+		return fmt.Errorf("gitea client: %w", err)
 	}
-	// Gitea may log warnings (running as root, say) to stdout first; the
-	// token is the last line.
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	s.Token = strings.TrimSpace(lines[len(lines)-1])
-	if s.Token == "" || strings.ContainsAny(s.Token, " \t") {
-		return errors.New("gitea printed no access token")
+	tok, _, err := c.CreateAccessToken(gitea.CreateAccessTokenOption{
+		Name:   "tugboat-" + randomHex(4),
+		Scopes: []gitea.AccessTokenScope{gitea.AccessTokenScopeAll},
+	})
+	if err != nil {
+		return fmt.Errorf("creating gitea access token: %w", err)
 	}
+	if tok.Token == "" {
+		return errors.New("gitea answered with an empty access token")
+	}
+	s.Token = tok.Token
 	return nil
 }
 
