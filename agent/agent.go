@@ -145,9 +145,16 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 		if err != nil {
 			return nil, err
 		}
+		var certsReady <-chan struct{}
+		if opts.Webhook.CertRotation {
+			if certsReady, err = addCertRotator(mgr, opts); err != nil {
+				return nil, err
+			}
+		}
 		sopts := admission.ServerOptions{
 			BindAddress: opts.Webhook.BindAddress,
 			CertDir:     opts.Webhook.CertDir,
+			CertsReady:  certsReady,
 			Webhooks: &admission.Webhooks{
 				Index:    a.Index,
 				Fallback: ownership.NewFallback(meta, a.Index, ownership.FallbackOptions{Mapper: mgr.GetRESTMapper()}),
@@ -299,11 +306,6 @@ func (r *runner) Start(ctx context.Context) error {
 	}
 	a.log.Info("informers synced", "releases", a.Tracker.Releases())
 
-	if a.Webhooks != nil {
-		if err := r.register(ctx); err != nil {
-			return err
-		}
-	}
 	errc := make(chan error, 3)
 	go func() { errc <- a.Tracker.Start(ctx) }()
 	go func() { errc <- a.Reporter.Start(ctx) }()
@@ -314,10 +316,28 @@ func (r *runner) Start(ctx context.Context) error {
 		go func() { errc <- a.Actions.Start(ctx) }()
 		running++
 	}
-	if a.opts.Backfill {
-		go r.backfill(ctx)
+	// The webhooks are registered once their server serves (with
+	// certificate rotation, when the rotator's certificates are mounted,
+	// which can take a minute): the tracker and reporter do not wait for
+	// that. The backfill starts after the registration, so that an object
+	// written in between is labeled by one or the other.
+	regErr := make(chan error, 1)
+	go func() {
+		if a.Webhooks != nil {
+			if err := r.register(ctx); err != nil {
+				regErr <- err
+				return
+			}
+		}
+		if a.opts.Backfill {
+			r.backfillLoop(ctx)
+		}
+	}()
+	select {
+	case <-ctx.Done():
+	case err := <-regErr:
+		return err // the manager stops the rest
 	}
-	<-ctx.Done()
 	if a.Webhooks != nil && a.opts.Webhook.URLHost != "" {
 		// An agent outside the cluster (dev) takes its registration with it,
 		// so the API server does not keep calling a dead URL.
@@ -357,15 +377,14 @@ func (r *runner) registration() admission.Registration {
 	return reg
 }
 
-// register waits for the webhook server to listen, then applies the
-// webhook configurations.
+// register waits for the webhook server to serve (with rotation, once the
+// rotator's certificates are mounted), then applies the webhook
+// configurations.
 func (r *runner) register(ctx context.Context) error {
-	for r.a.Webhooks.Addr() == nil {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.a.Webhooks.Serving():
 	}
 	if err := r.registration().Apply(ctx, r.a.Manager.GetClient()); err != nil {
 		return fmt.Errorf("registering admission webhooks: %w", err)
@@ -374,22 +393,46 @@ func (r *runner) register(ctx context.Context) error {
 	return nil
 }
 
-func (r *runner) backfill(ctx context.Context) {
+// backfillLoop runs a backfill pass now, then every BackfillInterval
+// (none when it is zero) until ctx ends.
+func (r *runner) backfillLoop(ctx context.Context) {
 	a := r.a
 	meta, err := metadata.NewForConfig(a.cfg)
 	if err != nil {
 		a.log.Error(err, "backfill")
 		return
 	}
+	for {
+		r.backfill(ctx, meta)
+		if a.opts.BackfillInterval <= 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(a.opts.BackfillInterval):
+		}
+	}
+}
+
+// backfill runs one pass and records it in the log and the metrics.
+func (r *runner) backfill(ctx context.Context, meta metadata.Interface) {
+	a := r.a
+	start := time.Now()
 	res, err := ownership.Backfill(ctx, meta, a.Index, ownership.BackfillOptions{
 		Namespaces:       a.opts.WatchNamespaces,
 		PatchesPerSecond: a.opts.BackfillRate,
 	})
-	if err != nil {
-		a.log.Error(err, "backfill failed", "labeled", res.Labeled, "failed", res.Failed)
+	if ctx.Err() != nil {
 		return
 	}
-	a.log.Info("backfill done", "listed", res.Listed, "labeled", res.Labeled, "alreadyLabeled", res.AlreadyLabeled)
+	backfillMetrics.observe(res, err, time.Since(start))
+	if err != nil {
+		a.log.Error(err, "backfill pass failed", "listed", res.Listed, "labeled", res.Labeled, "failed", res.Failed)
+		return
+	}
+	a.log.Info("backfill pass done", "listed", res.Listed, "labeled", res.Labeled, "alreadyLabeled", res.AlreadyLabeled,
+		"duration", time.Since(start).Round(time.Millisecond))
 }
 
 func syncedFuncs(regs []toolscache.ResourceEventHandlerRegistration) []toolscache.InformerSynced {

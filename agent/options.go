@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -24,10 +25,16 @@ type Options struct {
 	HealthProbeBindAddress string
 	// Webhook configures the admission webhooks.
 	Webhook WebhookOptions
-	// Backfill labels objects that existed before the agent started.
+	// Backfill labels objects that existed before the agent started, and
+	// (every BackfillInterval) objects the webhooks missed since.
 	Backfill bool
 	// BackfillRate bounds the backfill's patches per second.
 	BackfillRate float32
+	// BackfillInterval is the time between backfill passes after the
+	// first, which runs at start. The webhooks fail open (a write goes
+	// through unlabeled when the agent is slow or down), so later passes
+	// catch up with what they missed. Zero runs the backfill at start only.
+	BackfillInterval time.Duration
 	// Settle is how long a newly deployed revision stays InProgress before
 	// its workloads can declare it healthy.
 	Settle time.Duration
@@ -40,13 +47,23 @@ type Options struct {
 // WebhookOptions configure the ownership admission webhooks.
 type WebhookOptions struct {
 	// Disabled turns the webhooks off (labels then come from the backfill
-	// only, which runs once at start).
+	// only).
 	Disabled bool
 	// BindAddress is where the webhook server listens.
 	BindAddress string
 	// CertDir holds tls.crt, tls.key and ca.crt; empty generates a
-	// self-signed certificate at start.
+	// self-signed certificate at start. With CertRotation, it is where the
+	// certificate Secret is mounted.
 	CertDir string
+	// CertRotation keeps a self-signed CA and serving certificate in the
+	// Secret CertSecretName (in AgentNamespace) and injects the CA into the
+	// webhook configurations, renewing both before they expire
+	// (open-policy-agent/cert-controller). The Secret must exist (empty is
+	// fine) and be mounted at CertDir; the webhooks are registered once the
+	// mounted files match it.
+	CertRotation bool
+	// CertSecretName is the Secret CertRotation keeps the certificates in.
+	CertSecretName string
 	// URLHost, when set, registers the webhooks by URL
 	// (https://<URLHost>:<port>/...): for agents running outside the cluster
 	// (tugboat dev up).
@@ -72,9 +89,11 @@ func NewOptions() Options {
 			ServiceName:      "tugboat-agent",
 			ServiceNamespace: "tugboat-system",
 			AgentNamespace:   "tugboat-system",
+			CertSecretName:   "tugboat-agent-webhook-tls",
 		},
-		Backfill:     true,
-		BackfillRate: 20,
+		Backfill:         true,
+		BackfillRate:     20,
+		BackfillInterval: 5 * time.Minute,
 		Settle:       500 * time.Millisecond,
 		Actions:      actions.NewOptions(),
 	}
@@ -89,6 +108,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Webhook.Disabled, "webhook-disabled", o.Webhook.Disabled, "do not serve or register the ownership admission webhooks")
 	fs.StringVar(&o.Webhook.BindAddress, "webhook-bind-address", o.Webhook.BindAddress, "address of the admission webhook server")
 	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", o.Webhook.CertDir, "directory with tls.crt, tls.key and ca.crt (empty: self-signed)")
+	fs.BoolVar(&o.Webhook.CertRotation, "webhook-cert-rotation", o.Webhook.CertRotation, "keep a self-signed webhook certificate in --webhook-cert-secret, mounted at --webhook-cert-dir, and inject its CA into the webhook configurations")
+	fs.StringVar(&o.Webhook.CertSecretName, "webhook-cert-secret", o.Webhook.CertSecretName, "Secret in --agent-namespace that --webhook-cert-rotation keeps the certificates in")
 	fs.StringVar(&o.Webhook.URLHost, "webhook-url-host", o.Webhook.URLHost, "register the webhooks by URL on this host (agents outside the cluster)")
 	fs.StringVar(&o.Webhook.ServiceName, "webhook-service-name", o.Webhook.ServiceName, "Service the API server reaches the webhooks through")
 	fs.StringVar(&o.Webhook.ServiceNamespace, "webhook-service-namespace", o.Webhook.ServiceNamespace, "namespace of --webhook-service-name")
@@ -96,6 +117,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Webhook.AgentNamespace, "agent-namespace", o.Webhook.AgentNamespace, "the agent's own namespace, excluded from admission")
 	fs.BoolVar(&o.Backfill, "backfill", o.Backfill, "label objects that existed before the agent started")
 	fs.Float32Var(&o.BackfillRate, "backfill-rate", o.BackfillRate, "backfill patches per second")
+	fs.DurationVar(&o.BackfillInterval, "backfill-interval", o.BackfillInterval, "time between backfill passes, which label what the webhooks missed (0: at start only)")
 	fs.DurationVar(&o.Settle, "settle-time", o.Settle, "how long a newly deployed revision stays InProgress before its workloads can declare it healthy")
 	o.Actions.BindFlags(fs)
 }
@@ -107,11 +129,25 @@ func (o *Options) Validate() error {
 	if o.BackfillRate <= 0 {
 		errs = append(errs, fmt.Errorf("--backfill-rate must be positive"))
 	}
+	if o.BackfillInterval < 0 {
+		errs = append(errs, fmt.Errorf("--backfill-interval must not be negative"))
+	}
 	if o.Settle < 0 {
 		errs = append(errs, fmt.Errorf("--settle-time must not be negative"))
 	}
 	if !o.Webhook.Disabled && o.Webhook.URLHost == "" && (o.Webhook.ServiceName == "" || o.Webhook.ServiceNamespace == "") {
 		errs = append(errs, errors.New("webhooks need --webhook-url-host or --webhook-service-name and --webhook-service-namespace"))
+	}
+	if w := o.Webhook; !w.Disabled && w.CertRotation {
+		if w.CertDir == "" {
+			errs = append(errs, errors.New("--webhook-cert-rotation needs --webhook-cert-dir, where the certificate Secret is mounted"))
+		}
+		if w.CertSecretName == "" || w.AgentNamespace == "" {
+			errs = append(errs, errors.New("--webhook-cert-rotation needs --webhook-cert-secret and --agent-namespace"))
+		}
+		if w.URLHost != "" && net.ParseIP(w.URLHost) != nil {
+			errs = append(errs, fmt.Errorf("--webhook-cert-rotation issues certificates for DNS names only: --webhook-url-host %s is an IP address (use a name such as localhost)", w.URLHost))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,11 +14,14 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"tugboat.dev/tugboat/agent"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/e2e/harness"
 )
 
 // Templates added in memory to the web chart, so that a value can make a
@@ -239,4 +244,38 @@ func (f *fleet) logHistoryOnFailure(t *testing.T, spoke, namespace, release stri
 			}
 		}
 	})
+}
+
+// mountSecret does the kubelet's part for a Secret volume: until the test
+// ends, it writes the Secret's keys as files into dir whenever they change
+// (each file written aside and renamed into place, as atomic as the
+// kubelet's symlink swap is for a reader of one file).
+func mountSecret(t *testing.T, c *harness.Cluster, key client.ObjectKey, dir string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		var version string
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var secret corev1.Secret
+			if err := c.Client.Get(ctx, key, &secret); err == nil && secret.ResourceVersion != version {
+				version = secret.ResourceVersion
+				for name, data := range secret.Data {
+					tmp := filepath.Join(dir, "."+name+".tmp")
+					if os.WriteFile(tmp, data, 0o600) == nil {
+						_ = os.Rename(tmp, filepath.Join(dir, name))
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 }

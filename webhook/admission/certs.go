@@ -115,6 +115,10 @@ type CertRotation struct {
 	// ServiceNamespace and ServiceName name the webhook Service; the
 	// serving certificate is for <name>.<namespace>.svc.
 	ServiceNamespace, ServiceName string
+	// ExtraDNSNames are further names the serving certificate is valid for
+	// (e.g. the host of a URL registration, for an agent outside the
+	// cluster).
+	ExtraDNSNames []string
 	// CertDir is where the Secret is mounted: the server's
 	// ServerOptions.CertDir.
 	CertDir string
@@ -141,7 +145,7 @@ func AddCertRotator(mgr manager.Manager, opts CertRotation) (<-chan struct{}, er
 		CAName:         "tugboat-agent-webhook-ca",
 		CAOrganization: "tugboat",
 		DNSName:        svc,
-		ExtraDNSNames:  []string{svc + ".cluster.local"},
+		ExtraDNSNames:  append([]string{svc + ".cluster.local"}, opts.ExtraDNSNames...),
 		IsReady:        ready,
 		Webhooks: []rotator.WebhookInfo{
 			{Name: name, Type: rotator.Mutating},

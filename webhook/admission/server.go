@@ -28,6 +28,12 @@ type ServerOptions struct {
 	// DNSNames and IPAddresses are generated at NewServer.
 	CertDir           string
 	CertName, KeyName string
+	// CertsReady, when set (with CertDir), is closed once the files in
+	// CertDir are valid, e.g. by a certificate rotator that fills the
+	// mounted Secret: NewServer then loads nothing, and Start listens at
+	// once but serves only after CertsReady (CABundle is nil until then:
+	// then ca.crt of CertDir).
+	CertsReady <-chan struct{}
 	// DNSNames and IPAddresses the generated certificate is valid for
 	// (default: localhost and 127.0.0.1).
 	DNSNames    []string
@@ -49,6 +55,8 @@ type Server struct {
 	caBundle []byte
 	static   *tls.Certificate
 	watcher  *certwatcher.CertWatcher
+
+	serving chan struct{}
 
 	mu sync.Mutex
 	ln net.Listener
@@ -80,13 +88,17 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		}
 		opts.Webhooks.Metrics = m
 	}
-	s := &Server{opts: opts, handler: opts.Webhooks.Handler()}
+	s := &Server{opts: opts, handler: opts.Webhooks.Handler(), serving: make(chan struct{})}
+	if opts.CertsReady != nil && opts.CertDir == "" {
+		return nil, errors.New("webhook server: CertsReady needs a CertDir")
+	}
 	if opts.CertDir != "" {
-		w, err := certwatcher.New(filepath.Join(opts.CertDir, opts.CertName), filepath.Join(opts.CertDir, opts.KeyName))
-		if err != nil {
-			return nil, fmt.Errorf("loading webhook certificate: %w", err)
+		if opts.CertsReady != nil {
+			return s, nil // loaded by Start, once the rotator is ready
 		}
-		s.watcher = w
+		if err := s.loadCerts(); err != nil {
+			return nil, err
+		}
 		if ca, err := os.ReadFile(filepath.Join(opts.CertDir, "ca.crt")); err == nil {
 			s.caBundle = ca
 		}
@@ -108,9 +120,23 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	return s, nil
 }
 
+// loadCerts starts watching the certificate files of CertDir.
+func (s *Server) loadCerts() error {
+	w, err := certwatcher.New(filepath.Join(s.opts.CertDir, s.opts.CertName), filepath.Join(s.opts.CertDir, s.opts.KeyName))
+	if err != nil {
+		return fmt.Errorf("loading webhook certificate from %s: %w", s.opts.CertDir, err)
+	}
+	s.watcher = w
+	return nil
+}
+
 // CABundle returns the PEM CA that signed the serving certificate: the
 // generated one, or ca.crt from CertDir (nil if absent).
-func (s *Server) CABundle() []byte { return s.caBundle }
+func (s *Server) CABundle() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.caBundle
+}
 
 // Listen binds BindAddress, so that Addr and URL are known before Start.
 // Start calls it when it was not called; calling it again does nothing.
@@ -148,6 +174,10 @@ func (s *Server) URL() string {
 	return "https://" + addr.String()
 }
 
+// Serving is closed once Start serves: listening, with its certificate
+// loaded (and CABundle set).
+func (s *Server) Serving() <-chan struct{} { return s.serving }
+
 // NeedLeaderElection returns false: every replica serves webhooks.
 func (s *Server) NeedLeaderElection() bool { return false }
 
@@ -161,6 +191,25 @@ func (s *Server) Start(ctx context.Context) error {
 	ln := s.ln
 	s.mu.Unlock()
 
+	if s.opts.CertsReady != nil {
+		// Listening already, so Addr is known; a client connecting before
+		// the certificates are ready waits in the backlog.
+		select {
+		case <-ctx.Done():
+			_ = ln.Close()
+			return nil
+		case <-s.opts.CertsReady:
+		}
+		if err := s.loadCerts(); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		if ca, err := os.ReadFile(filepath.Join(s.opts.CertDir, "ca.crt")); err == nil {
+			s.mu.Lock()
+			s.caBundle = ca
+			s.mu.Unlock()
+		}
+	}
 	getCert := func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.static, nil }
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -193,6 +242,7 @@ func (s *Server) Start(ctx context.Context) error {
 		defer scancel()
 		_ = srv.Shutdown(sctx)
 	})
+	close(s.serving)
 	err := srv.ServeTLS(ln, "", "")
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

@@ -385,6 +385,58 @@ func TestNewServer_defaultsAndCertificates(t *testing.T) {
 	g.Expect(err).To(HaveOccurred(), "missing certificate files")
 }
 
+// With CertsReady (a rotator filling a mounted Secret), the server listens
+// at once but loads its certificate, sets CABundle and serves only once the
+// files are there and CertsReady is closed.
+func TestServer_waitsForRotatedCertificates(t *testing.T) {
+	g := NewWithT(t)
+	w := &admission.Webhooks{Index: ownership.NewIndex(0)}
+	_, err := admission.NewServer(admission.ServerOptions{Webhooks: w, CertsReady: make(chan struct{})})
+	g.Expect(err).To(MatchError(ContainSubstring("CertsReady needs a CertDir")))
+
+	dir := t.TempDir() // empty: the Secret is not mounted yet
+	ready := make(chan struct{})
+	s, err := admission.NewServer(admission.ServerOptions{BindAddress: "127.0.0.1:0", CertDir: dir, CertsReady: ready, Webhooks: w})
+	g.Expect(err).NotTo(HaveOccurred(), "nothing is loaded before CertsReady")
+	g.Expect(s.CABundle()).To(BeNil())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	g.Eventually(s.Addr).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+	g.Consistently(s.Serving()).WithTimeout(300 * time.Millisecond).ShouldNot(BeClosed())
+
+	bundle, err := admission.GenerateSelfSigned([]string{"localhost"}, nil, time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+	for name, data := range map[string][]byte{"tls.crt": bundle.Cert, "tls.key": bundle.Key, "ca.crt": bundle.CACert} {
+		g.Expect(os.WriteFile(filepath.Join(dir, name), data, 0o600)).To(Succeed())
+	}
+	close(ready)
+	g.Eventually(s.Serving()).WithTimeout(10 * time.Second).Should(BeClosed())
+	g.Expect(s.CABundle()).To(Equal(bundle.CACert))
+
+	pool := x509.NewCertPool()
+	g.Expect(pool.AppendCertsFromPEM(s.CABundle())).To(BeTrue())
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}}, Timeout: 10 * time.Second}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps", Annotations: helmAnnots}}
+	resp, err := hc.Post(s.URL()+admission.PathMutateOwnership, "application/json", bytes.NewReader(review(request(admissionv1.Create, deploymentKind, dep))))
+	g.Expect(err).NotTo(HaveOccurred(), "the mounted certificate serves")
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	_ = resp.Body.Close()
+	cancel()
+	g.Eventually(done).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+
+	// Stopped before the certificates came: it returns cleanly.
+	s, err = admission.NewServer(admission.ServerOptions{BindAddress: "127.0.0.1:0", CertDir: t.TempDir(), CertsReady: make(chan struct{}), Webhooks: w})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { done <- s.Start(ctx2) }()
+	g.Eventually(s.Addr).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+	cancel2()
+	g.Eventually(done).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+	g.Expect(s.Serving()).NotTo(BeClosed())
+}
+
 func TestRegistration_configurations(t *testing.T) {
 	g := NewWithT(t)
 	reg := admission.Registration{AgentNamespace: "tugboat-system", URL: "https://127.0.0.1:9443", CABundle: []byte("ca")}

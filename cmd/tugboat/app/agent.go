@@ -35,5 +35,6 @@ func newAgentCommand() *cobra.Command {
 	kube.bind(cmd)
 	logs.bind(cmd)
 	opts.BindFlags(cmd.Flags())
+	bindEnv(cmd)
 	return cmd
 }

@@ -1,0 +1,33 @@
+package agent
+
+import (
+	"net"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"tugboat.dev/tugboat/webhook/admission"
+)
+
+// The certificate rotator keeps the webhook certificates in a Secret of the
+// agent's namespace and injects the CA into the webhook configurations.
+// +kubebuilder:rbac:groups="",namespace=tugboat-system,resources=secrets,verbs=update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=list;watch
+
+// addCertRotator adds the webhook certificate rotator to mgr (see
+// WebhookOptions.CertRotation) and returns the channel it closes once the
+// mounted certificates are valid.
+func addCertRotator(mgr ctrl.Manager, opts Options) (<-chan struct{}, error) {
+	w := opts.Webhook
+	rot := admission.CertRotation{
+		SecretNamespace:  w.AgentNamespace,
+		SecretName:       w.CertSecretName,
+		ServiceNamespace: w.ServiceNamespace,
+		ServiceName:      w.ServiceName,
+		CertDir:          w.CertDir,
+		Registration:     admission.Registration{Name: w.Name},
+	}
+	if w.URLHost != "" && net.ParseIP(w.URLHost) == nil {
+		rot.ExtraDNSNames = []string{w.URLHost}
+	}
+	return admission.AddCertRotator(mgr, rot)
+}
