@@ -3,6 +3,7 @@ package admission_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -357,17 +358,10 @@ func TestNewServer_defaultsAndCertificates(t *testing.T) {
 	g.Expect(s.Listen()).To(Succeed(), "idempotent")
 	g.Expect(s.URL()).To(HavePrefix("https://127.0.0.1:"))
 
-	pool := x509.NewCertPool()
-	g.Expect(pool.AppendCertsFromPEM(s.CABundle())).To(BeTrue())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}, Timeout: 10 * time.Second}
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps", Annotations: helmAnnots}}
-	resp, err := hc.Post(s.URL()+admission.PathMutateOwnership, "application/json", bytes.NewReader(review(request(admissionv1.Create, deploymentKind, dep))))
-	g.Expect(err).NotTo(HaveOccurred(), "the generated CA verifies the serving certificate for 127.0.0.1")
-	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-	_ = resp.Body.Close()
+	g.Expect(mutateOverTLS(s, "")).To(Equal(http.StatusOK), "the generated CA verifies the serving certificate for 127.0.0.1")
 	cancel()
 	g.Eventually(done).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
 
@@ -383,6 +377,24 @@ func TestNewServer_defaultsAndCertificates(t *testing.T) {
 	g.Expect(s.CABundle()).To(Equal(bundle.CACert))
 	_, err = admission.NewServer(admission.ServerOptions{CertDir: t.TempDir(), Webhooks: w})
 	g.Expect(err).To(HaveOccurred(), "missing certificate files")
+}
+
+// mutateOverTLS posts a Deployment review to s's mutating webhook over TLS,
+// trusting only s.CABundle() (for serverName when set), and returns the
+// HTTP status.
+func mutateOverTLS(s *admission.Server, serverName string) (int, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(s.CABundle()) {
+		return 0, errors.New("no CA in CABundle")
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12}}, Timeout: 10 * time.Second}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps", Annotations: helmAnnots}}
+	resp, err := hc.Post(s.URL()+admission.PathMutateOwnership, "application/json", bytes.NewReader(review(request(admissionv1.Create, deploymentKind, dep))))
+	if err != nil {
+		return 0, err
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
 }
 
 // With CertsReady (a rotator filling a mounted Secret), the server listens
@@ -415,14 +427,7 @@ func TestServer_waitsForRotatedCertificates(t *testing.T) {
 	g.Eventually(s.Serving()).WithTimeout(10 * time.Second).Should(BeClosed())
 	g.Expect(s.CABundle()).To(Equal(bundle.CACert))
 
-	pool := x509.NewCertPool()
-	g.Expect(pool.AppendCertsFromPEM(s.CABundle())).To(BeTrue())
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}}, Timeout: 10 * time.Second}
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps", Annotations: helmAnnots}}
-	resp, err := hc.Post(s.URL()+admission.PathMutateOwnership, "application/json", bytes.NewReader(review(request(admissionv1.Create, deploymentKind, dep))))
-	g.Expect(err).NotTo(HaveOccurred(), "the mounted certificate serves")
-	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-	_ = resp.Body.Close()
+	g.Expect(mutateOverTLS(s, "localhost")).To(Equal(http.StatusOK), "the mounted certificate serves")
 	cancel()
 	g.Eventually(done).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
 
