@@ -60,6 +60,23 @@ func PromotionName(pipeline, environment, version string) string {
 	return strings.TrimRight(name[:240], "-.") + "-" + hex.EncodeToString(sum[:6])
 }
 
+// AlternatePromotionName is the name of the Promotion of version into
+// environment when PromotionName is held by a Promotion of another
+// (pipeline, environment, version): PromotionName joins its parts with '-',
+// so pipeline "a-b" into "c" and pipeline "a" into "b-c" share it. The
+// alternate is PromotionName plus "-" and a short hash of pipeline NUL
+// environment NUL version, which tells such tuples apart; it is
+// deterministic, so every reconcile finds the same one.
+func AlternatePromotionName(pipeline, environment, version string) string {
+	sum := sha256.Sum256([]byte(pipeline + "\x00" + environment + "\x00" + version))
+	suffix := "-" + hex.EncodeToString(sum[:5])
+	base := PromotionName(pipeline, environment, version)
+	if len(base)+len(suffix) > 253 {
+		base = strings.TrimRight(base[:253-len(suffix)], "-.")
+	}
+	return base + suffix
+}
+
 // LabelValue makes s a valid label value (versions may hold '+').
 func LabelValue(s string) string {
 	v := sanitize(s)

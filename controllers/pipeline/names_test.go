@@ -88,3 +88,37 @@ func TestLabelValue(t *testing.T) {
 		}
 	}
 }
+
+// PromotionName joins its parts with '-', so pipeline "a-b" into "c" and
+// pipeline "a" into "b-c" share a name; the alternate name tells them apart.
+func TestAlternatePromotionName(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(PromotionName("a-b", "c", "1.0.0")).To(Equal(PromotionName("a", "b-c", "1.0.0")), "the collision it exists for")
+	alt := AlternatePromotionName("a-b", "c", "1.0.0")
+	g.Expect(alt).To(MatchRegexp(`^a-b-c-1\.0\.0-[0-9a-f]{10}$`), "the readable name plus a short hash")
+	g.Expect(AlternatePromotionName("a-b", "c", "1.0.0")).To(Equal(alt), "deterministic")
+	g.Expect(AlternatePromotionName("a", "b-c", "1.0.0")).NotTo(Equal(alt))
+	g.Expect(AlternatePromotionName("a", "b-c", "1.0.0")).NotTo(Equal(PromotionName("a", "b-c", "1.0.0")))
+	g.Expect(AlternatePromotionName("web", "production", "1.4.0")).To(HavePrefix("web-production-1.4.0-"))
+
+	long63 := strings.Repeat("p", 63)
+	env63 := strings.Repeat("e", 63)
+	seen := map[string]string{}
+	for _, tc := range []struct{ pipeline, env, version string }{
+		{"a-b", "c", "1.0.0"}, {"a", "b-c", "1.0.0"}, {"a-b-c", "d", "1.0.0"}, {"a", "b-c-d", "1.0.0"},
+		{"a", "b", "c-1.0.0"}, {"web", "production", "1.4.0+build.7"}, {"web", "production", "+"},
+		{long63, env63, strings.Repeat("9", 64)}, {long63, env63, strings.Repeat("x+", 200)},
+		{long63, env63, strings.Repeat("1", 130) + ".0"}, {long63, env63, strings.Repeat("1", 130) + ".1"},
+	} {
+		name := AlternatePromotionName(tc.pipeline, tc.env, tc.version)
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			t.Errorf("AlternatePromotionName(%q, %q, %q) = %q: %v", tc.pipeline, tc.env, tc.version, name, errs)
+		}
+		g.Expect(len(name)).To(BeNumerically("<=", validation.DNS1123SubdomainMaxLength))
+		if other, ok := seen[name]; ok {
+			t.Errorf("%v and %s share the alternate name %q", tc, other, name)
+		}
+		seen[name] = tc.pipeline + "/" + tc.env + "/" + tc.version
+		g.Expect(name).NotTo(Equal(PromotionName(tc.pipeline, tc.env, tc.version)))
+	}
+}

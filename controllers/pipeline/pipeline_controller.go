@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -160,6 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// 3. Decide and create promotions.
 	requeue, err := r.decide(ctx, p, view, promos)
 	if err != nil {
+		r.setFailed(p, err)
 		return ctrl.Result{}, err
 	}
 
@@ -189,4 +191,18 @@ func (r *Reconciler) setStalled(p *tugboatv1alpha1.Pipeline, err *specError) {
 	set(tugboatv1alpha1.StalledCondition, metav1.ConditionTrue)
 	set(tugboatv1alpha1.ReadyCondition, metav1.ConditionFalse)
 	apimeta.RemoveStatusCondition(&p.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
+}
+
+// setFailed reports an error that stopped the decision in Ready=False
+// (ReconciliationFailed); the reconcile is retried with back-off, and the
+// next one that gets through sets Ready again.
+func (r *Reconciler) setFailed(p *tugboatv1alpha1.Pipeline, err error) {
+	msg := strings.ReplaceAll(err.Error(), "\n", "; ") // errors.Join's lines
+	if len(msg) > 1024 {
+		msg = msg[:1021] + "..."
+	}
+	apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
+		Type: tugboatv1alpha1.ReadyCondition.String(), Status: metav1.ConditionFalse,
+		Reason: tugboatv1alpha1.ReconciliationFailedReason.String(), Message: msg, ObservedGeneration: p.Generation,
+	})
 }

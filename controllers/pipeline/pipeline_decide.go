@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -25,6 +26,7 @@ func (r *Reconciler) decide(ctx context.Context, p *tugboatv1alpha1.Pipeline, v 
 	}
 	now := r.Now()
 	var requeue time.Duration
+	var collisions []error
 	byName := map[string]*tugboatv1alpha1.Promotion{}
 	for i := range promos {
 		byName[promos[i].Name] = &promos[i]
@@ -53,8 +55,7 @@ func (r *Reconciler) decide(ctx context.Context, p *tugboatv1alpha1.Pipeline, v 
 		if upToDate(dstStatus, version) {
 			continue
 		}
-		name := PromotionName(p.Name, dst.env.Name, version)
-		if _, exists := byName[name]; exists {
+		if promoted(promos, byName, p.Name, dst.env.Name, version) {
 			continue // one Promotion per (pipeline, environment, version), whatever its outcome
 		}
 		if running := activeRunning(promos, dst.env.Name); running != "" {
@@ -63,13 +64,39 @@ func (r *Reconciler) decide(ctx context.Context, p *tugboatv1alpha1.Pipeline, v 
 		if err := r.supersede(ctx, promos, dst.env.Name, version); err != nil {
 			return 0, err
 		}
-		if err := r.createPromotion(ctx, p, src.env.Name, dst.env, version, name); err != nil {
+		name, created, err := r.createPromotion(ctx, p, src.env.Name, dst.env, version)
+		var collision *NameCollisionError
+		if errors.As(err, &collision) {
+			collisions = append(collisions, err) // the other environments go ahead
+			continue
+		}
+		if err != nil {
 			return 0, err
+		}
+		if !created {
+			continue // created by an earlier reconcile that the cache had not shown yet
 		}
 		decisionLatency.Observe(now.Sub(src.healthySince.Add(soakTime(src.env))).Seconds())
 		log.FromContext(ctx).Info("promotion created", "promotion", name, "from", src.env.Name, "to", dst.env.Name, "version", version)
 	}
-	return requeue, nil
+	return requeue, errors.Join(collisions...)
+}
+
+// promoted reports whether the Pipeline already has its Promotion of
+// version into env: under either of its names, or under any other (a retry
+// `tugboat promote` created), whatever its outcome.
+func promoted(promos []tugboatv1alpha1.Promotion, byName map[string]*tugboatv1alpha1.Promotion, pipeline, env, version string) bool {
+	for _, name := range []string{PromotionName(pipeline, env, version), AlternatePromotionName(pipeline, env, version)} {
+		if _, ok := byName[name]; ok {
+			return true
+		}
+	}
+	for i := range promos {
+		if promos[i].Spec.To == env && promos[i].Spec.Version == version {
+			return true
+		}
+	}
+	return false
 }
 
 func soakTime(env *tugboatv1alpha1.Environment) time.Duration {
@@ -145,25 +172,85 @@ func (r *Reconciler) supersede(ctx context.Context, promos []tugboatv1alpha1.Pro
 	return nil
 }
 
-func (r *Reconciler) createPromotion(ctx context.Context, p *tugboatv1alpha1.Pipeline, from string, dst *tugboatv1alpha1.Environment, version, name string) error {
-	pr := &tugboatv1alpha1.Promotion{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: p.Namespace, Name: name,
-			Labels: map[string]string{LabelPipeline: p.Name, LabelEnvironment: dst.Name, LabelVersion: LabelValue(version)},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: tugboatv1alpha1.GroupVersion.String(), Kind: "Pipeline", Name: p.Name, UID: p.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
-		Spec: tugboatv1alpha1.PromotionSpec{
-			Pipeline: p.Name, From: from, To: dst.Name, Version: version,
-			Strategy: StrategyFor(p, dst), RequestedBy: tugboatv1alpha1.RequestedByAuto,
-		},
+// createPromotion creates the Promotion of version into dst under its
+// readable name (PromotionName), or under AlternatePromotionName when a
+// Promotion of another (pipeline, environment, version) holds that name. It
+// returns the name and whether it created the Promotion: false when it
+// already existed (the reconciler's cache lags behind its own writes).
+// When both names are held by other Promotions it answers a
+// *NameCollisionError.
+func (r *Reconciler) createPromotion(ctx context.Context, p *tugboatv1alpha1.Pipeline, from string, dst *tugboatv1alpha1.Environment, version string) (string, bool, error) {
+	names := []string{PromotionName(p.Name, dst.Name, version), AlternatePromotionName(p.Name, dst.Name, version)}
+	var holders []*tugboatv1alpha1.Promotion
+	for _, name := range names {
+		pr := &tugboatv1alpha1.Promotion{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: p.Namespace, Name: name,
+				Labels: map[string]string{LabelPipeline: p.Name, LabelEnvironment: dst.Name, LabelVersion: LabelValue(version)},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: tugboatv1alpha1.GroupVersion.String(), Kind: "Pipeline", Name: p.Name, UID: p.UID,
+					Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+				}},
+			},
+			Spec: tugboatv1alpha1.PromotionSpec{
+				Pipeline: p.Name, From: from, To: dst.Name, Version: version,
+				Strategy: StrategyFor(p, dst), RequestedBy: tugboatv1alpha1.RequestedByAuto,
+			},
+		}
+		err := r.Client.Create(ctx, pr)
+		if err == nil {
+			return name, true, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return "", false, fmt.Errorf("creating promotion %s: %w", name, err)
+		}
+		// Look at the holder on the API server, not in the cache: the cache
+		// may not show yet a Promotion this reconciler created a moment ago,
+		// and taking its NotFound for "gone" would create a second one under
+		// the alternate name.
+		holder := &tugboatv1alpha1.Promotion{}
+		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(pr), holder); err != nil {
+			if apierrors.IsNotFound(err) {
+				// Deleted since the create: decide again from a fresh list
+				// rather than move on to the next name.
+				return "", false, fmt.Errorf("promotion %s was deleted while being created; deciding again", name)
+			}
+			return "", false, fmt.Errorf("reading promotion %s, which exists already: %w", name, err)
+		}
+		if holder.Spec.Pipeline == p.Name && holder.Spec.To == dst.Name && holder.Spec.Version == version {
+			return name, false, nil
+		}
+		holders = append(holders, holder)
 	}
-	if err := r.Client.Create(ctx, pr); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating promotion %s: %w", name, err)
+	return "", false, &NameCollisionError{Pipeline: p.Name, Environment: dst.Name, Version: version, Holders: holders}
+}
+
+// reader reads around the cache: the API reader when set, else the client.
+func (r *Reconciler) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
 	}
-	return nil
+	return r.Client
+}
+
+// NameCollisionError says that both names of a Promotion (PromotionName
+// and AlternatePromotionName) are held by Promotions of other (pipeline,
+// environment, version) tuples, so it cannot be created.
+type NameCollisionError struct {
+	// Pipeline, Environment and Version identify the Promotion wanted.
+	Pipeline, Environment, Version string
+	// Holders are the Promotions holding its names.
+	Holders []*tugboatv1alpha1.Promotion
+}
+
+// Error names the Promotion wanted and every holder.
+func (e *NameCollisionError) Error() string {
+	held := make([]string, len(e.Holders))
+	for i, h := range e.Holders {
+		held[i] = fmt.Sprintf("%s (pipeline %s, environment %s, version %s)", h.Name, h.Spec.Pipeline, h.Spec.To, h.Spec.Version)
+	}
+	return fmt.Sprintf("cannot create the promotion of %s into %s: its names are held by other promotions: %s; deleting one of them lets it through",
+		e.Version, e.Environment, strings.Join(held, " and "))
 }
 
 // prune deletes finished Promotions beyond spec.historyLimit, oldest first.
