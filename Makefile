@@ -23,15 +23,17 @@ help: ## Show the targets.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/tugboat.
+build: ## Build bin/tugboat (every subcommand) and bin/tugboat-agent (the agent's image: only agent and version).
 	go build -o $(LOCALBIN)/tugboat ./cmd/tugboat
+	go build -tags agentonly -o $(LOCALBIN)/tugboat-agent ./cmd/tugboat
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy, CRDs and RBAC with controller-gen.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy, CRDs and RBAC with controller-gen, and the agent's webhook configurations.
 	$(CONTROLLER_GEN) object:headerFile=config/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-hub paths=./controllers/... output:rbac:artifacts:config=config/hub/rbac
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-agent paths=./agent/... output:rbac:artifacts:config=config/agent/rbac
+	go run ./webhook/admission/genmanifests -o config/agent/webhook/manifests.yaml
 
 .PHONY: verify
 verify: generate ## Regenerate and fail if the tree changed (also checks go.mod tidiness and gofmt).
@@ -74,7 +76,7 @@ dev: ## Start the local hub and spokes (tugboat dev up); Ctrl-C stops them.
 
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control-plane binaries in bin/k8s).
-	rm -f $(LOCALBIN)/tugboat
+	rm -f $(LOCALBIN)/tugboat $(LOCALBIN)/tugboat-agent
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(LOCALBIN)

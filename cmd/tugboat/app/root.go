@@ -6,7 +6,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// NewRootCommand returns the `tugboat` command with every subcommand attached.
+// NewRootCommand returns the `tugboat` command with every subcommand attached
+// (built with -tags agentonly: only agent and version, see commands_agentonly.go).
 func NewRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "tugboat",
@@ -14,14 +15,6 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDevCommand())
-	root.AddCommand(newHubCommand())
-	root.AddCommand(newAgentCommand())
-	root.AddCommand(newVersionCommand())
-	root.AddCommand(newStatusCommand())
-	root.AddCommand(newHistoryCommand())
-	root.AddCommand(newPromoteCommand())
-	root.AddCommand(newApproveCommand())
-	root.AddCommand(newRejectCommand())
+	root.AddCommand(commands()...)
 	return root
 }

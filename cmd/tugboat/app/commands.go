@@ -1,0 +1,20 @@
+//go:build !agentonly
+
+package app
+
+import "github.com/spf13/cobra"
+
+// commands are the subcommands of the full binary.
+func commands() []*cobra.Command {
+	return []*cobra.Command{
+		newDevCommand(),
+		newHubCommand(),
+		newAgentCommand(),
+		newVersionCommand(),
+		newStatusCommand(),
+		newHistoryCommand(),
+		newPromoteCommand(),
+		newApproveCommand(),
+		newRejectCommand(),
+	}
+}
