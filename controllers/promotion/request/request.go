@@ -84,9 +84,12 @@ func Create(ctx context.Context, c client.Client, p *tugboatv1alpha1.Pipeline, e
 // The Promotion is named like the Pipeline controller's
 // (pipeline.PromotionName), labeled the same and owned by the Pipeline,
 // and its strategy is resolved the same way (pipeline.StrategyFor); from is
-// the environment before env, if any. Asking twice is harmless: when a
-// Promotion of version into env exists and has not finished (whoever asked
-// for it, the controller included), Ensure returns it and false. When the
+// the environment before env, if any. When a Promotion of another
+// (pipeline, environment, version) holds that name, the first attempt uses
+// pipeline.AlternatePromotionName, as the controller does. Asking twice is
+// harmless: when a Promotion of version into env exists and has not
+// finished (whoever asked for it, the controller included), Ensure returns
+// it and false. When the
 // ones that exist have all finished (e.g. Failed), a retry is created under
 // the name with the suffix "-r2", then "-r3", and so on (at most
 // MaxRetries), so a failed promotion can be tried again while its record
@@ -115,30 +118,51 @@ func Ensure(ctx context.Context, c client.Client, p *tugboatv1alpha1.Pipeline, e
 		}
 	}
 	base := pipeline.PromotionName(p.Name, env, version)
-	for n := 1; n <= MaxRetries; n++ {
-		name := retryName(base, n)
-		if taken[name] {
-			continue
-		}
-		pr := newPromotion(p, idx, version, by, requester, name)
-		err := c.Create(ctx, pr)
+	// attempt creates the Promotion under name; it answers the Promotion
+	// to return (created or found unfinished), or whether name is held by a
+	// Promotion of another (pipeline, environment, version).
+	attempt := func(name string) (pr *tugboatv1alpha1.Promotion, created, foreign bool, err error) {
+		pr = newPromotion(p, idx, version, by, requester, name)
+		err = c.Create(ctx, pr)
 		if err == nil {
-			return pr, true, nil
+			return pr, true, false, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return nil, false, fmt.Errorf("creating promotion %s: %w", name, err)
+			return nil, false, false, fmt.Errorf("creating promotion %s: %w", name, err)
 		}
 		// Created meanwhile (by the controller, another request) or hidden
-		// from the list (another version with the same name): look at it.
+		// from the list (another pipeline, environment or version with the
+		// same name): look at it.
 		cur := &tugboatv1alpha1.Promotion{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pr), cur); err != nil {
 			if apierrors.IsNotFound(err) {
-				continue // deleted since: a later name serves as well
+				return nil, false, false, nil // deleted since: a later name serves as well
 			}
-			return nil, false, fmt.Errorf("reading promotion %s: %w", name, err)
+			return nil, false, false, fmt.Errorf("reading promotion %s: %w", name, err)
 		}
 		if unfinished(cur, p.Name, env, version) {
-			return cur, false, nil
+			return cur, false, false, nil
+		}
+		return nil, false, cur.Spec.Pipeline != p.Name || cur.Spec.To != env || cur.Spec.Version != version, nil
+	}
+	for n := 1; n <= MaxRetries; n++ {
+		names := []string{retryName(base, n)}
+		if n == 1 {
+			// The controller's alternate name, when another tuple's
+			// Promotion holds the readable one.
+			names = append(names, pipeline.AlternatePromotionName(p.Name, env, version))
+		}
+		for i, name := range names {
+			if taken[name] {
+				break // ours, finished: the alternate name is not needed
+			}
+			pr, created, foreign, err := attempt(name)
+			if err != nil || pr != nil {
+				return pr, created, err
+			}
+			if !foreign || i == len(names)-1 {
+				break
+			}
 		}
 	}
 	return nil, false, fmt.Errorf("pipeline %s/%s already has %d promotions of %s into %s: delete finished ones to retry", p.Namespace, p.Name, MaxRetries, version, env)

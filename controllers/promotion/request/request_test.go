@@ -105,6 +105,49 @@ func TestEnsure_retriesAFinishedPromotionUnderANewName(t *testing.T) {
 	g.Expect(promotions(t, ns)).To(HaveLen(3))
 }
 
+// A Promotion of another pipeline can hold the readable name (pipeline "a-b"
+// into "c" and pipeline "a" into "b-c" of 1.0.0 are both a-b-c-1.0.0; here
+// the holder is made by hand): the request then uses the controller's
+// alternate name, and retries go on from the readable name.
+func TestEnsure_usesTheAlternateNameWhenAnotherPipelineHoldsTheName(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newPipeline(t, ns)
+	primary := pipeline.PromotionName("web", "production", "1.4.0")
+	foreign := &tugboatv1alpha1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: primary,
+			Labels: map[string]string{pipeline.LabelPipeline: "other", pipeline.LabelEnvironment: "production", pipeline.LabelVersion: "1.4.0"}},
+		Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "other", From: "staging", To: "production", Version: "1.4.0",
+			Strategy: p.Spec.Promotion, RequestedBy: tugboatv1alpha1.RequestedByAuto},
+	}
+	g.Expect(hub.Client.Create(ctx, foreign)).To(Succeed())
+
+	pr, created, err := request.Ensure(ctx, hub.Client, p, "production", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(created).To(BeTrue())
+	g.Expect(pr.Name).To(Equal(pipeline.AlternatePromotionName("web", "production", "1.4.0")))
+	g.Expect(pr.Spec.Pipeline).To(Equal("web"))
+	g.Expect(pr.Spec.To).To(Equal("production"))
+
+	again, created, err := request.Ensure(ctx, hub.Client, p, "production", "1.4.0", tugboatv1alpha1.RequestedByCI, "ci")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(created).To(BeFalse(), "asking again returns the unfinished Promotion")
+	g.Expect(again.Name).To(Equal(pr.Name))
+
+	setPhase(t, pr, tugboatv1alpha1.PromotionFailed)
+	retry, created, err := request.Ensure(ctx, hub.Client, p, "production", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(created).To(BeTrue())
+	g.Expect(retry.Name).To(Equal(primary + "-r2"))
+
+	// The foreign Promotion is untouched.
+	got := &tugboatv1alpha1.Promotion{}
+	g.Expect(hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: primary}, got)).To(Succeed())
+	g.Expect(got.Spec.Pipeline).To(Equal("other"))
+	g.Expect(promotions(t, ns)).To(HaveLen(3))
+}
+
 func TestEnsure_rejectsInvalidRequestsAndCreatesNothing(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
