@@ -44,7 +44,8 @@ import (
 // +kubebuilder:rbac:groups="",resources=pods;services;serviceaccounts;configmaps,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;create;update;patch;delete
+// The webhook configurations are deployed as manifests (config/agent/webhook); the certificate rotator injects their CA.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update
 
 // workloads are the kinds the agent follows for health, with the label
 // selector that limits the informers to tracked objects.
@@ -323,7 +324,7 @@ func (r *runner) Start(ctx context.Context) error {
 	// written in between is labeled by one or the other.
 	regErr := make(chan error, 1)
 	go func() {
-		if a.Webhooks != nil {
+		if a.Webhooks != nil && a.opts.Webhook.Register {
 			if err := r.register(ctx); err != nil {
 				regErr <- err
 				return
@@ -338,7 +339,7 @@ func (r *runner) Start(ctx context.Context) error {
 	case err := <-regErr:
 		return err // the manager stops the rest
 	}
-	if a.Webhooks != nil && a.opts.Webhook.URLHost != "" {
+	if a.Webhooks != nil && a.opts.Webhook.Register && a.opts.Webhook.URLHost != "" {
 		// An agent outside the cluster (dev) takes its registration with it,
 		// so the API server does not keep calling a dead URL.
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -11,7 +11,6 @@ import (
 // The certificate rotator keeps the webhook certificates in a Secret of the
 // agent's namespace and injects the CA into the webhook configurations.
 // +kubebuilder:rbac:groups="",namespace=tugboat-system,resources=secrets,verbs=update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=list;watch
 
 // addCertRotator adds the webhook certificate rotator to mgr (see
 // WebhookOptions.CertRotation) and returns the channel it closes once the

@@ -49,6 +49,11 @@ type WebhookOptions struct {
 	// Disabled turns the webhooks off (labels then come from the backfill
 	// only).
 	Disabled bool
+	// Register applies the webhook configurations at start (and, with
+	// URLHost, deletes them at a clean stop). Off when they are deployed
+	// as manifests (config/agent does: config/agent/webhook, generated from
+	// the same code); the agent then only serves them.
+	Register bool
 	// BindAddress is where the webhook server listens.
 	BindAddress string
 	// CertDir holds tls.crt, tls.key and ca.crt; empty generates a
@@ -90,6 +95,7 @@ func NewOptions() Options {
 			ServiceNamespace: "tugboat-system",
 			AgentNamespace:   "tugboat-system",
 			CertSecretName:   "tugboat-agent-webhook-tls",
+			Register:         true,
 		},
 		Backfill:         true,
 		BackfillRate:     20,
@@ -108,6 +114,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Webhook.Disabled, "webhook-disabled", o.Webhook.Disabled, "do not serve or register the ownership admission webhooks")
 	fs.StringVar(&o.Webhook.BindAddress, "webhook-bind-address", o.Webhook.BindAddress, "address of the admission webhook server")
 	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", o.Webhook.CertDir, "directory with tls.crt, tls.key and ca.crt (empty: self-signed)")
+	fs.BoolVar(&o.Webhook.Register, "webhook-register", o.Webhook.Register, "apply the webhook configurations at start (false: they are deployed as manifests, e.g. config/agent/webhook)")
 	fs.BoolVar(&o.Webhook.CertRotation, "webhook-cert-rotation", o.Webhook.CertRotation, "keep a self-signed webhook certificate in --webhook-cert-secret, mounted at --webhook-cert-dir, and inject its CA into the webhook configurations")
 	fs.StringVar(&o.Webhook.CertSecretName, "webhook-cert-secret", o.Webhook.CertSecretName, "Secret in --agent-namespace that --webhook-cert-rotation keeps the certificates in")
 	fs.StringVar(&o.Webhook.URLHost, "webhook-url-host", o.Webhook.URLHost, "register the webhooks by URL on this host (agents outside the cluster)")

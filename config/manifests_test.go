@@ -3,6 +3,7 @@
 package config_test
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,14 +11,17 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/spf13/pflag"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"tugboat.dev/tugboat/agent"
+	"tugboat.dev/tugboat/webhook/admission"
 )
 
 // build runs kustomize on dir, as `kubectl kustomize dir` would.
@@ -165,6 +169,37 @@ func TestAgentBase_buildsAndRotatesItsWebhookCertificate(t *testing.T) {
 	g.Expect(objs).To(HaveKey("RoleBinding/tugboat-system/tugboat-agent"))
 	g.Expect(objs).To(HaveKey("ClusterRole//tugboat-agent"))
 	g.Expect(objs).To(HaveKey("ClusterRoleBinding//tugboat-agent"))
+
+	// The webhook configurations are deployed as manifests, exactly as the
+	// agent itself would register them through its Service; so the agent
+	// does not register them.
+	g.Expect(opts.Webhook.Register).To(BeFalse())
+	reg := admission.Registration{
+		Name: opts.Webhook.Name, AgentNamespace: opts.Webhook.AgentNamespace,
+		Service: &admissionregistrationv1.ServiceReference{
+			Namespace: opts.Webhook.ServiceNamespace, Name: opts.Webhook.ServiceName, Port: ptr.To[int32](443),
+		},
+	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	decode(t, objs["MutatingWebhookConfiguration//"+opts.Webhook.Name], &mwc)
+	decode(t, objs["ValidatingWebhookConfiguration//"+opts.Webhook.Name], &vwc)
+	g.Expect(&mwc).To(Equal(reg.Mutating()))
+	g.Expect(&vwc).To(Equal(reg.Validating()))
+
+	// The Service routes 443 to the webhook server's port.
+	var svc corev1.Service
+	decode(t, objs["Service/tugboat-system/"+opts.Webhook.ServiceName], &svc)
+	_, port, err := net.SplitHostPort(opts.Webhook.BindAddress)
+	g.Expect(err).NotTo(HaveOccurred())
+	found := false
+	for _, p := range svc.Spec.Ports {
+		if p.Port == 443 {
+			found = true
+			g.Expect(p.TargetPort.String()).To(Or(Equal(port), Equal("webhook")))
+		}
+	}
+	g.Expect(found).To(BeTrue(), "the Service has port 443")
 }
 
 func TestAgentCertManagerComponent_turnsRotationOff(t *testing.T) {
@@ -173,6 +208,15 @@ func TestAgentCertManagerComponent_turnsRotationOff(t *testing.T) {
 	opts := agentFlags(t, objs)
 	g.Expect(opts.Webhook.CertRotation).To(BeFalse())
 	g.Expect(objs).To(HaveKey("Certificate/tugboat-system/tugboat-agent-webhook"))
+	// cert-manager's cainjector fills both configurations' caBundle from
+	// that Certificate.
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	decode(t, objs["MutatingWebhookConfiguration//tugboat-agent"], &mwc)
+	decode(t, objs["ValidatingWebhookConfiguration//tugboat-agent"], &vwc)
+	for _, a := range []map[string]string{mwc.Annotations, vwc.Annotations} {
+		g.Expect(a).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", "tugboat-system/tugboat-agent-webhook"))
+	}
 }
 
 func TestHubBase_builds(t *testing.T) {
