@@ -99,7 +99,8 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 		&corev1.ConfigMap{}: {Label: helmSel},
 	}
 	for _, w := range workloads {
-		byObject[w.obj] = cache.ByObject{Label: trackedSel}
+		// Trimmed to what the agent reads (transform.go).
+		byObject[w.obj] = cache.ByObject{Label: trackedSel, Transform: cacheTransform(w.obj)}
 	}
 	cacheOpts := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
 	if len(opts.WatchNamespaces) > 0 {
