@@ -100,8 +100,8 @@ func NewOptions() Options {
 		Backfill:         true,
 		BackfillRate:     20,
 		BackfillInterval: 5 * time.Minute,
-		Settle:       500 * time.Millisecond,
-		Actions:      actions.NewOptions(),
+		Settle:           500 * time.Millisecond,
+		Actions:          actions.NewOptions(),
 	}
 }
 

@@ -3,10 +3,10 @@ package admission_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
