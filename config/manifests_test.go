@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"tugboat.dev/tugboat/agent"
+	"tugboat.dev/tugboat/controllers/hub"
 	"tugboat.dev/tugboat/webhook/admission"
 )
 
@@ -230,6 +231,18 @@ func TestHubBase_builds(t *testing.T) {
 		}
 	}
 	g.Expect(found).To(BeTrue(), "the hub base has a Deployment")
+
+	// The hub's args parse with the hub's own flags and validate.
+	var dep appsv1.Deployment
+	decode(t, objs["Deployment/tugboat-system/tugboat-hub"], &dep)
+	c := dep.Spec.Template.Spec.Containers[0]
+	g.Expect(c.Args).NotTo(BeEmpty())
+	g.Expect(c.Args[0]).To(Equal("hub"))
+	opts := hub.NewOptions()
+	fs := pflag.NewFlagSet("hub", pflag.ContinueOnError)
+	opts.BindFlags(fs)
+	g.Expect(fs.Parse(c.Args[1:])).To(Succeed())
+	g.Expect(opts.Validate()).To(Succeed())
 	for _, crd := range []string{"pipelines", "promotions", "releasehistories", "spokes"} {
 		g.Expect(objs).To(HaveKey("CustomResourceDefinition//" + crd + ".tugboat.dev"))
 	}
