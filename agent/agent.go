@@ -198,6 +198,22 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if a.Webhooks != nil {
+		// Not Ready until the webhook server serves (with rotation, once its
+		// certificates are mounted): until then the Service has no endpoint
+		// and admission calls fail open at once, instead of waiting for
+		// their timeout on a socket that does not answer yet.
+		if err := mgr.AddReadyzCheck("webhook", func(*http.Request) error {
+			select {
+			case <-a.Webhooks.Serving():
+				return nil
+			default:
+				return fmt.Errorf("webhook server not serving yet (waiting for its certificates in %s)", opts.Webhook.CertDir)
+			}
+		}); err != nil {
+			return nil, err
+		}
+	}
 	return a, mgr.Add(&runner{a: a})
 }
 

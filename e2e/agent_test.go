@@ -7,7 +7,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -468,7 +470,6 @@ func runsWithTheGeneratedRBAC(t *testing.T, f *fleet, spoke *harness.Cluster, un
 		g.Expect(spoke.Client.Create(ctx, obj)).To(Succeed())
 	}
 	certDir := t.TempDir()
-	mountSecret(t, spoke, client.ObjectKeyFromObject(certSecret), certDir)
 	cfg := rest.CopyConfig(spoke.RESTConfig)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
 	// The identity really is that narrow: it cannot read Nodes.
@@ -481,15 +482,33 @@ func runsWithTheGeneratedRBAC(t *testing.T, f *fleet, spoke *harness.Cluster, un
 	// As deployed by config/agent: the agent serves the webhooks of the
 	// generated manifests and does not register them itself.
 	const webhookName = "tugboat-agent"
+	probes := closedAddr(t)
 	a, stop := f.agentWith(name, cfg, keyFile, testr.New(t), func(o *agent.Options) {
 		o.Webhook.Name = webhookName
 		o.Webhook.Register = false
 		o.Webhook.CertRotation = true
 		o.Webhook.CertDir = certDir
 		o.Webhook.URLHost = "localhost" // a DNS name: the rotator issues no IP addresses
+		o.HealthProbeBindAddress = probes
 	})
 	defer stop()
 	applyWebhookManifests(t, spoke, a)
+
+	// Until the certificate Secret is mounted, the webhook server does not
+	// serve and the agent is not Ready (so a Service would send admission
+	// calls nowhere, and they fail open at once).
+	readyz := func(g Gomega) string {
+		resp, err := http.Get("http://" + probes + "/readyz?verbose")
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		return fmt.Sprintf("%d %s", resp.StatusCode, body)
+	}
+	g.Eventually(readyz).WithTimeout(hubWait).WithPolling(200 * time.Millisecond).Should(And(
+		HavePrefix("500"), ContainSubstring("[+]informers ok"), ContainSubstring("[-]webhook failed")))
+	mountSecret(t, spoke, client.ObjectKeyFromObject(certSecret), certDir)
+	g.Eventually(readyz).WithTimeout(hubWait).WithPolling(200 * time.Millisecond).Should(HavePrefix("200"))
 
 	// Backfill: the objects of a release installed while no webhook ran.
 	g.Eventually(func(g Gomega) {
