@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,6 +37,7 @@ func (h *hubFlags) bind(cmd *cobra.Command) {
 // user is.
 type hubSession struct {
 	client    client.Client
+	config    *rest.Config
 	namespace string
 	// user is the kubeconfig context's user name, else $USER.
 	user string
@@ -55,7 +57,7 @@ func (h *hubFlags) connect() (*hubSession, error) {
 	if h.namespace != "" {
 		ns = h.namespace
 	}
-	return &hubSession{client: c, namespace: ns, user: user}, nil
+	return &hubSession{client: c, config: cfg, namespace: ns, user: user}, nil
 }
 
 // fromKubeconfig reads the context's namespace (default "default") and user

@@ -16,5 +16,6 @@ func commands() []*cobra.Command {
 		newPromoteCommand(),
 		newApproveCommand(),
 		newRejectCommand(),
+		newDoctorCommand(),
 	}
 }
