@@ -17,5 +17,6 @@ func commands() []*cobra.Command {
 		newApproveCommand(),
 		newRejectCommand(),
 		newDoctorCommand(),
+		newInstallCommand(),
 	}
 }

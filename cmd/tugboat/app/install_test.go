@@ -1,0 +1,372 @@
+//go:build !agentonly
+
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/cmd/tugboat/app"
+	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/controllers/promotion/strategy"
+	"tugboat.dev/tugboat/e2e/harness"
+)
+
+// run runs the CLI in-process with exactly args (no kubeconfig added).
+func run(args ...string) (stdout, stderr string, err error) {
+	cmd := app.NewRootCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err = cmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+// parseYAML decodes a YAML stream into objects; it fails the test on
+// anything that is not a Kubernetes object.
+func parseYAML(g Gomega, stream string) []*unstructured.Unstructured {
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(stream), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		err := dec.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		g.Expect(err).NotTo(HaveOccurred(), stream)
+		if len(u.Object) == 0 {
+			continue
+		}
+		g.Expect(u.GetKind()).NotTo(BeEmpty())
+		g.Expect(u.GetName()).NotTo(BeEmpty())
+		objs = append(objs, u)
+	}
+}
+
+func newObject(apiVersion, kind string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	return u
+}
+
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && (o.GetName() == name || strings.HasPrefix(o.GetName(), name+"-") && kind == "ConfigMap") {
+			return o
+		}
+	}
+	return nil
+}
+
+// versions reads the resourceVersion of every object of objs on c.
+func versions(g Gomega, c client.Client, objs []*unstructured.Unstructured) map[string]string {
+	rv := map[string]string{}
+	for _, o := range objs {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(o.GroupVersionKind())
+		g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(o), got)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+		rv[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = got.GetResourceVersion()
+	}
+	return rv
+}
+
+// kubeconfigVariant writes a copy of the kubeconfig at path with change
+// applied to it.
+func kubeconfigVariant(t *testing.T, path string, change func(*clientcmdapi.Config)) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(cfg)
+	out := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// everyLineUnchanged checks that each applied object was reported unchanged.
+func everyLineUnchanged(g Gomega, out string) {
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "  kubectl") {
+			n++
+			g.Expect(l).To(MatchRegexp(` unchanged($| \()`), out)
+		}
+	}
+	g.Expect(n).To(BeNumerically(">", 5), out)
+}
+
+// TestInstall installs the hub into a fresh cluster (the "spoke" one), then
+// registers a spoke on the shared hub cluster and installs its agent into
+// that spoke cluster, with the real hub running in-process to generate the
+// spoke's key. The subtests run in order and build on each other.
+func TestInstall(t *testing.T) {
+	spoke := harness.StartT(t, harness.Options{Name: "spoke", ControlPlaneOnly: true})
+	ctx := context.Background()
+	const image = "registry.example.com/tugboat/tugboat:v1.2.3"
+
+	var hubObjs []*unstructured.Unstructured
+	t.Run("hub --dry-run prints the YAML and touches nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		// A kubeconfig whose cluster does not answer: dry run never asks.
+		dead := kubeconfigVariant(t, spoke.KubeconfigPath, func(c *clientcmdapi.Config) { c.Clusters["spoke"].Server = "https://127.0.0.1:1" })
+		out, _, err := run("install", "hub", "--kubeconfig", dead, "--dry-run", "--image", image)
+		g.Expect(err).NotTo(HaveOccurred())
+		hubObjs = parseYAML(g, out)
+		g.Expect(hubObjs[0].GetKind()).To(Equal("CustomResourceDefinition"), "CRDs come first")
+		for _, crd := range []string{"pipelines", "promotions", "releasehistories", "spokes"} {
+			g.Expect(find(hubObjs, "CustomResourceDefinition", crd+".tugboat.dev")).NotTo(BeNil(), crd)
+		}
+		dep := find(hubObjs, "Deployment", "tugboat-hub")
+		g.Expect(dep).NotTo(BeNil())
+		containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+		g.Expect(containers[0].(map[string]any)["image"]).To(Equal(image))
+		g.Expect(find(hubObjs, "Service", "tugboat-hub")).NotTo(BeNil())
+		g.Expect(find(hubObjs, "ClusterRole", "tugboat-hub")).NotTo(BeNil())
+
+		var crds apiextensionsv1.CustomResourceDefinitionList
+		g.Expect(spoke.Client.List(ctx, &crds)).To(Succeed())
+		g.Expect(crds.Items).To(BeEmpty())
+	})
+
+	t.Run("hub installs into a fresh cluster, and again changes nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		out, _, err := run("install", "hub", "--kubeconfig", spoke.KubeconfigPath, "--image", image, "--timeout", "60s")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("CustomResourceDefinition spokes.tugboat.dev created"))
+		g.Expect(out).To(ContainSubstring("Deployment tugboat-system/tugboat-hub created"))
+
+		for _, name := range []string{"pipelines", "promotions", "releasehistories", "spokes"} {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(spoke.Client.Get(ctx, client.ObjectKey{Name: name + ".tugboat.dev"}, crd)).To(Succeed())
+			established := false
+			for _, c := range crd.Status.Conditions {
+				established = established || c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+			}
+			g.Expect(established).To(BeTrue(), "install waited until %s was Established", crd.Name)
+		}
+		dep := &appsv1.Deployment{}
+		g.Expect(spoke.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-hub"}, dep)).To(Succeed())
+		g.Expect(dep.Spec.Template.Spec.Containers[0].Image).To(Equal(image))
+		g.Expect(dep.Spec.Template.Spec.Containers[0].Args[0]).To(Equal("hub"))
+		managers := []string{}
+		for _, f := range dep.ManagedFields {
+			managers = append(managers, f.Manager+"/"+string(f.Operation))
+		}
+		g.Expect(managers).To(ContainElement("tugboat-install/Apply"))
+
+		before := versions(g, spoke.Client, hubObjs)
+		out, _, err = run("install", "hub", "--kubeconfig", spoke.KubeconfigPath, "--image", image)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		everyLineUnchanged(g, out)
+		g.Expect(versions(g, spoke.Client, hubObjs)).To(Equal(before))
+	})
+
+	t.Run("hub errors name the problem", func(t *testing.T) {
+		g := NewWithT(t)
+		dead := kubeconfigVariant(t, spoke.KubeconfigPath, func(c *clientcmdapi.Config) { c.Clusters["spoke"].Server = "https://127.0.0.1:1" })
+		_, _, err := run("install", "hub", "--kubeconfig", dead)
+		g.Expect(err).To(MatchError(ContainSubstring("cannot reach the hub cluster (https://127.0.0.1:1)")))
+
+		jane := kubeconfigVariant(t, spoke.KubeconfigPath, func(c *clientcmdapi.Config) { c.AuthInfos["spoke-admin"].Impersonate = "jane" })
+		_, _, err = run("install", "hub", "--kubeconfig", jane)
+		g.Expect(err).To(MatchError(And(
+			ContainSubstring("applying CustomResourceDefinition pipelines.tugboat.dev to the hub cluster"),
+			ContainSubstring("forbidden"), ContainSubstring(`User "jane" cannot patch resource "customresourcedefinitions"`))))
+
+		_, _, err = run("install", "hub", "--kubeconfig", spoke.KubeconfigPath, "--context", "nope")
+		g.Expect(err).To(MatchError(ContainSubstring(`loading the hub cluster's kubeconfig: context "nope" does not exist`)))
+		_, _, err = run("install", "hub", "--dry-run", "--image", "not an image")
+		g.Expect(err).To(MatchError(ContainSubstring(`--image "not an image" is not an image reference`)))
+	})
+
+	t.Run("agent: bad input is refused before anything is done", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--hub-url", "https://hub.example.com"}, `required flag(s) "spoke" not set`},
+			{[]string{"--spoke", "staging-1"}, `required flag(s) "hub-url" not set`},
+			{[]string{"--spoke", "Staging_1", "--hub-url", "https://hub.example.com"}, `--spoke "Staging_1" is not a valid spoke name (an RFC 1123 label)`},
+			{[]string{"--spoke", "staging-1", "--hub-url", "hub.example.com"}, `--hub-url "hub.example.com" must be an absolute http(s) URL`},
+			{[]string{"--spoke", "staging-1", "--hub-url", "https://hub.example.com"}, "set --spoke-context or --spoke-kubeconfig"},
+			{[]string{"--spoke", "staging-1", "--hub-url", "https://hub.example.com", "--spoke-context", "x", "-n", "Fleet"}, `--namespace "Fleet" is not a valid namespace`},
+		} {
+			args := append([]string{"install", "agent", "--kubeconfig", cluster.KubeconfigPath}, tc.args...)
+			_, _, err := run(args...)
+			g.Expect(err).To(MatchError(ContainSubstring(tc.want)), "%v", tc.args)
+		}
+		var spokes tugboatv1alpha1.SpokeList
+		g.Expect(cluster.Client.List(ctx, &spokes)).To(Succeed())
+		g.Expect(spokes.Items).To(BeEmpty())
+	})
+
+	t.Run("agent --dry-run prints the spoke's YAML and touches nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		out, errOut, err := run("install", "agent", "--spoke", "staging-1", "--hub-url", "https://hub.example.com:8443",
+			"--kubeconfig", cluster.KubeconfigPath, "--spoke-kubeconfig", spoke.KubeconfigPath, "-n", "fleet", "--cert-manager", "--dry-run")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(errOut).To(ContainSubstring("Spoke fleet/staging-1"))
+		objs := parseYAML(g, out)
+		g.Expect(objs[0].GetKind()).To(Equal("Namespace"))
+		cm := find(objs, "ConfigMap", "tugboat-agent")
+		g.Expect(cm).NotTo(BeNil(), out)
+		data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+		g.Expect(data).To(Equal(map[string]string{"spoke": "staging-1", "hubURL": "https://hub.example.com:8443", "webhookCertRotation": "false"}))
+		g.Expect(find(objs, "Certificate", "tugboat-agent-webhook")).NotTo(BeNil(), "the certmanager component")
+		g.Expect(find(objs, "Secret", "tugboat-agent-hub-key")).To(BeNil(), "the key is not printed")
+
+		var spokes tugboatv1alpha1.SpokeList
+		g.Expect(cluster.Client.List(ctx, &spokes)).To(Succeed())
+		g.Expect(spokes.Items).To(BeEmpty())
+		err = spoke.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent"}, &appsv1.Deployment{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+	})
+
+	t.Run("agent: a hub that never generates the key is named", func(t *testing.T) {
+		g := NewWithT(t)
+		// No hub runs yet.
+		_, _, err := run("install", "agent", "--spoke", "lonely-1", "--hub-url", "https://hub.example.com",
+			"--kubeconfig", cluster.KubeconfigPath, "--spoke-kubeconfig", spoke.KubeconfigPath, "-n", "default", "--timeout", "1s")
+		g.Expect(err).To(MatchError(And(ContainSubstring("the hub did not generate the key Secret default/lonely-1-key of Spoke default/lonely-1 within 1s"),
+			ContainSubstring("is the hub running"))))
+		err = spoke.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent-hub-key"}, &corev1.Secret{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing on the spoke: %v", err)
+		g.Expect(cluster.Client.Delete(ctx, &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "lonely-1"}})).To(Succeed())
+	})
+
+	t.Run("agent: registers the spoke, waits for the hub's key, installs; twice changes nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		const ns = "fleet-install" // does not exist yet: install creates it
+		args := []string{"install", "agent", "--spoke", "staging-1", "--hub-url", "https://hub.example.com:8443",
+			"--kubeconfig", cluster.KubeconfigPath, "--spoke-kubeconfig", spoke.KubeconfigPath, "-n", ns, "--image", image, "--timeout", "90s"}
+		type result struct {
+			out, errOut string
+			err         error
+		}
+		done := make(chan result, 1)
+		go func() {
+			out, errOut, err := run(args...)
+			done <- result{out, errOut, err}
+		}()
+
+		// install creates the Spoke and waits: only then does the hub start,
+		// so the key is generated while install waits for it.
+		sp := &tugboatv1alpha1.Spoke{}
+		g.Eventually(func() error {
+			return cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "staging-1"}, sp)
+		}, 30*time.Second, 50*time.Millisecond).Should(Succeed())
+		g.Expect(sp.Spec.KeySecretRef.Name).To(Equal("staging-1-key"))
+		err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "staging-1-key"}, &corev1.Secret{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no key before the hub runs: %v", err)
+		g.Consistently(done, 300*time.Millisecond, 50*time.Millisecond).ShouldNot(Receive(), "install waits for the key")
+		startHub(t)
+
+		var r result
+		g.Eventually(done, 90*time.Second, 100*time.Millisecond).Should(Receive(&r))
+		g.Expect(r.err).NotTo(HaveOccurred(), r.out+r.errOut)
+		g.Expect(r.out).To(ContainSubstring("Spoke " + ns + "/staging-1 created"))
+		g.Expect(r.out).To(ContainSubstring("Secret tugboat-system/tugboat-agent-hub-key created"))
+
+		hubKey := &corev1.Secret{}
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "staging-1-key"}, hubKey)).To(Succeed())
+		key := hubKey.Data[tugboatv1alpha1.SpokeKeySecretKey]
+		g.Expect(len(key)).To(BeNumerically(">=", 16))
+		spokeKey := &corev1.Secret{}
+		g.Expect(spoke.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent-hub-key"}, spokeKey)).To(Succeed())
+		g.Expect(spokeKey.Data).To(Equal(map[string][]byte{"key": key}))
+		noKey := func(text string) {
+			g.Expect(text).NotTo(ContainSubstring(string(key)))
+			g.Expect(text).NotTo(ContainSubstring(base64.StdEncoding.EncodeToString(key)))
+		}
+		noKey(r.out)
+		noKey(r.errOut)
+
+		dep := &appsv1.Deployment{}
+		g.Expect(spoke.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent"}, dep)).To(Succeed())
+		c := dep.Spec.Template.Spec.Containers[0]
+		g.Expect(c.Image).To(Equal(image))
+		g.Expect(c.Args).To(ContainElements("agent", "--spoke=$(SPOKE)", "--hub-url=$(HUB_URL)", "--hub-key-file=/etc/tugboat/key/key"))
+		cmName := ""
+		for _, e := range c.Env {
+			if e.Name == "SPOKE" {
+				cmName = e.ValueFrom.ConfigMapKeyRef.Name
+			}
+		}
+		cm := &corev1.ConfigMap{}
+		g.Expect(spoke.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: cmName}, cm)).To(Succeed())
+		g.Expect(cm.Data).To(Equal(map[string]string{"spoke": "staging-1", "hubURL": "https://hub.example.com:8443", "webhookCertRotation": "true"}))
+		g.Expect(spoke.Client.Get(ctx, client.ObjectKey{Name: "tugboat-agent"}, newObject("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"))).To(Succeed())
+		// The agent's objects are on the spoke only, the Spoke on the hub only.
+		err = cluster.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent"}, &appsv1.Deployment{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+		var onSpoke tugboatv1alpha1.SpokeList
+		g.Expect(spoke.Client.List(ctx, &onSpoke)).To(Succeed())
+		g.Expect(onSpoke.Items).To(BeEmpty())
+
+		// Again: the Spoke exists, so does its key; nothing changes.
+		dry, _, err := run(append(args, "--dry-run")...)
+		g.Expect(err).NotTo(HaveOccurred())
+		objs := append(parseYAML(g, dry), newObject("v1", "Secret"))
+		objs[len(objs)-1].SetNamespace("tugboat-system")
+		objs[len(objs)-1].SetName("tugboat-agent-hub-key")
+		before := versions(g, spoke.Client, objs)
+		out, errOut, err := run(args...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("Spoke " + ns + "/staging-1 exists"))
+		everyLineUnchanged(g, out)
+		g.Expect(versions(g, spoke.Client, objs)).To(Equal(before))
+		noKey(out)
+		noKey(errOut)
+	})
+}
+
+// startHub runs the real hub in-process against the hub cluster until the
+// test ends: its Spoke controller generates the spokes' keys.
+func startHub(t *testing.T) {
+	t.Helper()
+	opts := hub.NewOptions()
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress, opts.LeaderElection = "0", "0", false
+	opts.Receiver.BindAddress = "127.0.0.1:0"
+	opts.SkipControllerNameValidation = true
+	opts.Strategies = strategy.Registry{}
+	ctx, cancel := context.WithCancel(context.Background())
+	h, err := hub.New(ctx, cluster.RESTConfig, opts)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := h.Start(ctx); err != nil {
+			t.Errorf("hub: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
