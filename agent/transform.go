@@ -1,6 +1,10 @@
 package agent
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -57,35 +61,102 @@ func cacheTransform(obj any) toolscache.TransformFunc {
 	return nil
 }
 
-// strs interns the strings that objects repeat: namespaces, label keys and
-// values (a ReplicaSet's Pods share all of theirs), owners, condition types
-// and reasons, container names. The decoder allocates each anew for every
-// object and every update; interned, one copy serves them all. It forgets
-// everything when it holds maxInterned strings, so values of the past (old
-// pod-template-hashes) cannot pile up.
-var strs = interner{m: map[string]string{}}
+// The decoder allocates every string, map and slice of an object anew, for
+// every object and every update, though most repeat: the Pods of a
+// ReplicaSet have the same namespace, labels and owner, and conditions and
+// containers the same types, reasons and names. The transforms intern them,
+// so that one copy serves every object in the cache. Interned label maps and
+// owner slices are shared between objects: like anything the informers hold,
+// they must not be modified (the cache's Get and List return deep copies).
+// Each table forgets everything when it holds its maximum, so values of the
+// past (old pod-template-hashes) cannot pile up.
+var (
+	strs      = interner[string]{max: 20_000}
+	labelSets = interner[map[string]string]{max: 5_000}
+	ownerSets = interner[[]metav1.OwnerReference]{max: 5_000}
+)
 
-const maxInterned = 20_000
-
-type interner struct {
-	mu sync.Mutex
-	m  map[string]string
+type interner[V any] struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]V
 }
 
-func (in *interner) get(s string) string {
+// intern returns the value interned for key, interning mk() first when
+// there is none.
+func (in *interner[V]) intern(key string, mk func() V) V {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if v, ok := in.m[key]; ok {
+		return v
+	}
+	if in.m == nil || len(in.m) >= in.max {
+		in.m = make(map[string]V)
+	}
+	v := mk()
+	in.m[key] = v
+	return v
+}
+
+// str interns s.
+func str(s string) string {
 	if s == "" {
 		return ""
 	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if c, ok := in.m[s]; ok {
-		return c
+	return strs.intern(s, func() string { return s })
+}
+
+// internLabels returns a shared copy of labels (annotations alike).
+func internLabels(labels map[string]string) map[string]string {
+	if len(labels) == 0 {
+		return nil
 	}
-	if len(in.m) >= maxInterned {
-		clear(in.m)
+	keys := slices.Sorted(maps.Keys(labels))
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(labels[k])
+		b.WriteByte(0)
 	}
-	in.m[s] = s
-	return s
+	return labelSets.intern(b.String(), func() map[string]string {
+		out := make(map[string]string, len(labels))
+		for k, v := range labels {
+			out[str(k)] = str(v)
+		}
+		return out
+	})
+}
+
+// internOwners returns a shared copy of refs.
+func internOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	if len(refs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, r := range refs {
+		fmt.Fprintf(&b, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00", r.APIVersion, r.Kind, r.Name, r.UID, boolKey(r.Controller), boolKey(r.BlockOwnerDeletion))
+	}
+	return ownerSets.intern(b.String(), func() []metav1.OwnerReference {
+		out := make([]metav1.OwnerReference, len(refs))
+		for i, r := range refs {
+			out[i] = metav1.OwnerReference{
+				APIVersion: str(r.APIVersion), Kind: str(r.Kind), Name: str(r.Name), UID: types.UID(str(string(r.UID))),
+				Controller: r.Controller, BlockOwnerDeletion: r.BlockOwnerDeletion,
+			}
+		}
+		return out
+	})
+}
+
+func boolKey(b *bool) string {
+	switch {
+	case b == nil:
+		return "-"
+	case *b:
+		return "t"
+	}
+	return "f"
 }
 
 // trimMeta keeps the metadata the agent reads.
@@ -93,28 +164,19 @@ func trimMeta(m *metav1.ObjectMeta) {
 	m.ManagedFields = nil
 	m.Finalizers = nil
 	m.GenerateName = ""
-	m.Namespace = strs.get(m.Namespace)
+	m.Namespace = str(m.Namespace)
 	var kept map[string]string
 	for _, k := range []string{ownership.AnnotationHelmReleaseName, ownership.AnnotationHelmReleaseNamespace} {
 		if v, ok := m.Annotations[k]; ok {
 			if kept == nil {
 				kept = make(map[string]string, 2)
 			}
-			kept[strs.get(k)] = strs.get(v)
+			kept[k] = v
 		}
 	}
-	m.Annotations = kept
-	if len(m.Labels) > 0 {
-		labels := make(map[string]string, len(m.Labels))
-		for k, v := range m.Labels {
-			labels[strs.get(k)] = strs.get(v)
-		}
-		m.Labels = labels
-	}
-	for i := range m.OwnerReferences {
-		r := &m.OwnerReferences[i]
-		r.APIVersion, r.Kind, r.Name, r.UID = strs.get(r.APIVersion), strs.get(r.Kind), strs.get(r.Name), types.UID(strs.get(string(r.UID)))
-	}
+	m.Annotations = internLabels(kept)
+	m.Labels = internLabels(m.Labels)
+	m.OwnerReferences = internOwners(m.OwnerReferences)
 }
 
 func transformPod(obj any) (any, error) {
@@ -125,7 +187,7 @@ func transformPod(obj any) (any, error) {
 	trimMeta(&p.ObjectMeta)
 	p.Spec = corev1.PodSpec{}
 	s := &p.Status
-	s.Phase = corev1.PodPhase(strs.get(string(s.Phase)))
+	s.Phase = corev1.PodPhase(str(string(s.Phase)))
 	s.Conditions = trimPodConditions(s.Conditions)
 	s.InitContainerStatuses = trimContainerStatuses(s.InitContainerStatuses)
 	s.ContainerStatuses = trimContainerStatuses(s.ContainerStatuses)
@@ -159,8 +221,8 @@ func trimPodConditions(in []corev1.PodCondition) []corev1.PodCondition {
 			out = make([]corev1.PodCondition, 0, 2)
 		}
 		out = append(out, corev1.PodCondition{
-			Type: corev1.PodConditionType(strs.get(string(c.Type))), Status: corev1.ConditionStatus(strs.get(string(c.Status))),
-			Reason: strs.get(c.Reason), Message: c.Message,
+			Type: corev1.PodConditionType(str(string(c.Type))), Status: corev1.ConditionStatus(str(string(c.Status))),
+			Reason: str(c.Reason), Message: c.Message,
 		})
 	}
 	return out
@@ -177,9 +239,9 @@ func trimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus
 	for i, cs := range in {
 		st := cs.State
 		if w := st.Waiting; w != nil {
-			st.Waiting = &corev1.ContainerStateWaiting{Reason: strs.get(w.Reason), Message: w.Message}
+			st.Waiting = &corev1.ContainerStateWaiting{Reason: str(w.Reason), Message: w.Message}
 		}
-		out[i] = corev1.ContainerStatus{Name: strs.get(cs.Name), State: st, Ready: cs.Ready, RestartCount: cs.RestartCount}
+		out[i] = corev1.ContainerStatus{Name: str(cs.Name), State: st, Ready: cs.Ready, RestartCount: cs.RestartCount}
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -245,5 +246,36 @@ func TestCacheTransform_sameEvents(t *testing.T) {
 	// healthy Pod.
 	if failed != 10 {
 		t.Errorf("%d PodFailed events, want 10: %+v", failed, small)
+	}
+}
+
+// TestCacheTransform_sharesRepeats checks that Pods of one ReplicaSet share
+// their label map and owner slice once trimmed, and that the interning
+// tables stay bounded.
+func TestCacheTransform_sharesRepeats(t *testing.T) {
+	var pods []*corev1.Pod
+	for _, obj := range fixtures(t) {
+		if p, ok := obj.(*corev1.Pod); ok && len(p.OwnerReferences) > 0 {
+			pods = append(pods, trimmed(t, p).(*corev1.Pod))
+		}
+	}
+	if len(pods) < 2 {
+		t.Fatal("want two Pods of a ReplicaSet among the fixtures")
+	}
+	a, b := pods[0], pods[1]
+	if reflect.ValueOf(a.Labels).UnsafePointer() != reflect.ValueOf(b.Labels).UnsafePointer() {
+		t.Error("two Pods with the same labels hold two label maps")
+	}
+	if &a.OwnerReferences[0] != &b.OwnerReferences[0] {
+		t.Error("two Pods with the same owner hold two owner slices")
+	}
+	for i := range 3 * labelSets.max {
+		internLabels(map[string]string{"pod-template-hash": strconv.Itoa(i)})
+	}
+	labelSets.mu.Lock()
+	n := len(labelSets.m)
+	labelSets.mu.Unlock()
+	if n > labelSets.max {
+		t.Errorf("%d label sets interned, want at most %d", n, labelSets.max)
 	}
 }
