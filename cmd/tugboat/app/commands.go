@@ -9,7 +9,7 @@ func commands() []*cobra.Command {
 	return []*cobra.Command{
 		newDevCommand(),
 		newHubCommand(),
-		newAgentCommand(),
+		withAgentRuntimeDefaults(newAgentCommand()),
 		newVersionCommand(),
 		newStatusCommand(),
 		newHistoryCommand(),

@@ -11,7 +11,7 @@ import "github.com/spf13/cobra"
 // far fewer pages of its binary.
 func commands() []*cobra.Command {
 	return []*cobra.Command{
-		newAgentCommand(),
+		withAgentRuntimeDefaults(newAgentCommand()),
 		newVersionCommand(),
 	}
 }
