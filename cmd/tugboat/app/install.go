@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kustomizetypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
@@ -180,6 +179,9 @@ The hub's receiver serves TLS from Secret tugboat-system/tugboat-hub-receiver-tl
 			if err != nil {
 				return err
 			}
+			if err := a.checkKinds(objs); err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Installing the hub into the %s:\n", a.where)
 			if err := a.applyAll(ctx, out, objs, f.timeout, nil); err != nil {
@@ -325,6 +327,10 @@ func (o *agentInstall) run(cmd *cobra.Command) error {
 		return err
 	}
 
+	if err := spoke.checkKinds(objs); err != nil {
+		return err
+	}
+
 	secretName, err := o.ensureSpoke(ctx, out, hub, ns)
 	if err != nil {
 		return err
@@ -413,11 +419,10 @@ func (o *agentInstall) waitForKey(ctx context.Context, out io.Writer, hub *clust
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	var secret corev1.Secret
 	fmt.Fprintf(out, "Waiting up to %s for the hub to generate Secret %s/%s...\n", o.timeout, ns, name)
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, o.timeout, true, func(ctx context.Context) (bool, error) {
+	err := poll(ctx, 200*time.Millisecond, o.timeout, func(ctx context.Context) (bool, error) {
 		err := hub.client.Get(ctx, key, &secret)
 		switch {
-		case apierrors.IsNotFound(err), err != nil && ctx.Err() != nil:
-			// ctx.Err: the wait's time is up (reported below).
+		case apierrors.IsNotFound(err):
 			return false, nil
 		case err != nil:
 			return false, hub.explain(fmt.Sprintf("reading Secret %s/%s on", ns, name), err)
@@ -425,7 +430,7 @@ func (o *agentInstall) waitForKey(ctx context.Context, out io.Writer, hub *clust
 		return true, nil
 	})
 	if err != nil {
-		if !wait.Interrupted(err) {
+		if !errors.Is(err, errTimedOut) {
 			return "", err
 		}
 		msg := fmt.Sprintf("the hub did not generate the key Secret %s/%s of Spoke %s/%s within %s: is the hub running on the %s (kubectl -n %s get deployment tugboat-hub)?",

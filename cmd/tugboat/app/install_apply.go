@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -122,6 +123,29 @@ func applyOrder(objs []*unstructured.Unstructured) []*unstructured.Unstructured 
 	return objs
 }
 
+// checkKinds fails, before anything is changed, when the cluster does not
+// serve a kind of objs whose CRD is not among them (cert-manager's, say).
+func (c *cluster) checkKinds(objs []*unstructured.Unstructured) error {
+	defined := map[schema.GroupKind]bool{}
+	for _, o := range objs {
+		if rank(o) == 0 {
+			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+			defined[schema.GroupKind{Group: group, Kind: kind}] = true
+		}
+	}
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		if defined[gvk.GroupKind()] {
+			continue
+		}
+		if _, err := c.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			return c.explain("checking "+gvk.GroupVersion().String()+" "+gvk.Kind+" (for "+describe(o)+") on", err)
+		}
+	}
+	return nil
+}
+
 // applyAll applies objs (in applyOrder): first the CRDs and Namespaces,
 // then waits (up to timeout) until the CRDs are Established, calls
 // afterNamespaces (if set), and applies the rest.
@@ -187,16 +211,33 @@ func (c *cluster) apply(ctx context.Context, out io.Writer, u *unstructured.Unst
 	return nil
 }
 
+// errTimedOut is what poll returns when its time is up.
+var errTimedOut = errors.New("timed out")
+
+// poll calls cond every interval until it reports done or an error, or
+// until timeout has passed (errTimedOut). cond's requests run under ctx,
+// not under the timeout, so the last one is not cut short by it.
+func poll(ctx context.Context, interval, timeout time.Duration, cond func(context.Context) (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	return wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
+		done, err := cond(ctx)
+		if done || err != nil {
+			return done, err
+		}
+		if time.Now().After(deadline) {
+			return false, errTimedOut
+		}
+		return false, nil
+	})
+}
+
 // waitEstablished waits until every CRD of names is Established.
 func (c *cluster) waitEstablished(ctx context.Context, names []string, timeout time.Duration) error {
 	for _, name := range names {
 		var last string
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		err := poll(ctx, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			if err := c.client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-				if ctx.Err() != nil {
-					return false, nil // the wait's time is up (reported below)
-				}
 				return false, c.explain("reading CustomResourceDefinition "+name+" on", err)
 			}
 			for _, cond := range crd.Status.Conditions {
@@ -211,7 +252,7 @@ func (c *cluster) waitEstablished(ctx context.Context, names []string, timeout t
 			}
 			return false, nil
 		})
-		if wait.Interrupted(err) {
+		if errors.Is(err, errTimedOut) {
 			return fmt.Errorf("CustomResourceDefinition %s on the %s is not Established after %s: %s", name, c.where, timeout, last)
 		}
 		if err != nil {

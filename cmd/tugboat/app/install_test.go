@@ -260,6 +260,18 @@ func TestInstall(t *testing.T) {
 		g.Expect(cluster.Client.Delete(ctx, &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "lonely-1"}})).To(Succeed())
 	})
 
+	t.Run("agent --cert-manager without cert-manager on the spoke is refused before anything is done", func(t *testing.T) {
+		g := NewWithT(t)
+		_, _, err := run("install", "agent", "--spoke", "cm-1", "--hub-url", "https://hub.example.com", "--cert-manager",
+			"--kubeconfig", cluster.KubeconfigPath, "--spoke-kubeconfig", spoke.KubeconfigPath, "-n", "default")
+		g.Expect(err).To(MatchError(And(ContainSubstring("cert-manager.io/v1 Issuer"), ContainSubstring("spoke cluster"),
+			ContainSubstring("is cert-manager installed there?"))))
+		err = cluster.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "cm-1"}, &tugboatv1alpha1.Spoke{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no Spoke on the hub: %v", err)
+		err = spoke.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent"}, &appsv1.Deployment{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing on the spoke: %v", err)
+	})
+
 	t.Run("agent: registers the spoke, waits for the hub's key, installs; twice changes nothing", func(t *testing.T) {
 		g := NewWithT(t)
 		const ns = "fleet-install" // does not exist yet: install creates it
