@@ -508,7 +508,10 @@ func runsWithTheGeneratedRBAC(t *testing.T, f *fleet, spoke *harness.Cluster, un
 	g.Eventually(readyz).WithTimeout(hubWait).WithPolling(200 * time.Millisecond).Should(And(
 		HavePrefix("500"), ContainSubstring("[+]informers ok"), ContainSubstring("[-]webhook failed")))
 	mountSecret(t, spoke, client.ObjectKeyFromObject(certSecret), certDir)
-	g.Eventually(readyz).WithTimeout(hubWait).WithPolling(200 * time.Millisecond).Should(HavePrefix("200"))
+	// cert-controller looks for the mounted files with an exponential
+	// backoff (1 s, doubling, with jitter) that started with the agent:
+	// its next look may be a minute away on a loaded machine.
+	g.Eventually(readyz).WithTimeout(3 * time.Minute).WithPolling(200 * time.Millisecond).Should(HavePrefix("200"))
 
 	// Backfill: the objects of a release installed while no webhook ran.
 	g.Eventually(func(g Gomega) {
