@@ -83,7 +83,7 @@ func BenchmarkAgent_rss5000Pods(b *testing.B) {
 	g.Expect(os.WriteFile(keyFile, key, 0o600)).To(Succeed())
 	rcv := newBenchReceiver(b, "bench", key)
 	metricsAddr := closedAddr(b)
-	agentProc := startAgentProcess(b, bin, spoke, rcv.url, keyFile, metricsAddr)
+	agentProc, _ := startAgentProcess(b, bin, spoke, "bench", rcv.url, keyFile, metricsAddr)
 
 	// The agent registers its webhooks once its informers have synced.
 	g.Eventually(func() error {
@@ -238,18 +238,18 @@ func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
 // buildTugboat builds the tugboat binary from this repository as the agent's
 // image holds it: with only the agent's subcommands (-tags agentonly, see
 // the Makefile's build target).
-func buildTugboat(b *testing.B) string {
-	b.Helper()
+func buildTugboat(tb testing.TB) string {
+	tb.Helper()
 	wd, _ := os.Getwd()
 	root, err := bins.FindRepoRoot(wd)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	bin := filepath.Join(b.TempDir(), "tugboat")
+	bin := filepath.Join(tb.TempDir(), "tugboat")
 	cmd := exec.Command("go", "build", "-tags", "agentonly", "-o", bin, "./cmd/tugboat")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go build -tags agentonly ./cmd/tugboat: %v\n%s", err, out)
+		tb.Fatalf("go build -tags agentonly ./cmd/tugboat: %v\n%s", err, out)
 	}
 	return bin
 }
@@ -280,35 +280,38 @@ func addKwokNodes(b *testing.B, c *harness.Cluster, pods int) {
 	}
 }
 
-// startAgentProcess runs `tugboat agent` against the spoke, reporting to
-// hubURL, serving its metrics on metricsAddr; it is stopped (SIGTERM, then
-// SIGKILL) at cleanup.
-func startAgentProcess(b *testing.B, bin string, c *harness.Cluster, hubURL, keyFile, metricsAddr string) *exec.Cmd {
-	b.Helper()
-	logPath := filepath.Join(b.TempDir(), "agent.log")
+// startAgentProcess runs `tugboat agent` for spoke against the cluster c,
+// reporting to hubURL, serving its metrics on metricsAddr, with extra flags
+// appended; it runs in its own process group, logs to a file (returned; its
+// tail is logged when tb failed) and is stopped (SIGTERM, then SIGKILL) at
+// cleanup.
+func startAgentProcess(tb testing.TB, bin string, c *harness.Cluster, spoke, hubURL, keyFile, metricsAddr string, extra ...string) (*exec.Cmd, string) {
+	tb.Helper()
+	logPath := filepath.Join(tb.TempDir(), "agent.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	cmd := exec.Command(bin, "agent",
+	args := []string{"agent",
 		"--kubeconfig", c.KubeconfigPath,
-		"--spoke", "bench",
+		"--spoke", spoke,
 		"--hub-url", hubURL, "--hub-insecure-http", "--hub-key-file", keyFile,
 		"--hub-state-interval", "2s",
 		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0",
 		"--webhook-bind-address", "127.0.0.1:0", "--webhook-url-host", "127.0.0.1",
-	)
+	}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	if limit := os.Getenv(envBenchGOMEMLIMIT); limit != "" {
 		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+limit)
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		b.Fatalf("starting the agent: %v", err)
+		tb.Fatalf("starting the agent: %v", err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	b.Cleanup(func() {
+	tb.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
@@ -317,13 +320,13 @@ func startAgentProcess(b *testing.B, bin string, c *harness.Cluster, hubURL, key
 			<-done
 		}
 		_ = logFile.Close()
-		if b.Failed() {
+		if tb.Failed() {
 			if out, err := os.ReadFile(logPath); err == nil {
-				b.Logf("agent log (last 4 KiB):\n%s", tail(out, 4096))
+				tb.Logf("agent log %s (last 4 KiB):\n%s", logPath, tail(out, 4096))
 			}
 		}
 	})
-	return cmd
+	return cmd, logPath
 }
 
 func tail(b []byte, n int) []byte {
