@@ -21,6 +21,7 @@ import (
 	"tugboat.dev/tugboat/agent"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
@@ -98,29 +99,15 @@ func newFleetWith(t *testing.T, hubCluster *harness.Cluster, mutate func(*hub.Op
 // in-process against the hub cluster.
 func (f *fleet) startHub() {
 	f.t.Helper()
-	opts := hub.NewOptions()
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress, opts.LeaderElection = "0", "0", false
+	opts := hubtest.Options()
 	opts.Receiver.BindAddress = f.hubAddr
 	opts.Spoke.HeartbeatTimeout = 5 * time.Second
-	opts.SkipControllerNameValidation = true
 	if f.mutate != nil {
 		f.mutate(&opts)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h, err := hub.New(ctx, f.hub.RESTConfig, opts)
-	if err != nil {
-		cancel()
-		f.t.Fatalf("assembling the hub: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := h.Start(ctx); err != nil {
-			f.t.Logf("hub stopped: %v", err)
-		}
-	}()
+	_, stop := hubtest.Start(f.t, f.hub.RESTConfig, opts)
 	f.mu.Lock()
-	f.stopHub = func() { cancel(); <-done }
+	f.stopHub = stop
 	f.mu.Unlock()
 }
 

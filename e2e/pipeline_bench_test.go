@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"sort"
 	"sync"
@@ -25,6 +24,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/e2e/harness"
 )
@@ -125,32 +125,10 @@ func settled(g Gomega, c client.Client, version string) {
 // startBenchHub runs the hub in-process with the no-op strategies.
 func startBenchHub(b *testing.B, cfg *rest.Config) {
 	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	opts := hub.NewOptions()
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress, opts.LeaderElection = "0", "0", false
-	opts.Receiver.BindAddress = addr
+	opts := hubtest.Options()
 	opts.Spoke.HeartbeatTimeout = time.Hour
-	opts.SkipControllerNameValidation = true
 	opts.Strategies = noopStrategies()
-	ctx, cancel := context.WithCancel(context.Background())
-	h, err := hub.New(ctx, cfg, opts)
-	if err != nil {
-		cancel()
-		b.Fatalf("assembling the hub: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := h.Start(ctx); err != nil {
-			b.Logf("hub stopped: %v", err)
-		}
-	}()
-	b.Cleanup(func() { cancel(); <-done })
+	hubtest.Start(b, cfg, opts)
 }
 
 // promotionWatch records when each Promotion was first seen through a

@@ -12,7 +12,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
-	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/webhook/pipelineapi"
 )
@@ -28,25 +28,9 @@ func TestPipelineAPI_onTheHub(t *testing.T) {
 	noop := strategy.Func(func(context.Context, strategy.Request) (strategy.Result, error) {
 		return strategy.Result{Message: "no-op"}, nil
 	})
-	opts := hub.NewOptions()
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress, opts.LeaderElection = "0", "0", false
-	opts.Receiver.BindAddress = "127.0.0.1:0"
-	opts.SkipControllerNameValidation = true
+	opts := hubtest.Options()
 	opts.Strategies = strategy.Registry{tugboatv1alpha1.StrategyNotification: noop}
-	ctx, cancel := context.WithCancel(context.Background())
-	h, err := hub.New(ctx, cluster.RESTConfig, opts)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := h.Start(ctx); err != nil {
-			t.Errorf("hub: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	h, _ := hubtest.Start(t, cluster.RESTConfig, opts)
 	g.Eventually(h.Receiver.Addr, 30*time.Second, 50*time.Millisecond).ShouldNot(BeNil())
 	base := "http://" + h.Receiver.Addr().String()
 

@@ -27,7 +27,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/cmd/tugboat/app"
-	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/e2e/harness"
 )
@@ -362,23 +362,7 @@ func TestInstall(t *testing.T) {
 // test ends: its Spoke controller generates the spokes' keys.
 func startHub(t *testing.T) {
 	t.Helper()
-	opts := hub.NewOptions()
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress, opts.LeaderElection = "0", "0", false
-	opts.Receiver.BindAddress = "127.0.0.1:0"
-	opts.SkipControllerNameValidation = true
+	opts := hubtest.Options()
 	opts.Strategies = strategy.Registry{}
-	ctx, cancel := context.WithCancel(context.Background())
-	h, err := hub.New(ctx, cluster.RESTConfig, opts)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := h.Start(ctx); err != nil {
-			t.Errorf("hub: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	hubtest.Start(t, cluster.RESTConfig, opts)
 }

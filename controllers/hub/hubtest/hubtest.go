@@ -1,0 +1,51 @@
+// Package hubtest runs a real hub in-process for tests: the receiver,
+// recorder and controllers of controllers/hub against a test API server.
+//
+// It is a test helper: tugboat itself does not use it.
+package hubtest
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"tugboat.dev/tugboat/controllers/hub"
+)
+
+// Options returns the hub's defaults for a test: no metrics or probe
+// endpoints, no leader election, the receiver on a free loopback port, and
+// controller names not checked for uniqueness (tests run several hubs in
+// one process).
+func Options() hub.Options {
+	opts := hub.NewOptions()
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress, opts.LeaderElection = "0", "0", false
+	opts.Receiver.BindAddress = "127.0.0.1:0"
+	opts.SkipControllerNameValidation = true
+	return opts
+}
+
+// Start assembles the hub with opts against the API server cfg reaches and
+// runs it until the returned stop is called or the test ends. An error
+// from the running hub fails the test unless stop caused it.
+func Start(t testing.TB, cfg *rest.Config, opts hub.Options) (*hub.Hub, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h, err := hub.New(ctx, cfg, opts)
+	if err != nil {
+		cancel()
+		t.Fatalf("assembling the hub: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := h.Start(ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("hub stopped: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return h, stop
+}
