@@ -24,6 +24,20 @@ const (
 	// change to the spec or to a referenced object (a terminal configuration
 	// error). Absent otherwise.
 	StalledCondition ConditionType = "Stalled"
+
+	// NotifiedCondition, on a Pipeline, is True while its notifiers deliver,
+	// and False with the failing notifier and its error once a notice could
+	// not be delivered. It never blocks a promotion.
+	NotifiedCondition ConditionType = "Notified"
+)
+
+// Notification reasons.
+const (
+	// NotificationsDeliveredReason: every notice was delivered.
+	NotificationsDeliveredReason ConditionReason = "NotificationsDelivered"
+	// NotificationFailedReason: a notice could not be delivered (retried,
+	// or given up).
+	NotificationFailedReason ConditionReason = "NotificationFailed"
 )
 
 // ConditionReason is the machine-readable, CamelCase reason of a condition.

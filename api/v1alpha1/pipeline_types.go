@@ -42,6 +42,14 @@ type PipelineSpec struct {
 	// +optional
 	SecretRef *LocalSecretReference `json:"secretRef,omitempty"`
 
+	// approvalSecretRef names a Secret in the Pipeline's namespace holding
+	// the CI approval credentials: each key is a credential's name, its value
+	// the bearer token (or HMAC key) of that credential. They are separate
+	// from secretRef: the token that requests promotions cannot approve them.
+	// gates.approvers.ciCredentials says which may approve which environment.
+	// +optional
+	ApprovalSecretRef *LocalSecretReference `json:"approvalSecretRef,omitempty"`
+
 	// timeout bounds one Promotion, from start to the destination's targets
 	// reporting the version healthy. Defaults to 30m.
 	// +optional
@@ -130,6 +138,8 @@ type Target struct {
 }
 
 // Gates are the checks between environments.
+// +kubebuilder:validation:XValidation:rule="!has(self.approvals) || (has(self.requireApproval) && self.requireApproval)",message="approvals needs requireApproval",fieldPath=".approvals"
+// +kubebuilder:validation:XValidation:rule="!has(self.approvers) || (has(self.requireApproval) && self.requireApproval)",message="approvers needs requireApproval",fieldPath=".approvers"
 type Gates struct {
 	// soakTime is how long every target must run a version, healthy, before it
 	// is promoted onwards. Defaults to 0 (promote as soon as healthy).
@@ -145,11 +155,47 @@ type Gates struct {
 	// +optional
 	RequireApproval bool `json:"requireApproval,omitempty"`
 
+	// approvals is how many distinct people must approve a promotion into
+	// this environment (four eyes: 2). Defaults to 1. The requester of a
+	// manual promotion never counts. Needs requireApproval.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	Approvals *int32 `json:"approvals,omitempty"`
+
+	// approvers say which Slack users and CI approval credentials may approve
+	// a promotion into this environment. Kubernetes users approve when RBAC
+	// grants them the verb "approve" on the resource "environments" of group
+	// tugboat.dev, named "<pipeline>/<environment>" or "<pipeline>/*" (as
+	// CertificateSigningRequest approval uses signers); see docs/approvals.md.
+	// +optional
+	Approvers *Approvers `json:"approvers,omitempty"`
+
 	// requireHealthy requires every target to be healthy (kstatus Current)
 	// before a version is promoted onwards. Defaults to true.
 	// +optional
 	// +kubebuilder:default=true
 	RequireHealthy *bool `json:"requireHealthy,omitempty"`
+}
+
+// Approvers are the identities outside Kubernetes that may approve.
+type Approvers struct {
+	// slackUsers are Slack user IDs (e.g. U024BE7LH) whose clicks on Approve
+	// and Reject count. Without any, the Slack buttons are not shown.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=50
+	// +kubebuilder:validation:items:Pattern=`^[UW][A-Z0-9]{2,20}$`
+	SlackUsers []string `json:"slackUsers,omitempty"`
+
+	// ciCredentials are names of approval credentials: keys of the Pipeline's
+	// approvalSecretRef Secret. A CI approval signed or authenticated with
+	// one of them is recorded under its name.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:Pattern=`^[-._a-zA-Z0-9]{1,63}$`
+	CICredentials []string `json:"ciCredentials,omitempty"`
 }
 
 // PipelineStatus is where each environment stands.

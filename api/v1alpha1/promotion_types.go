@@ -231,8 +231,8 @@ const (
 	NotificationFailed NotificationPhase = "Failed"
 )
 
-// NotificationDelivery records the notice one notifier sends about one
-// Promotion phase, so a restart neither loses nor repeats it.
+// NotificationDelivery records one notice of one notifier, so a restart
+// neither loses nor repeats it.
 type NotificationDelivery struct {
 	// notifier is the name of the notifier in the Pipeline's spec.notify.
 	// +required
@@ -240,9 +240,10 @@ type NotificationDelivery struct {
 	// +kubebuilder:validation:MaxLength=63
 	Notifier string `json:"notifier"`
 
-	// promotionPhase is the Promotion phase the notice is about.
+	// event is what the notice is about. A summary notice is recorded under
+	// the event that completed the promotion.
 	// +required
-	PromotionPhase PromotionPhase `json:"promotionPhase"`
+	Event NotifyEvent `json:"event"`
 
 	// phase is Pending, Delivered or Failed.
 	// +required
@@ -261,19 +262,86 @@ type NotificationDelivery struct {
 	// +optional
 	DeliveredAt *metav1.Time `json:"deliveredAt,omitempty"`
 
-	// error is the last delivery error, if any.
+	// reference identifies what was posted where the notifier needs it again,
+	// e.g. the Slack channel and message timestamp a thread hangs off.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reference string `json:"reference,omitempty"`
+
+	// error is the last delivery error, if any (never a URL or a token).
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Error string `json:"error,omitempty"`
 }
 
-// Approval records a person's decision on a Promotion that required one.
-// +kubebuilder:validation:XValidation:rule="has(self.approvedBy) != has(self.rejectedBy)",message="exactly one of approvedBy and rejectedBy must be set"
-type Approval struct {
-	// approvedBy is who approved the Promotion.
-	// +optional
+// ApprovalSource says what authenticated a decision.
+// +kubebuilder:validation:Enum=Kubernetes;Slack;CI
+type ApprovalSource string
+
+// Approval sources.
+const (
+	// ApprovalSourceKubernetes: the API server authenticated the user
+	// (request.userInfo), enforced by the ValidatingAdmissionPolicy
+	// tugboat-approvals.
+	ApprovalSourceKubernetes ApprovalSource = "Kubernetes"
+	// ApprovalSourceSlack: a Slack interaction whose signature the hub
+	// verified.
+	ApprovalSourceSlack ApprovalSource = "Slack"
+	// ApprovalSourceCI: a CI approval credential the hub verified.
+	ApprovalSourceCI ApprovalSource = "CI"
+)
+
+// Decision is approve or reject.
+// +kubebuilder:validation:Enum=Approve;Reject
+type Decision string
+
+// Decisions.
+const (
+	DecisionApprove Decision = "Approve"
+	DecisionReject  Decision = "Reject"
+)
+
+// ApprovalVote is one authenticated decision on a Promotion.
+type ApprovalVote struct {
+	// decision is Approve or Reject.
+	// +required
+	Decision Decision `json:"decision"`
+
+	// user is the authenticated identity: the Kubernetes user name, the Slack
+	// user ID or the CI approval credential's name.
+	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
+	User string `json:"user"`
+
+	// displayName is a readable name where the source gives one (the Slack
+	// user name).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	DisplayName string `json:"displayName,omitempty"`
+
+	// source is what authenticated the user.
+	// +required
+	Source ApprovalSource `json:"source"`
+
+	// time is when the decision was made.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// message is the person's comment, if any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// Approval records the outcome of the approval gate, written by the hub once
+// enough approvals (or one rejection) are recorded in status.approvals.
+// +kubebuilder:validation:XValidation:rule="has(self.approvedBy) != has(self.rejectedBy)",message="exactly one of approvedBy and rejectedBy must be set"
+type Approval struct {
+	// approvedBy lists who approved the Promotion, comma-separated.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
 	ApprovedBy string `json:"approvedBy,omitempty"`
 
 	// rejectedBy is who rejected the Promotion.
@@ -286,7 +354,7 @@ type Approval struct {
 	// +required
 	Time metav1.Time `json:"time"`
 
-	// message is the person's comment, if any.
+	// message is the deciding person's comment, if any.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
@@ -327,15 +395,24 @@ type PromotionStatus struct {
 	// +kubebuilder:validation:MaxItems=20
 	Targets []PromotionTargetStatus `json:"targets,omitempty"`
 
-	// notifications records each notifier's notice per Promotion phase.
+	// notifications records each notifier's notice per event.
 	// +optional
 	// +listType=map
 	// +listMapKey=notifier
-	// +listMapKey=promotionPhase
+	// +listMapKey=event
 	// +kubebuilder:validation:MaxItems=100
 	Notifications []NotificationDelivery `json:"notifications,omitempty"`
 
-	// approval is the approval decision, once made.
+	// approvals are the authenticated decisions, in the order they were made.
+	// People append to it (tugboat approve, kubectl, Slack, CI); the
+	// ValidatingAdmissionPolicy tugboat-approvals makes sure an entry names
+	// the user the API server authenticated.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Approvals []ApprovalVote `json:"approvals,omitempty"`
+
+	// approval is the outcome of the approval gate, once decided.
 	// +optional
 	Approval *Approval `json:"approval,omitempty"`
 

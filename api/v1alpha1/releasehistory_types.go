@@ -219,6 +219,65 @@ type ReleaseHistoryStatus struct {
 	// lastEventTime is when the newest event recorded here happened.
 	// +optional
 	LastEventTime *metav1.Time `json:"lastEventTime,omitempty"`
+
+	// notifications records the deployment notices the notifiers of the
+	// Pipelines that target this release sent about its current revision, so
+	// a hub restart neither loses nor repeats one. The hub's notifier writes
+	// it; entries of older revisions are dropped.
+	// +optional
+	// +listType=map
+	// +listMapKey=pipeline
+	// +listMapKey=notifier
+	// +listMapKey=event
+	// +kubebuilder:validation:MaxItems=40
+	Notifications []DeploymentNotification `json:"notifications,omitempty"`
+}
+
+// DeploymentNotification is one deployment notice of one Pipeline's
+// notifier about one revision.
+type DeploymentNotification struct {
+	// pipeline is the Pipeline whose notifier sent it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Pipeline string `json:"pipeline"`
+
+	// notifier is the name of the notifier in the Pipeline's spec.notify.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Notifier string `json:"notifier"`
+
+	// event is the deployment event (Deployment*).
+	// +required
+	Event NotifyEvent `json:"event"`
+
+	// revision is the Helm revision the notice is about.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Revision int32 `json:"revision"`
+
+	// phase is Pending, Delivered or Failed.
+	// +required
+	Phase NotificationPhase `json:"phase"`
+
+	// attempts is how many deliveries were attempted.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// lastAttemptAt is when delivery was last attempted.
+	// +optional
+	LastAttemptAt *metav1.Time `json:"lastAttemptAt,omitempty"`
+
+	// deliveredAt is when the notice was delivered.
+	// +optional
+	DeliveredAt *metav1.Time `json:"deliveredAt,omitempty"`
+
+	// error is the last delivery error, if any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Error string `json:"error,omitempty"`
 }
 
 // ReleaseHistory records one Helm release on one spoke: its current revision,

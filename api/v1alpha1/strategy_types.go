@@ -220,17 +220,83 @@ type Notifier struct {
 	// flux configures a flux notifier.
 	// +optional
 	Flux *FluxNotifier `json:"flux,omitempty"`
+
+	// events selects what the notifier is told about. Defaults to every
+	// promotion and hold event (Promotion* and Hold*); deployment events
+	// (Deployment*) are sent only when listed.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	Events []NotifyEvent `json:"events,omitempty"`
+
+	// mode is instant (one notice per event) or summary (one notice when a
+	// promotion or a deployment completes, with its whole timeline).
+	// Defaults to summary for email and to instant for the others.
+	// +optional
+	Mode NotifyMode `json:"mode,omitempty"`
 }
+
+// NotifyEvent names something a notifier can be told about.
+// +kubebuilder:validation:Enum=PromotionCreated;PromotionWaitingApproval;PromotionRunning;PromotionSucceeded;PromotionFailed;PromotionAborted;HoldStarted;HoldReleased;DeploymentStarted;DeploymentHealthy;DeploymentFailed;DeploymentDegraded
+type NotifyEvent string
+
+// Notify events.
+const (
+	// EventPromotionCreated: a Promotion was created.
+	EventPromotionCreated NotifyEvent = "PromotionCreated"
+	// EventPromotionWaitingApproval: a Promotion waits for approval.
+	EventPromotionWaitingApproval NotifyEvent = "PromotionWaitingApproval"
+	// EventPromotionRunning: the strategy started (with its result, e.g. the
+	// pull request, once known).
+	EventPromotionRunning NotifyEvent = "PromotionRunning"
+	// EventPromotionSucceeded: every target runs the version, healthy.
+	EventPromotionSucceeded NotifyEvent = "PromotionSucceeded"
+	// EventPromotionFailed: the promotion failed, with the reason.
+	EventPromotionFailed NotifyEvent = "PromotionFailed"
+	// EventPromotionAborted: the promotion was rejected or aborted.
+	EventPromotionAborted NotifyEvent = "PromotionAborted"
+	// EventHoldStarted: a rollback holds automatic promotion into an
+	// environment.
+	EventHoldStarted NotifyEvent = "HoldStarted"
+	// EventHoldReleased: a rollback hold was released.
+	EventHoldReleased NotifyEvent = "HoldReleased"
+	// EventDeploymentStarted: a release started on a target (a new revision).
+	EventDeploymentStarted NotifyEvent = "DeploymentStarted"
+	// EventDeploymentHealthy: a target's revision completed, healthy.
+	EventDeploymentHealthy NotifyEvent = "DeploymentHealthy"
+	// EventDeploymentFailed: a target's revision failed.
+	EventDeploymentFailed NotifyEvent = "DeploymentFailed"
+	// EventDeploymentDegraded: a target's deployed revision stopped being
+	// healthy.
+	EventDeploymentDegraded NotifyEvent = "DeploymentDegraded"
+)
+
+// NotifyMode is when a notifier sends.
+// +kubebuilder:validation:Enum=instant;summary
+type NotifyMode string
+
+// Notify modes.
+const (
+	// NotifyInstant sends one notice per event.
+	NotifyInstant NotifyMode = "instant"
+	// NotifySummary sends one notice when a promotion or a deployment
+	// completes, listing its timeline.
+	NotifySummary NotifyMode = "summary"
+)
 
 // SlackNotifier configures a slack notifier.
 type SlackNotifier struct {
-	// secretRef names a Secret in the Pipeline's namespace: key "address" is
-	// the incoming webhook URL; optional key "signingSecret" enables the
-	// Approve/Reject buttons (Slack request signing).
+	// secretRef names a Secret in the Pipeline's namespace. Key "address" is
+	// an incoming webhook URL; or key "token" is a bot token (xoxb-...), which
+	// needs channel and lets later notices about a promotion go into the
+	// first message's thread while that message is updated in place. The
+	// optional key "signingSecret" (the Slack app's signing secret) adds
+	// Approve/Reject buttons where the environment requires approval.
 	// +required
 	SecretRef LocalSecretReference `json:"secretRef"`
 
-	// channel overrides the incoming webhook's default channel.
+	// channel is the channel ID or name to post to: required with a bot
+	// token; with an incoming webhook, the webhook's own channel is used.
 	// +optional
 	// +kubebuilder:validation:MaxLength=80
 	Channel string `json:"channel,omitempty"`
@@ -261,9 +327,17 @@ type EmailNotifier struct {
 	To []string `json:"to"`
 
 	// secretRef names a Secret in the Pipeline's namespace with keys
-	// "username" and "password" for SMTP authentication.
+	// "username" and "password" for SMTP authentication (PLAIN, or LOGIN when
+	// the server offers only that), and optional key "ca.crt": the PEM
+	// certificate authority of a server with a private certificate.
 	// +optional
 	SecretRef *LocalSecretReference `json:"secretRef,omitempty"`
+
+	// insecureSkipTLS sends without STARTTLS: the mail, and the password if
+	// any, cross the network in clear text. STARTTLS is required unless this
+	// is true.
+	// +optional
+	InsecureSkipTLS bool `json:"insecureSkipTLS,omitempty"`
 }
 
 // WebhookNotifier configures a webhook notifier.
@@ -276,7 +350,9 @@ type WebhookNotifier struct {
 	URL string `json:"url"`
 
 	// secretRef names a Secret in the Pipeline's namespace whose key "key" is
-	// the HMAC key the request is signed with. Unsigned when unset.
+	// the HMAC key the request is signed with (the wire protocol's scheme:
+	// X-Tugboat-Timestamp and X-Tugboat-Signature over method, path,
+	// timestamp and body). Unsigned when unset.
 	// +optional
 	SecretRef *LocalSecretReference `json:"secretRef,omitempty"`
 }
