@@ -228,6 +228,43 @@ type PipelineStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=10
 	HeldEnvironments []HeldEnvironment `json:"heldEnvironments,omitempty"`
+
+	// notifications records the hold notices (HoldStarted, HoldReleased) of
+	// each notifier, per environment, so a restart neither loses nor repeats
+	// one. The hub's notifier writes it.
+	// +optional
+	// +listType=map
+	// +listMapKey=notifier
+	// +listMapKey=event
+	// +listMapKey=environment
+	// +kubebuilder:validation:MaxItems=200
+	Notifications []HoldNotification `json:"notifications,omitempty"`
+}
+
+// HoldNotification is one hold notice of one notifier.
+type HoldNotification struct {
+	// notifier is the name of the notifier in spec.notify.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Notifier string `json:"notifier"`
+
+	// event is HoldStarted or HoldReleased.
+	// +required
+	Event NotifyEvent `json:"event"`
+
+	// environment is the held environment.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Environment string `json:"environment"`
+
+	// since identifies the hold: its heldEnvironments[].since.
+	// +required
+	Since metav1.Time `json:"since"`
+
+	// DeliveryState is where the delivery stands, inlined.
+	DeliveryState `json:",inline"`
 }
 
 // EnvironmentStatus is where one environment stands.

@@ -245,6 +245,19 @@ type NotificationDelivery struct {
 	// +required
 	Event NotifyEvent `json:"event"`
 
+	// DeliveryState is where the delivery stands, inlined.
+	DeliveryState `json:",inline"`
+
+	// reference identifies what was posted where the notifier needs it again,
+	// e.g. the Slack channel and message timestamp a thread hangs off.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reference string `json:"reference,omitempty"`
+
+}
+
+// DeliveryState is where the delivery of one notice stands.
+type DeliveryState struct {
 	// phase is Pending, Delivered or Failed.
 	// +required
 	Phase NotificationPhase `json:"phase"`
@@ -261,12 +274,6 @@ type NotificationDelivery struct {
 	// deliveredAt is when the notice was delivered.
 	// +optional
 	DeliveredAt *metav1.Time `json:"deliveredAt,omitempty"`
-
-	// reference identifies what was posted where the notifier needs it again,
-	// e.g. the Slack channel and message timestamp a thread hangs off.
-	// +optional
-	// +kubebuilder:validation:MaxLength=256
-	Reference string `json:"reference,omitempty"`
 
 	// error is the last delivery error, if any (never a URL or a token).
 	// +optional

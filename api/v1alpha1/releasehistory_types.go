@@ -257,27 +257,8 @@ type DeploymentNotification struct {
 	// +kubebuilder:validation:Minimum=0
 	Revision int32 `json:"revision"`
 
-	// phase is Pending, Delivered or Failed.
-	// +required
-	Phase NotificationPhase `json:"phase"`
-
-	// attempts is how many deliveries were attempted.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	Attempts int32 `json:"attempts,omitempty"`
-
-	// lastAttemptAt is when delivery was last attempted.
-	// +optional
-	LastAttemptAt *metav1.Time `json:"lastAttemptAt,omitempty"`
-
-	// deliveredAt is when the notice was delivered.
-	// +optional
-	DeliveredAt *metav1.Time `json:"deliveredAt,omitempty"`
-
-	// error is the last delivery error, if any.
-	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	Error string `json:"error,omitempty"`
+	// DeliveryState is where the delivery stands, inlined.
+	DeliveryState `json:",inline"`
 }
 
 // ReleaseHistory records one Helm release on one spoke: its current revision,
