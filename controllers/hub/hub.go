@@ -8,7 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,12 +26,16 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/egress"
+	"tugboat.dev/tugboat/controllers/notify/deliver"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion"
 	"tugboat.dev/tugboat/controllers/promotion/actions"
+	"tugboat.dev/tugboat/controllers/promotion/request"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/controllers/spoke"
+	"tugboat.dev/tugboat/webhook/interactions"
 	"tugboat.dev/tugboat/webhook/pipelineapi"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
@@ -56,6 +65,20 @@ type Options struct {
 	// nil uses DefaultStrategies.
 	Strategies strategy.Registry
 
+	// Notify configures the delivery of notices.
+	Notify deliver.Options
+	// SlackAPIURL is the base URL of Slack's Web API (tests and the dev
+	// environment point it at a stand-in).
+	SlackAPIURL string
+	// Egress is the destination policy of notifier requests.
+	Egress egress.Policy
+	// ResponseURLAllowed overrides which Slack response_url the hub posts
+	// decisions to (tests). Not a flag; nil allows https on slack.com.
+	ResponseURLAllowed func(*url.URL) bool
+	// NotifyBuilder overrides how notifiers are built (tests). Not a flag;
+	// nil uses the notifiers of controllers/notify with Egress.
+	NotifyBuilder deliver.Builder
+
 	// SkipControllerNameValidation allows more than one hub in one process
 	// (tests restart the hub in-process). Not a flag.
 	SkipControllerNameValidation bool
@@ -71,6 +94,8 @@ func NewOptions() Options {
 		History:                releasehistory.NewOptions(),
 		Spoke:                  spoke.NewOptions(),
 		Promotion:              promotion.NewOptions(),
+		Notify:                 deliver.NewOptions(),
+		SlackAPIURL:            "https://slack.com/api/",
 	}
 }
 
@@ -82,6 +107,11 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Promotion.DefaultTimeout, "promotion-timeout", o.Promotion.DefaultTimeout, "timeout of a Promotion whose Pipeline sets none")
 	fs.StringVar(&o.NotificationControllerAddress, "notification-controller-address", o.NotificationControllerAddress, "Flux notification-controller's event address for the notification strategy (default: the in-cluster service)")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
+	fs.StringVar(&o.SlackAPIURL, "slack-api-url", o.SlackAPIURL, "base URL of Slack's Web API, for Slack notifiers with a bot token")
+	fs.BoolVar(&o.Egress.AllowLoopback, "notify-allow-loopback", o.Egress.AllowLoopback, "allow notifiers to reach loopback addresses (refused by default; for local development)")
+	fs.Var(&cidrs{&o.Egress.Allow}, "notify-allow-cidr", "address range notifiers may reach despite the default refusal of loopback, link-local and metadata addresses (repeatable)")
+	fs.Int32Var(&o.Notify.MaxAttempts, "notify-max-attempts", o.Notify.MaxAttempts, "attempts before a notice is given up (recorded Failed)")
+	fs.DurationVar(&o.Notify.RetryMax, "notify-retry-max", o.Notify.RetryMax, "longest wait between two attempts of a notice")
 	o.Receiver.BindFlags(fs)
 	o.History.BindFlags(fs)
 	o.Spoke.BindFlags(fs)
@@ -144,10 +174,23 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if err := (&promotion.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registry: registry, Options: opts.Promotion}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
+	builder := opts.NotifyBuilder
+	if builder == nil {
+		builder = deliver.NewSecretBuilder(mgr.GetAPIReader(), deliver.SecretBuilderOptions{
+			SlackAPIURL: opts.SlackAPIURL, HTTPClient: opts.Egress.Client(opts.Notify.Timeout),
+			NotificationControllerAddress: opts.NotificationControllerAddress,
+		})
+	}
+	if err := (&deliver.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Builder: builder, Options: opts.Notify}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
 	ropts := opts.Receiver
 	ropts.ReadyCheck = func(*http.Request) error { return rec.Ready() }
 	ropts.Mounts = map[string]http.Handler{
 		pipelineapi.PathPrefix: pipelineapi.New(mgr.GetClient(), mgr.GetAPIReader(), pipelineapi.Options{Clock: ropts.Clock, Window: ropts.ReplayWindow}),
+		interactions.PathPrefix: interactions.New(mgr.GetClient(), mgr.GetAPIReader(), request.Decide, request.MayApprove, interactions.Options{
+			HTTPClient: opts.Egress.Client(10 * time.Second), ResponseURLAllowed: opts.ResponseURLAllowed,
+		}),
 	}
 	acts := actions.New(mgr.GetClient(), mgr.GetAPIReader())
 	if err := acts.SetupWithManager(ctx, mgr); err != nil {
@@ -172,3 +215,39 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 
 // Start runs the hub until ctx ends.
 func (h *Hub) Start(ctx context.Context) error { return h.Manager.Start(ctx) }
+
+// cidrs is a repeatable flag of address ranges.
+type cidrs struct{ dst *[]netip.Prefix }
+
+func (c *cidrs) String() string {
+	if c.dst == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(*c.dst))
+	for _, p := range *c.dst {
+		parts = append(parts, p.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+func (c *cidrs) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			ip := net.ParseIP(s)
+			if ip == nil {
+				return err
+			}
+			addr, _ := netip.AddrFromSlice(ip)
+			p = netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen())
+		}
+		*c.dst = append(*c.dst, p)
+	}
+	return nil
+}
+
+func (c *cidrs) Type() string { return "cidr" }

@@ -67,12 +67,21 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 	}
 	hubAddr := fmt.Sprintf("127.0.0.1:%d", port)
 	e.HubURL = "http://" + hubAddr
-	fmt.Fprintf(opts.Progress, "starting the hub (receiver %s)\n", e.HubURL)
-	if err := e.start(exe, "hub", logDir, []string{
+	hubArgs := []string{
 		"hub", "--kubeconfig", e.KubeconfigFor("hub"),
 		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--receiver-bind-address=" + hubAddr,
-	}); err != nil {
+	}
+	if !opts.NoSlackCapture {
+		if e.slack, err = startSlackCapture(e.Dir); err != nil {
+			return fmt.Errorf("starting the Slack stand-in: %w", err)
+		}
+		e.SlackCapture = e.slack.Path
+		hubArgs = append(hubArgs, "--slack-api-url="+e.slack.URL, "--notify-allow-loopback")
+		fmt.Fprintf(opts.Progress, "Slack messages of the sample pipeline go to %s\n", e.slack.Path)
+	}
+	fmt.Fprintf(opts.Progress, "starting the hub (receiver %s)\n", e.HubURL)
+	if err := e.start(exe, "hub", logDir, hubArgs); err != nil {
 		return err
 	}
 
@@ -144,8 +153,33 @@ func (e *Env) createSamplePipeline(ctx context.Context) error {
 		env := tugboatv1alpha1.Environment{Name: s.Name, Targets: []tugboatv1alpha1.Target{{Spoke: s.Name, Namespace: DemoNamespace}}}
 		if len(e.Spokes) >= 3 && i == len(e.Spokes)-1 {
 			env.Gates.RequireApproval = true
+			if e.slack != nil {
+				env.Gates.Approvers = &tugboatv1alpha1.Approvers{SlackUsers: []string{DemoSlackApprover}}
+			}
 		}
 		p.Spec.Environments = append(p.Spec.Environments, env)
+	}
+	if e.slack != nil {
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: DemoChart + "-slack"},
+			Data: map[string][]byte{
+				"token":         []byte("xoxb-tugboat-dev-capture"),
+				"signingSecret": []byte(DemoSlackSigningSecret),
+			},
+		}
+		if err := e.Hub.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the sample Slack secret: %w", err)
+		}
+		p.Spec.Notify = []tugboatv1alpha1.Notifier{{
+			Name: "slack", Type: tugboatv1alpha1.NotifierSlack,
+			Slack: &tugboatv1alpha1.SlackNotifier{SecretRef: tugboatv1alpha1.LocalSecretReference{Name: secret.Name}, Channel: "#tugboat-demo"},
+			Events: []tugboatv1alpha1.NotifyEvent{
+				tugboatv1alpha1.EventPromotionCreated, tugboatv1alpha1.EventPromotionWaitingApproval, tugboatv1alpha1.EventPromotionRunning,
+				tugboatv1alpha1.EventPromotionSucceeded, tugboatv1alpha1.EventPromotionFailed, tugboatv1alpha1.EventPromotionAborted,
+				tugboatv1alpha1.EventHoldStarted, tugboatv1alpha1.EventHoldReleased,
+				tugboatv1alpha1.EventDeploymentStarted, tugboatv1alpha1.EventDeploymentHealthy, tugboatv1alpha1.EventDeploymentFailed,
+			},
+		}}
 	}
 	if err := e.Hub.Client.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the sample pipeline: %w", err)
@@ -153,6 +187,14 @@ func (e *Env) createSamplePipeline(ctx context.Context) error {
 	e.Pipeline = p.Name
 	return nil
 }
+
+// The sample Pipeline's Slack app, as the Slack stand-in plays it: its
+// signing secret and the Slack user ID allowed to approve into the last
+// environment (sign an interaction with them to click Approve by hand).
+const (
+	DemoSlackSigningSecret = "tugboat-dev-signing-secret"
+	DemoSlackApprover      = "UDEVAPPROVER"
+)
 
 // DemoNamespace is where the sample release lives on every spoke.
 const DemoNamespace = "demo"

@@ -44,6 +44,10 @@ type Options struct {
 	Executable string
 	// NoControllers starts the clusters only (no hub, no agents).
 	NoControllers bool
+	// NoSlackCapture leaves out the Slack stand-in: by default the sample
+	// Pipeline has a Slack notifier whose messages go to a local stand-in
+	// that writes them to SlackCaptureFile in Dir.
+	NoSlackCapture bool
 }
 
 // DefaultDir is where `tugboat dev up` keeps its state unless told otherwise.
@@ -102,10 +106,14 @@ type Env struct {
 	Helm string
 	// Pipeline is the sample Pipeline's name (in Namespace).
 	Pipeline string
+	// SlackCapture is the file the Slack stand-in writes the sample
+	// Pipeline's Slack messages to ("" without the stand-in).
+	SlackCapture string
 
 	procs     []*harness.Process
 	procState []ProcessState
 	repo      *ChartRepo
+	slack     *slackCapture
 }
 
 // SpokeName returns the name of spoke i (0-based): dev, staging,
@@ -284,6 +292,9 @@ func (e *Env) Stop() error {
 	}
 	if e.repo != nil {
 		e.repo.Stop()
+	}
+	if e.slack != nil {
+		_ = e.slack.Close()
 	}
 	for _, c := range e.Clusters() {
 		if c != nil {

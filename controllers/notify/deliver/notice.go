@@ -1,0 +1,215 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/notify"
+	"tugboat.dev/tugboat/controllers/pipeline"
+)
+
+// promotionNotice builds the notice of event e about pr for notifier spec.
+func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment,
+	pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Notifier, e tugboatv1alpha1.NotifyEvent) notify.Notice {
+	s := &pr.Status
+	info := &notify.Promotion{
+		Name: pr.Name, From: pr.Spec.From, To: pr.Spec.To, Version: pr.Spec.Version, Phase: s.Phase,
+		Strategy: pr.Spec.Strategy.Type, RequestedBy: pr.Spec.RequestedBy, Requester: pr.Spec.Requester,
+		Votes: s.Approvals, Created: pr.CreationTimestamp.Time,
+	}
+	if c := apimeta.FindStatusCondition(s.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil {
+		info.Message = c.Message
+	}
+	if s.StrategyResult != nil {
+		info.URL = s.StrategyResult.URL
+	}
+	if s.Approval != nil {
+		info.ApprovedBy, info.RejectedBy = s.Approval.ApprovedBy, s.Approval.RejectedBy
+	}
+	if env != nil && env.Gates.RequireApproval {
+		info.ApprovalsRequired = 1
+		if env.Gates.Approvals != nil {
+			info.ApprovalsRequired = int(*env.Gates.Approvals)
+		}
+	}
+	if s.StartedAt != nil {
+		t := s.StartedAt.Time
+		info.Started = &t
+	}
+	if s.CompletedAt != nil {
+		t := s.CompletedAt.Time
+		info.Done = &t
+	}
+	n := notify.Notice{
+		Event: e, Time: eventTime(pr, e), Namespace: p.Namespace, Pipeline: p.Name, Release: p.Spec.Release,
+		Promotion: info, Summary: modeOf(spec) == tugboatv1alpha1.NotifySummary,
+	}
+	for _, t := range s.Targets {
+		n.Targets = append(n.Targets, notify.Target{
+			Environment: pr.Spec.To, Spoke: t.Spoke, Namespace: t.Namespace, Release: t.Release,
+			Version: t.Version, Revision: t.Revision, Health: t.Health, Done: t.Done, Message: t.Message,
+		})
+	}
+	if len(n.Targets) == 0 && env != nil {
+		for i := range env.Targets {
+			t := &env.Targets[i]
+			n.Targets = append(n.Targets, notify.Target{Environment: env.Name, Spoke: t.Spoke, Namespace: t.Namespace, Release: pipeline.ReleaseOf(p, t)})
+		}
+	}
+	if e == tugboatv1alpha1.EventPromotionWaitingApproval && s.Phase == tugboatv1alpha1.PromotionWaitingApproval &&
+		env != nil && env.Gates.Approvers != nil && len(env.Gates.Approvers.SlackUsers) > 0 {
+		n.Approval = &notify.ApprovalRequest{Namespace: pr.Namespace, Promotion: pr.Name, Notifier: spec.Name}
+	}
+	if n.Summary {
+		n.Timeline = r.promotionTimeline(ctx, p, env, pr)
+	}
+	return n
+}
+
+// eventTime is when e happened, as far as pr's status tells.
+func eventTime(pr *tugboatv1alpha1.Promotion, e tugboatv1alpha1.NotifyEvent) time.Time {
+	s := &pr.Status
+	switch {
+	case e == tugboatv1alpha1.EventPromotionCreated:
+		return pr.CreationTimestamp.Time
+	case e == tugboatv1alpha1.EventPromotionRunning && s.StartedAt != nil:
+		return s.StartedAt.Time
+	case s.CompletedAt != nil && (e == tugboatv1alpha1.EventPromotionSucceeded || e == tugboatv1alpha1.EventPromotionFailed || e == tugboatv1alpha1.EventPromotionAborted):
+		return s.CompletedAt.Time
+	}
+	if c := apimeta.FindStatusCondition(s.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return pr.CreationTimestamp.Time
+}
+
+// promotionTimeline lists everything recorded about pr, oldest first: its
+// creation, the votes, the strategy's start and result, the destination's
+// release revisions of the version with the events the agents reported,
+// the targets' health, and the end.
+func (r *deliverer) promotionTimeline(ctx context.Context, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment, pr *tugboatv1alpha1.Promotion) []notify.Step {
+	s := &pr.Status
+	var steps []notify.Step
+	add := func(t time.Time, source, format string, args ...any) {
+		steps = append(steps, notify.Step{Time: t, Source: source, Text: fmt.Sprintf(format, args...)})
+	}
+	by := string(pr.Spec.RequestedBy)
+	if pr.Spec.Requester != "" {
+		by += " (" + pr.Spec.Requester + ")"
+	}
+	from := pr.Spec.From
+	if from == "" {
+		from = "-"
+	}
+	add(pr.CreationTimestamp.Time, "hub", "promotion %s of %s from %s to %s created, requested by %s", pr.Name, pr.Spec.Version, from, pr.Spec.To, by)
+	for _, v := range s.Approvals {
+		who := v.User
+		if v.DisplayName != "" {
+			who += " (" + v.DisplayName + ")"
+		}
+		verb := "approved"
+		if v.Decision == tugboatv1alpha1.DecisionReject {
+			verb = "rejected"
+		}
+		msg := ""
+		if v.Message != "" {
+			msg = ": " + v.Message
+		}
+		add(v.Time.Time, "hub", "%s by %s via %s%s", verb, who, v.Source, msg)
+	}
+	if s.StartedAt != nil {
+		add(s.StartedAt.Time, "hub", "strategy %s started", pr.Spec.Strategy.Type)
+	}
+	if sr := s.StrategyResult; sr != nil {
+		t := pr.CreationTimestamp.Time
+		if s.StartedAt != nil {
+			t = s.StartedAt.Time
+		}
+		text := strings.TrimSpace(sr.Message)
+		if sr.URL != "" {
+			text = strings.TrimSpace(text + " " + sr.URL)
+		}
+		if text != "" {
+			add(t, "hub", "strategy result: %s", text)
+		}
+	}
+	for _, t := range s.Targets {
+		source := t.Spoke + "/" + t.Namespace + "/" + t.Release
+		r.revisionSteps(ctx, p.Namespace, t.Spoke, t.Namespace, t.Release, pr.Spec.Version, pr.CreationTimestamp.Time, &steps)
+		if t.LastTransitionTime != nil {
+			state := "runs " + t.Version + ", " + string(t.Health)
+			if !t.Done && t.Message != "" {
+				state = t.Message
+			}
+			add(t.LastTransitionTime.Time, source, "%s", state)
+		}
+	}
+	if s.CompletedAt != nil {
+		msg := string(s.Phase)
+		if c := apimeta.FindStatusCondition(s.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil && c.Message != "" {
+			msg += ": " + c.Message
+		}
+		add(s.CompletedAt.Time, "hub", "%s", msg)
+	}
+	sort.SliceStable(steps, func(i, j int) bool { return steps[i].Time.Before(steps[j].Time) })
+	return steps
+}
+
+// revisionSteps appends the revisions of version recorded in the target's
+// ReleaseHistory since not before, with their events.
+func (r *deliverer) revisionSteps(ctx context.Context, ns, spoke, namespace, release, version string, notBefore time.Time, steps *[]notify.Step) {
+	rh := &tugboatv1alpha1.ReleaseHistory{}
+	key := types.NamespacedName{Namespace: ns, Name: tugboatv1alpha1.ReleaseHistoryName(spoke, namespace, release)}
+	if err := r.client.Get(ctx, key, rh); err != nil {
+		return
+	}
+	source := spoke + "/" + namespace + "/" + release
+	for i := len(rh.Status.Revisions) - 1; i >= 0; i-- { // newest first in status
+		rev := &rh.Status.Revisions[i]
+		if rev.ChartVersion != version || (rev.LastDeployed != nil && rev.LastDeployed.Time.Before(notBefore.Add(-time.Minute))) {
+			continue
+		}
+		*steps = append(*steps, revisionLines(source, rev)...)
+	}
+}
+
+// revisionLines describes one revision and its events.
+func revisionLines(source string, rev *tugboatv1alpha1.Revision) []notify.Step {
+	var steps []notify.Step
+	if rev.LastDeployed != nil {
+		steps = append(steps, notify.Step{Time: rev.LastDeployed.Time, Source: source,
+			Text: fmt.Sprintf("revision %d: chart %s %s %s", rev.Revision, rev.Chart, rev.ChartVersion, rev.Status)})
+	}
+	for _, ev := range rev.Events {
+		text := ev.Reason
+		if ev.Object != nil {
+			text += " " + ev.Object.Kind + "/" + ev.Object.Name
+		}
+		if ev.Message != "" {
+			text += ": " + ev.Message
+		}
+		if ev.Count > 1 {
+			text += fmt.Sprintf(" (x%d)", ev.Count)
+		}
+		steps = append(steps, notify.Step{Time: ev.Time.Time, Source: source, Text: text})
+	}
+	return steps
+}
+
+func metavOK(gen int64) metav1.Condition {
+	return metav1.Condition{Type: tugboatv1alpha1.NotifiedCondition.String(), Status: metav1.ConditionTrue,
+		Reason: tugboatv1alpha1.NotificationsDeliveredReason.String(), Message: "notices are delivered", ObservedGeneration: gen}
+}
+
+func metavFailed(gen int64, msg string) metav1.Condition {
+	return metav1.Condition{Type: tugboatv1alpha1.NotifiedCondition.String(), Status: metav1.ConditionFalse,
+		Reason: tugboatv1alpha1.NotificationFailedReason.String(), Message: msg, ObservedGeneration: gen}
+}

@@ -1,0 +1,311 @@
+package interactions
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/slack-go/slack"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+)
+
+// Path is where the handler is mounted.
+const Path = "/v1/slack/interactions"
+
+// PathPrefix is the receiver mount the handler serves under.
+const PathPrefix = "/v1/slack/"
+
+// SigningSecretKey is the key of the Slack notifier's Secret that holds the
+// Slack app's signing secret.
+const SigningSecretKey = "signingSecret"
+
+// Action ids and the value format of the Slack notifier's buttons.
+const (
+	ActionApprove = "tugboat_approve"
+	ActionReject  = "tugboat_reject"
+)
+
+// Decider records an authenticated vote (request.Decide).
+type Decider func(ctx context.Context, c client.Client, namespace, name string, vote tugboatv1alpha1.ApprovalVote) (*tugboatv1alpha1.Promotion, error)
+
+// Authorizer says whether an identity may approve promotions into env
+// (request.MayApprove).
+type Authorizer func(p *tugboatv1alpha1.Pipeline, env string, source tugboatv1alpha1.ApprovalSource, user string) bool
+
+// Options configure a Handler.
+type Options struct {
+	// BodyLimit is the largest body accepted (64 KiB when zero).
+	BodyLimit int64
+	// Timeout bounds the work of one request (2.5 s when zero: Slack
+	// wants an answer within 3 s).
+	Timeout time.Duration
+	// ResponseURLAllowed says whether the hub may post to a response_url.
+	// Defaults to https URLs on slack.com hosts.
+	ResponseURLAllowed func(*url.URL) bool
+	// HTTPClient posts to response_url (a client with a 10 s timeout when nil).
+	HTTPClient *http.Client
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Logger defaults to controller-runtime's logger named "slack-interactions".
+	Logger logr.Logger
+}
+
+// Handler serves Slack interactions.
+type Handler struct {
+	client  client.Client
+	reader  client.Reader
+	decide  Decider
+	mayVote Authorizer
+	opts    Options
+
+	mu   sync.Mutex
+	seen map[string]time.Time // signature → when first seen, for replays
+	wg   sync.WaitGroup       // response_url posts in flight
+}
+
+// New returns a Handler. c reads Pipelines and Promotions (the cache) and
+// writes votes; reader reads Secrets.
+func New(c client.Client, reader client.Reader, decide Decider, mayVote Authorizer, opts Options) *Handler {
+	if opts.BodyLimit <= 0 {
+		opts.BodyLimit = 64 << 10
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 2500 * time.Millisecond
+	}
+	if opts.ResponseURLAllowed == nil {
+		opts.ResponseURLAllowed = slackHost
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = ctrllog.Log.WithName("slack-interactions")
+	}
+	return &Handler{client: c, reader: reader, decide: decide, mayVote: mayVote, opts: opts, seen: map[string]time.Time{}}
+}
+
+func slackHost(u *url.URL) bool {
+	h := strings.ToLower(u.Hostname())
+	return u.Scheme == "https" && (h == "slack.com" || strings.HasSuffix(h, ".slack.com"))
+}
+
+// answer is the JSON body of every response (Slack ignores it; people and
+// tests read it).
+type answer struct {
+	Result string `json:"result,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func respond(w http.ResponseWriter, code int, a answer) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(a)
+}
+
+// ServeHTTP takes one interaction.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != Path {
+		respond(w, http.StatusNotFound, answer{Error: "no such endpoint: use POST " + Path})
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		respond(w, http.StatusMethodNotAllowed, answer{Error: "method not allowed: use POST"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
+	defer cancel()
+	body, err := io.ReadAll(io.LimitReader(r.Body, h.opts.BodyLimit+1))
+	if err != nil {
+		respond(w, http.StatusBadRequest, answer{Error: "reading the body: " + err.Error()})
+		return
+	}
+	if int64(len(body)) > h.opts.BodyLimit {
+		respond(w, http.StatusRequestEntityTooLarge, answer{Error: fmt.Sprintf("body larger than %d bytes", h.opts.BodyLimit)})
+		return
+	}
+	in, err := Parse(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		respond(w, http.StatusBadRequest, answer{Error: err.Error()})
+		return
+	}
+	code, a := h.take(ctx, r.Header, body, in)
+	respond(w, code, a)
+}
+
+// take verifies and records one parsed interaction.
+func (h *Handler) take(ctx context.Context, header http.Header, body []byte, in *Interaction) (int, answer) {
+	pipes, err := h.pipelines(ctx, in.Namespace)
+	if err != nil {
+		h.opts.Logger.Error(err, "listing Pipelines for a Slack interaction", "namespace", in.Namespace)
+		return http.StatusServiceUnavailable, answer{Error: "the hub could not read its Pipelines; try again"}
+	}
+	if !h.verified(ctx, header, body, pipes) {
+		return http.StatusUnauthorized, answer{Error: "unauthenticated: the Slack signature does not verify, or its timestamp is more than 5 minutes away"}
+	}
+	if h.replayed(header.Get("X-Slack-Signature")) {
+		return http.StatusConflict, answer{Error: "replayed: this interaction was already taken"}
+	}
+	pr := &tugboatv1alpha1.Promotion{}
+	if err := h.client.Get(ctx, types.NamespacedName{Namespace: in.Namespace, Name: in.Promotion}, pr); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			h.reply(in, "Promotion "+in.Promotion+" no longer exists.", false)
+			return http.StatusNotFound, answer{Error: "promotion " + in.Namespace + "/" + in.Promotion + " not found"}
+		}
+		return http.StatusServiceUnavailable, answer{Error: "the hub could not read the promotion; try again"}
+	}
+	var p *tugboatv1alpha1.Pipeline
+	for i := range pipes {
+		if pipes[i].Name == pr.Spec.Pipeline {
+			p = &pipes[i]
+		}
+	}
+	if p == nil {
+		h.reply(in, "The pipeline of promotion "+pr.Name+" no longer exists.", false)
+		return http.StatusNotFound, answer{Error: "pipeline " + pr.Spec.Pipeline + " not found"}
+	}
+	if !h.mayVote(p, pr.Spec.To, tugboatv1alpha1.ApprovalSourceSlack, in.UserID) {
+		h.reply(in, fmt.Sprintf("<@%s> may not approve promotions into %s: ask an approver listed in the pipeline's gates.approvers.slackUsers.", in.UserID, pr.Spec.To), false)
+		return http.StatusForbidden, answer{Error: "slack user " + in.UserID + " may not approve promotions into " + pr.Spec.To}
+	}
+	vote := tugboatv1alpha1.ApprovalVote{
+		Decision: in.Decision, User: in.UserID, DisplayName: in.UserName,
+		Source: tugboatv1alpha1.ApprovalSourceSlack, Time: metaNow(h.opts.Now()),
+	}
+	pr, err = h.decide(ctx, h.client, in.Namespace, in.Promotion, vote)
+	if err != nil {
+		code, msg := classify(err)
+		h.reply(in, msg, false)
+		return code, answer{Error: msg}
+	}
+	verb := "Approved"
+	if in.Decision == tugboatv1alpha1.DecisionReject {
+		verb = "Rejected"
+	}
+	text := fmt.Sprintf("%s by <@%s> (%s): %s %s into %s.", verb, in.UserID, in.UserName, pr.Spec.Pipeline, pr.Spec.Version, pr.Spec.To)
+	h.reply(in, text, true)
+	h.opts.Logger.Info("Slack decision recorded", "promotion", in.Namespace+"/"+in.Promotion, "decision", in.Decision, "slackUser", in.UserID)
+	return http.StatusOK, answer{Result: strings.ToLower(verb) + " by " + in.UserID}
+}
+
+// pipelines lists the Pipelines of namespace.
+func (h *Handler) pipelines(ctx context.Context, namespace string) ([]tugboatv1alpha1.Pipeline, error) {
+	var list tugboatv1alpha1.PipelineList
+	if err := h.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// verified reports whether the request is signed with the signing secret
+// of any Slack notifier of the namespace's Pipelines (every candidate is
+// tried, so the answer does not tell which exist).
+func (h *Handler) verified(ctx context.Context, header http.Header, body []byte, pipes []tugboatv1alpha1.Pipeline) bool {
+	tried := map[string]bool{}
+	ok := false
+	for i := range pipes {
+		for _, n := range pipes[i].Spec.Notify {
+			if n.Type != tugboatv1alpha1.NotifierSlack || n.Slack == nil || tried[n.Slack.SecretRef.Name] {
+				continue
+			}
+			tried[n.Slack.SecretRef.Name] = true
+			s := &corev1.Secret{}
+			if err := h.reader.Get(ctx, types.NamespacedName{Namespace: pipes[i].Namespace, Name: n.Slack.SecretRef.Name}, s); err != nil {
+				continue
+			}
+			secret := strings.TrimSpace(string(s.Data[SigningSecretKey]))
+			if secret == "" {
+				continue
+			}
+			sv, err := slack.NewSecretsVerifier(header, secret)
+			if err != nil {
+				continue // malformed or stale headers fail every candidate alike
+			}
+			_, _ = sv.Write(body)
+			if sv.Ensure() == nil {
+				ok = true
+			}
+		}
+	}
+	return ok
+}
+
+// replayed records sig and reports whether it was seen within the last
+// 10 minutes (twice Slack's timestamp window).
+func (h *Handler) replayed(sig string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.opts.Now()
+	for s, t := range h.seen {
+		if now.Sub(t) > 10*time.Minute {
+			delete(h.seen, s)
+		}
+	}
+	if _, dup := h.seen[sig]; dup {
+		return true
+	}
+	h.seen[sig] = now
+	return false
+}
+
+// reply updates the Slack message through the interaction's response_url,
+// in the background: a decision replaces the message's buttons, a refusal
+// is posted only to the clicking user.
+func (h *Handler) reply(in *Interaction, text string, replace bool) {
+	u, err := url.Parse(in.ResponseURL)
+	if in.ResponseURL == "" || err != nil || !h.opts.ResponseURLAllowed(u) {
+		return
+	}
+	msg := slack.WebhookMessage{
+		Text:            text,
+		ReplaceOriginal: replace,
+		ResponseType:    slack.ResponseTypeEphemeral,
+		Blocks: &slack.Blocks{BlockSet: []slack.Block{
+			slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, clip(text, 3000), false, false), nil, nil),
+		}},
+	}
+	if replace {
+		msg.ResponseType = slack.ResponseTypeInChannel
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := slack.PostWebhookCustomHTTPContext(ctx, in.ResponseURL, h.opts.HTTPClient, &msg); err != nil {
+			h.opts.Logger.Info("updating the Slack message failed", "promotion", in.Namespace+"/"+in.Promotion, "error", redact(err.Error()))
+		}
+	}()
+}
+
+// Wait waits for the response_url posts in flight (tests, shutdown).
+func (h *Handler) Wait() { h.wg.Wait() }
+
+func redact(s string) string {
+	if i := strings.Index(s, "https://"); i >= 0 {
+		return s[:i] + "[response_url]"
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
