@@ -1,0 +1,166 @@
+package interactions_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	"tugboat.dev/tugboat/controllers/promotion/request"
+	"tugboat.dev/tugboat/controllers/promotion/strategy"
+	"tugboat.dev/tugboat/webhook/interactions"
+)
+
+const (
+	approver       = "UAPPROVER1"
+	secondApprover = "UAPPROVER2"
+)
+
+func slackPipeline(ns string) *tugboatv1alpha1.Pipeline {
+	return &tugboatv1alpha1.Pipeline{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: tugboatv1alpha1.PipelineSpec{
+			Release:   "web",
+			Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification},
+			Environments: []tugboatv1alpha1.Environment{
+				{Name: "dev", Targets: []tugboatv1alpha1.Target{{Spoke: "dev-1", Namespace: "apps"}}},
+				{Name: "production", Targets: []tugboatv1alpha1.Target{{Spoke: "prod-1", Namespace: "apps"}},
+					Gates: tugboatv1alpha1.Gates{RequireApproval: true, Approvers: &tugboatv1alpha1.Approvers{SlackUsers: []string{approver, secondApprover}}}},
+			},
+			Notify: []tugboatv1alpha1.Notifier{{
+				Name: "slack", Type: tugboatv1alpha1.NotifierSlack,
+				Slack: &tugboatv1alpha1.SlackNotifier{SecretRef: tugboatv1alpha1.LocalSecretReference{Name: "slack"}, Channel: "C0DEMO"},
+			}},
+		},
+	}
+}
+
+// TestInteractions_onTheHub runs the real hub in-process with its Slack
+// notifier pointed at a stand-in for Slack's API: a promotion into an
+// environment that requires approval is announced with Approve and Reject
+// buttons, a signed click approves it under the verified Slack user, the
+// message is updated through response_url, and the promotion starts. Every
+// bad request is answered with its code and leaves the Promotion as it
+// was.
+func TestInteractions_onTheHub(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "slack-hub"
+	c := cluster.Client
+	slack := newSlackStandIn(t)
+	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slack"},
+		Data: map[string][]byte{"token": []byte("xoxb-test-token"), "signingSecret": []byte(signingSecret)}})).To(Succeed())
+	p := slackPipeline(ns)
+	g.Expect(c.Create(ctx, p)).To(Succeed())
+
+	noop := strategy.Func(func(context.Context, strategy.Request) (strategy.Result, error) {
+		return strategy.Result{Message: "no-op"}, nil
+	})
+	opts := hubtest.Options()
+	opts.Strategies = strategy.Registry{tugboatv1alpha1.StrategyNotification: noop}
+	opts.SlackAPIURL = slack.srv.URL + "/api/"
+	opts.Egress.AllowLoopback = true
+	opts.ResponseURLAllowed = func(u *url.URL) bool { return u.Host == strings.TrimPrefix(slack.srv.URL, "http://") }
+	h, _ := hubtest.Start(t, cluster.RESTConfig, opts)
+	g.Eventually(h.Receiver.Addr, 30*time.Second, 50*time.Millisecond).ShouldNot(BeNil())
+	endpoint := "http://" + h.Receiver.Addr().String() + interactions.Path
+
+	post := func(body []byte, contentType string, at time.Time, secret string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(body))
+		g.Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Content-Type", contentType)
+		if secret != "" {
+			sign(req, secret, body, at)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const form = "application/x-www-form-urlencoded"
+	promotion := func(name string) *tugboatv1alpha1.Promotion {
+		pr := &tugboatv1alpha1.Promotion{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pr)).To(Succeed())
+		return pr
+	}
+
+	first, err := request.Create(ctx, c, p, "production", "1.4.0", tugboatv1alpha1.RequestedByUser, "carol")
+	g.Expect(err).NotTo(HaveOccurred())
+	second, err := request.Create(ctx, c, p, "production", "1.5.0", tugboatv1alpha1.RequestedByUser, "carol")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return promotion(first.Name).Status.Phase }, 30*time.Second, 100*time.Millisecond).
+		Should(Equal(tugboatv1alpha1.PromotionWaitingApproval))
+	// The notifier announced it with buttons.
+	g.Eventually(func() int { return slack.postsContaining(interactions.ActionApprove) }, 30*time.Second, 100*time.Millisecond).Should(BeNumerically(">=", 1))
+	g.Expect(slack.postsContaining(interactions.ActionValue(ns, first.Name, "slack"))).To(BeNumerically(">=", 1))
+
+	responseURL := slack.srv.URL + "/response/1"
+	approve := click(interactions.ActionApprove, interactions.ActionValue(ns, first.Name, "slack"), approver, "pat", responseURL)
+	approvedAt := time.Now()
+	code, body := post(approve, form, approvedAt, signingSecret)
+	g.Expect(code).To(Equal(http.StatusOK), body)
+	pr := promotion(first.Name)
+	g.Expect(pr.Status.Approvals).To(HaveLen(1))
+	g.Expect(pr.Status.Approvals[0].User).To(Equal(approver))
+	g.Expect(pr.Status.Approvals[0].DisplayName).To(Equal("pat"))
+	g.Expect(pr.Status.Approvals[0].Source).To(Equal(tugboatv1alpha1.ApprovalSourceSlack))
+	g.Expect(pr.Status.Approvals[0].Decision).To(Equal(tugboatv1alpha1.DecisionApprove))
+	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return promotion(first.Name).Status.Phase }, 30*time.Second, 100*time.Millisecond).
+		ShouldNot(Equal(tugboatv1alpha1.PromotionWaitingApproval))
+	g.Eventually(slack.responseTexts, 10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring("[replace] Approved by <@" + approver + ">")))
+
+	// Bad requests, each against the second Promotion (still waiting)
+	// unless it says otherwise: none may change it.
+	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return promotion(second.Name).Status.Phase }, 30*time.Second, 100*time.Millisecond).
+		Should(Equal(tugboatv1alpha1.PromotionWaitingApproval))
+	onSecond := interactions.ActionValue(ns, second.Name, "slack")
+	big := append([]byte("payload="), bytes.Repeat([]byte("a"), 70<<10)...)
+	for _, tc := range []struct {
+		name        string
+		body        []byte
+		contentType string
+		at          time.Time
+		secret      string
+		code        int
+		says        string
+	}{
+		{"bad signature", click(interactions.ActionApprove, onSecond, approver, "pat", responseURL), form, time.Now(), "not-the-signing-secret", 401, "unauthenticated"},
+		{"no signature", click(interactions.ActionApprove, onSecond, approver, "pat", responseURL), form, time.Now(), "", 401, "unauthenticated"},
+		{"stale timestamp", click(interactions.ActionApprove, onSecond, approver, "pat", responseURL), form, time.Now().Add(-6 * time.Minute), signingSecret, 401, "5 minutes"},
+		{"replayed click", approve, form, approvedAt, signingSecret, 409, "replayed"},
+		{"unknown promotion", click(interactions.ActionApprove, interactions.ActionValue(ns, "web-production-9.9.9", "slack"), approver, "pat", responseURL), form, time.Now(), signingSecret, 404, "not found"},
+		{"not an approver", click(interactions.ActionApprove, onSecond, "UINTRUDER", "mallory", responseURL), form, time.Now(), signingSecret, 403, "may not approve"},
+		{"no longer waiting", click(interactions.ActionReject, interactions.ActionValue(ns, first.Name, "slack"), secondApprover, "sam", responseURL), form, time.Now(), signingSecret, 409, "no longer waits"},
+		{"not a form", []byte(`{"payload":{}}`), "application/json", time.Now(), signingSecret, 400, "content type"},
+		{"no payload", []byte("foo=bar"), form, time.Now(), signingSecret, 400, "payload: required"},
+		{"malformed payload", []byte("payload=%7Bnot-json"), form, time.Now(), signingSecret, 400, "malformed JSON"},
+		{"bad action value", click(interactions.ActionApprove, "only/two", approver, "pat", responseURL), form, time.Now(), signingSecret, 400, "namespace/promotion/notifier"},
+		{"too large", big, form, time.Now(), signingSecret, 413, "larger than"},
+	} {
+		before := promotion(second.Name)
+		firstBefore := promotion(first.Name)
+		code, resp := post(tc.body, tc.contentType, tc.at, tc.secret)
+		g.Expect(code).To(Equal(tc.code), "%s: %s", tc.name, resp)
+		g.Expect(resp).To(ContainSubstring(tc.says), tc.name)
+		g.Expect(promotion(second.Name).ResourceVersion).To(Equal(before.ResourceVersion), "%s changed the waiting promotion", tc.name)
+		g.Expect(promotion(first.Name).Status.Approvals).To(Equal(firstBefore.Status.Approvals), "%s changed the approved promotion's votes", tc.name)
+	}
+	req, _ := http.NewRequest(http.MethodGet, endpoint, nil)
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusMethodNotAllowed))
+}
