@@ -47,9 +47,9 @@ func (p Policy) Check(addr netip.Addr) error {
 		if p.AllowLoopback {
 			return nil
 		}
-		return fmt.Errorf("destination %s is a loopback address (the hub's --notify-allow-loopback allows it)", addr)
+		return fmt.Errorf("destination %s is a loopback address (the hub's --egress-allow-loopback allows it)", addr)
 	case addr.IsLinkLocalUnicast(), addr.IsLinkLocalMulticast():
-		return fmt.Errorf("destination %s is link-local, where cloud metadata services live (allow it with --notify-allow-cidr)", addr)
+		return fmt.Errorf("destination %s is link-local, where cloud metadata services live (allow it with --egress-allow-cidr)", addr)
 	case addr.IsUnspecified(), addr.IsMulticast(), addr.IsInterfaceLocalMulticast():
 		return fmt.Errorf("destination %s is not a unicast address", addr)
 	}

@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"time"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -19,8 +21,8 @@ func DefaultStrategies(mgr ctrl.Manager, opts Options) strategy.Registry {
 	return strategy.Registry{
 		tugboatv1alpha1.StrategyKubernetes:   kubernetes.New(nil),
 		tugboatv1alpha1.StrategyHelm:         helm.New(),
-		tugboatv1alpha1.StrategyWebhook:      webhook.New(nil),
+		tugboatv1alpha1.StrategyWebhook:      webhook.New(opts.Egress.Client(30 * time.Second)),
 		tugboatv1alpha1.StrategyPullRequest:  pullrequest.New(mgr.GetAPIReader()),
-		tugboatv1alpha1.StrategyNotification: notification.New(notification.Options{DefaultAddress: opts.NotificationControllerAddress}),
+		tugboatv1alpha1.StrategyNotification: notification.New(notification.Options{DefaultAddress: opts.NotificationControllerAddress, HTTPClient: opts.Egress.Client(10 * time.Second)}),
 	}
 }

@@ -216,7 +216,7 @@ func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 		var result strategy.Result
 		result, err = s.Promote(ctx, r.request(ctx, pr, p, env))
 		if err == nil {
-			pr.Status.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: result.URL, Reference: result.Reference, Message: clip(result.Message, 1024)}
+			pr.Status.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: publicURL(result.URL), Reference: result.Reference, Message: clip(result.Message, 1024)}
 			r.setPhase(pr, tugboatv1alpha1.PromotionVerifying, tugboatv1alpha1.VerifyingReason,
 				fmt.Sprintf("waiting for every target of %s to report %s healthy", pr.Spec.To, pr.Spec.Version))
 			return r.verifying(ctx, pr, p, env)

@@ -77,7 +77,7 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 			return fmt.Errorf("starting the Slack stand-in: %w", err)
 		}
 		e.SlackCapture = e.slack.Path
-		hubArgs = append(hubArgs, "--slack-api-url="+e.slack.URL, "--notify-allow-loopback")
+		hubArgs = append(hubArgs, "--slack-api-url="+e.slack.URL, "--egress-allow-loopback")
 		fmt.Fprintf(opts.Progress, "Slack messages of the sample pipeline go to %s\n", e.slack.Path)
 	}
 	fmt.Fprintf(opts.Progress, "starting the hub (receiver %s)\n", e.HubURL)

@@ -17,12 +17,15 @@ import (
 // Options returns the hub's defaults for a test: no metrics or probe
 // endpoints, no leader election, the receiver on a free loopback port, and
 // controller names not checked for uniqueness (tests run several hubs in
-// one process).
+// one process), and loopback destinations allowed.
 func Options() hub.Options {
 	opts := hub.NewOptions()
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress, opts.LeaderElection = "0", "0", false
 	opts.Receiver.BindAddress = "127.0.0.1:0"
 	opts.SkipControllerNameValidation = true
+	// Every destination of a test (webhooks, Slack and Flux stand-ins)
+	// listens on loopback.
+	opts.Egress.AllowLoopback = true
 	return opts
 }
 

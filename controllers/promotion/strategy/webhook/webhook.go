@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,8 +32,10 @@ const (
 	// Timeout bounds one delivery, response included.
 	Timeout = 10 * time.Second
 
-	// maxErrorBody is how much of a refusal's body goes into the error.
-	maxErrorBody = 512
+	// maxErrorBody is how much of a refusal's body goes into the error (and
+	// so into the Promotion's status): a short excerpt, so a destination
+	// cannot copy a page of internal data into a status people read.
+	maxErrorBody = 200
 	// maxResponseBody is how much of a success's body is read for an id.
 	maxResponseBody = 64 << 10
 )
@@ -263,6 +266,12 @@ func unwrapURLError(err error) error {
 func readSnippet(body io.Reader) string {
 	b, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
 	s := strings.ToValidUTF8(string(b), "?")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return r
+		}
+		return '?'
+	}, s)
 	s = strings.Join(strings.Fields(s), " ")
 	if s == "" {
 		return "(empty body)"
