@@ -6,6 +6,12 @@
 // or Failed (strategy error or timeout, naming the laggard targets), or
 // Aborted (rejected, superseded, or its Pipeline gone).
 //
+// The approval gate counts the authenticated votes people add to
+// status.approvals (request.Count): one rejection aborts, gates.approvals
+// distinct approvers (never the requester of a manual promotion) start
+// it. The reconciler alone writes the outcome, status.approval; until
+// then the Ready message says who approved and what is missing.
+//
 // For the helm strategy, Verifying also queues an agent action per target
 // (status.targets[].action, Pending) for the spoke's agent to fetch through
 // the hub's receiver (controllers/promotion/actions); an agent that refuses

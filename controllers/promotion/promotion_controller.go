@@ -22,6 +22,7 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/pipeline"
+	"tugboat.dev/tugboat/controllers/promotion/request"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 )
 
@@ -155,9 +156,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 	switch pr.Status.Phase {
 	case "", tugboatv1alpha1.PromotionPending:
-		return r.pending(ctx, pr, env)
+		return r.pending(ctx, pr, p, env)
 	case tugboatv1alpha1.PromotionWaitingApproval:
-		return r.waitingApproval(pr)
+		return r.waitingApproval(pr, p)
 	case tugboatv1alpha1.PromotionRunning:
 		return r.running(ctx, pr, p, env)
 	case tugboatv1alpha1.PromotionVerifying:
@@ -168,7 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 // pending waits for any other Promotion into the same environment that is
 // already running, then asks for approval or starts.
-func (r *Reconciler) pending(ctx context.Context, pr *tugboatv1alpha1.Promotion, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
+func (r *Reconciler) pending(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
 	var promos tugboatv1alpha1.PromotionList
 	if err := r.Client.List(ctx, &promos, client.InNamespace(pr.Namespace), client.MatchingFields{pipeline.PromotionPipelineIndex: pr.Spec.Pipeline}); err != nil {
 		return ctrl.Result{}, err
@@ -180,28 +181,58 @@ func (r *Reconciler) pending(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 			return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 		}
 	}
-	if env.Gates.RequireApproval && pr.Status.Approval == nil {
-		r.setPhase(pr, tugboatv1alpha1.PromotionWaitingApproval, tugboatv1alpha1.WaitingForApprovalReason,
-			fmt.Sprintf("promotion of %s into %s waits for approval (tugboat approve %s)", pr.Spec.Version, pr.Spec.To, pr.Name))
-		return ctrl.Result{}, nil
+	if !env.Gates.RequireApproval && pr.Status.Approval == nil {
+		return r.start(pr)
 	}
-	return r.waitingApproval(pr)
+	return r.waitingApproval(pr, p)
 }
 
-// waitingApproval moves on once approved, or aborts when rejected.
-func (r *Reconciler) waitingApproval(pr *tugboatv1alpha1.Promotion) (ctrl.Result, error) {
-	a := pr.Status.Approval
-	switch {
-	case a != nil && a.RejectedBy != "":
+// waitingApproval counts the votes in status.approvals (request.Count): a
+// counted rejection aborts the Promotion, enough distinct approvals start
+// it; either way the outcome goes to status.approval. Until then the
+// Promotion waits in WaitingApproval, its Ready message saying who
+// approved and what is missing. An outcome already recorded stands.
+func (r *Reconciler) waitingApproval(pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline) (ctrl.Result, error) {
+	if a := pr.Status.Approval; a == nil {
+		tally := request.Count(p, pr)
+		switch {
+		case tally.Rejection != nil:
+			v := tally.Rejection
+			pr.Status.Approval = &tugboatv1alpha1.Approval{RejectedBy: clip(describeVote(v), 256), Time: v.Time, Message: v.Message}
+		case tally.Approved():
+			last := tally.Approvals[len(tally.Approvals)-1]
+			pr.Status.Approval = &tugboatv1alpha1.Approval{ApprovedBy: clip(tally.ApprovedBy(), 1024), Time: last.Time, Message: last.Message}
+		default:
+			r.setPhase(pr, tugboatv1alpha1.PromotionWaitingApproval, tugboatv1alpha1.WaitingForApprovalReason,
+				fmt.Sprintf("promotion of %s into %s has %s; waiting for %s (tugboat approve %s)",
+					pr.Spec.Version, pr.Spec.To, tally.Summary(), tally.Missing(), pr.Name))
+			return ctrl.Result{}, nil
+		}
+	}
+	if a := pr.Status.Approval; a.RejectedBy != "" {
 		r.finish(pr, tugboatv1alpha1.PromotionAborted, tugboatv1alpha1.RejectedReason, "rejected by "+a.RejectedBy+suffix(a.Message))
 		return ctrl.Result{}, nil
-	case a == nil && pr.Status.Phase == tugboatv1alpha1.PromotionWaitingApproval:
-		return ctrl.Result{}, nil
 	}
+	return r.start(pr)
+}
+
+// describeVote names who voted: the user, with the Slack display name.
+func describeVote(v *tugboatv1alpha1.ApprovalVote) string {
+	if v.DisplayName != "" && v.DisplayName != v.User {
+		return v.DisplayName + " (" + v.User + ")"
+	}
+	return v.User
+}
+
+// start moves the Promotion to Running.
+func (r *Reconciler) start(pr *tugboatv1alpha1.Promotion) (ctrl.Result, error) {
 	now := metav1.NewTime(r.Now())
 	pr.Status.StartedAt = &now
-	r.setPhase(pr, tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.ProgressingReason,
-		fmt.Sprintf("promoting %s into %s with strategy %s", pr.Spec.Version, pr.Spec.To, pr.Spec.Strategy.Type))
+	msg := fmt.Sprintf("promoting %s into %s with strategy %s", pr.Spec.Version, pr.Spec.To, pr.Spec.Strategy.Type)
+	if a := pr.Status.Approval; a != nil && a.ApprovedBy != "" {
+		msg += " (approved by " + a.ApprovedBy + ")"
+	}
+	r.setPhase(pr, tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.ProgressingReason, msg)
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/promotion/request"
 )
 
@@ -24,40 +25,53 @@ func newDecisionCommand(approve bool) *cobra.Command {
 		hf      hubFlags
 		message string
 	)
-	verb, title, done, effect := "reject", "Reject", "rejected", "it is aborted"
+	verb, title, done, effect := "reject", "Reject", "rejected", "one rejection aborts it"
+	decision := tugboatv1alpha1.DecisionReject
 	if approve {
-		verb, title, done, effect = "approve", "Approve", "approved", "it starts"
+		verb, title, done, effect = "approve", "Approve", "approved", "once enough people approved (gates.approvals), it starts"
+		decision = tugboatv1alpha1.DecisionApprove
 	}
 	cmd := &cobra.Command{
 		Use:   verb + " <promotion>",
 		Short: title + " a Promotion waiting for approval",
-		Long: fmt.Sprintf(`%s records your decision (your kubeconfig user name, else $USER) in the
-Promotion's status.approval; the hub then sees it and %s. Only a Promotion
+		Long: fmt.Sprintf(`%s records your decision in the Promotion's status.approvals, under the
+user name the hub's API server authenticated (a SelfSubjectReview; never the
+kubeconfig's user name or $USER). The hub counts the decisions: %s.
+
+The API server checks the decision (the ValidatingAdmissionPolicy
+tugboat-approvals): RBAC must allow you the verb "approve" on
+environments.tugboat.dev named <pipeline>/<environment> or <pipeline>/*, and
+you cannot approve a promotion you requested yourself. Only a Promotion
 waiting for approval (WaitingApproval, or Pending into an environment whose
-gate requires approval) takes a decision; the first decision stands.`, verb, effect),
+gate requires approval) takes a decision; the same decision twice is
+harmless, and a decision cannot be changed. See docs/approvals.md.`, verb, effect),
 		Example: fmt.Sprintf("  tugboat %s web-production-1.4.0 -n fleet --message \"checked the canary\"", verb),
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			s, err := hf.connect()
 			if err != nil {
 				return err
 			}
-			if s.user == "" {
-				return fmt.Errorf("cannot tell who you are: the kubeconfig context names no user and $USER is empty")
-			}
-			decide := request.Reject
-			if approve {
-				decide = request.Approve
-			}
-			pr, err := decide(cmd.Context(), s.client, s.namespace, args[0], s.user, message)
+			user, err := s.whoAmI(ctx)
 			if err != nil {
 				return err
 			}
-			by := pr.Status.Approval.RejectedBy
-			if pr.Status.Approval.ApprovedBy != "" {
-				by = pr.Status.Approval.ApprovedBy
+			vote := tugboatv1alpha1.ApprovalVote{Decision: decision, User: user, Source: tugboatv1alpha1.ApprovalSourceKubernetes, Message: message}
+			pr, err := request.Decide(ctx, s.client, s.namespace, args[0], vote)
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Promotion %s (%s into %s) %s by %s.\n", pr.Name, pr.Spec.Version, pr.Spec.To, done, by)
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "Promotion %s (%s into %s) %s by %s.\n", pr.Name, pr.Spec.Version, pr.Spec.To, done, user)
+			if approve {
+				if p, err := request.GetPipeline(ctx, s.client, pr.Namespace, pr.Spec.Pipeline); err == nil {
+					tally := request.Count(p, pr)
+					if missing := tally.Missing(); missing != "" {
+						fmt.Fprintf(w, "It has %s; waiting for %s.\n", tally.Summary(), missing)
+					}
+				}
+			}
 			return nil
 		},
 	}

@@ -4,16 +4,18 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -33,14 +35,11 @@ func (h *hubFlags) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&h.namespace, "namespace", "n", "", "namespace on the hub (default: the kubeconfig context's namespace, else default)")
 }
 
-// hubSession is a client to the hub, the namespace to act in and who the
-// user is.
+// hubSession is a client to the hub and the namespace to act in.
 type hubSession struct {
 	client    client.Client
 	config    *rest.Config
 	namespace string
-	// user is the kubeconfig context's user name, else $USER.
-	user string
 }
 
 // connect opens a session with the hub.
@@ -53,38 +52,39 @@ func (h *hubFlags) connect() (*hubSession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the hub: %w", err)
 	}
-	ns, user := h.fromKubeconfig()
+	ns := h.fromKubeconfig()
 	if h.namespace != "" {
 		ns = h.namespace
 	}
-	return &hubSession{client: c, config: cfg, namespace: ns, user: user}, nil
+	return &hubSession{client: c, config: cfg, namespace: ns}, nil
 }
 
-// fromKubeconfig reads the context's namespace (default "default") and user
-// name (default $USER).
-func (h *hubFlags) fromKubeconfig() (namespace, user string) {
+// whoAmI asks the hub's API server who the user is (an
+// authentication.k8s.io/v1 SelfSubjectReview): the name it authenticated,
+// which the policy tugboat-approvals holds votes and manual promotions to.
+// Never the kubeconfig's user name or $USER, which anyone can set.
+func (s *hubSession) whoAmI(ctx context.Context) (string, error) {
+	r := &authenticationv1.SelfSubjectReview{}
+	if err := s.client.Create(ctx, r); err != nil {
+		return "", fmt.Errorf("cannot tell who you are: the hub's API server did not answer a SelfSubjectReview (authentication.k8s.io/v1, Kubernetes 1.28 or later): %w", err)
+	}
+	if r.Status.UserInfo.Username == "" {
+		return "", errors.New("cannot tell who you are: the hub's API server authenticated no user name")
+	}
+	return r.Status.UserInfo.Username, nil
+}
+
+// fromKubeconfig reads the context's namespace (default "default").
+func (h *hubFlags) fromKubeconfig() string {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if h.kube.kubeconfig != "" {
 		rules.ExplicitPath = h.kube.kubeconfig
 	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: h.kube.context})
-	namespace = "default"
 	if ns, _, err := cc.Namespace(); err == nil && ns != "" {
-		namespace = ns
+		return ns
 	}
-	if raw, err := cc.RawConfig(); err == nil {
-		name := h.kube.context
-		if name == "" {
-			name = raw.CurrentContext
-		}
-		if kctx := raw.Contexts[name]; kctx != nil {
-			user = kctx.AuthInfo
-		}
-	}
-	if user == "" {
-		user = os.Getenv("USER")
-	}
-	return namespace, user
+	return "default"
 }
 
 // outputFlag is -o: table (default), json or yaml.

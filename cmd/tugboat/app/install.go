@@ -301,7 +301,7 @@ func (o *agentInstall) run(cmd *cobra.Command) error {
 		return err
 	}
 	hubFlags := hubFlags{kube: kubeFlags{kubeconfig: o.hubKubeconfig, context: o.hubContext}, namespace: o.hubNamespace}
-	ns, _ := hubFlags.fromKubeconfig()
+	ns := hubFlags.fromKubeconfig()
 	if o.hubNamespace != "" {
 		ns = o.hubNamespace
 	}

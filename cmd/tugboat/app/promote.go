@@ -24,8 +24,9 @@ func newPromoteCommand() *cobra.Command {
 		Use:   "promote <pipeline> (--to <environment> --version <version> | --resume <environment>)",
 		Short: "Promote a version into an environment by hand, or lift a rollback hold",
 		Long: `promote asks the hub for a Promotion of --version into --to, recorded as
-requested by you (requestedBy: user; requester: your kubeconfig user name, else
-$USER). It goes through the environment's gates (an approval, if required) and
+requested by you (requestedBy: user; requester: the user name the hub's API
+server authenticated, from a SelfSubjectReview; the policy tugboat-approvals
+refuses any other). You cannot approve it yourself. It goes through the environment's gates (an approval, if required) and
 strategy like an automatic one. Asking again while that Promotion runs is
 harmless; once it has finished (e.g. Failed), asking again retries it as a new
 Promotion named with a suffix -r2, -r3, ...
@@ -69,10 +70,11 @@ environment: tugboat never undoes a deliberate rollback until told to.`,
 			if _, err := semver.StrictNewVersion(version); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %q is not a semantic version; Helm chart versions normally are.\n", version)
 			}
-			if s.user == "" {
-				fmt.Fprintln(cmd.ErrOrStderr(), "Warning: cannot tell who you are (no kubeconfig user, no $USER); the promotion names no requester.")
+			user, err := s.whoAmI(ctx)
+			if err != nil {
+				return err
 			}
-			pr, created, err := request.Ensure(ctx, s.client, p, to, version, tugboatv1alpha1.RequestedByUser, s.user)
+			pr, created, err := request.Ensure(ctx, s.client, p, to, version, tugboatv1alpha1.RequestedByUser, user)
 			if err != nil {
 				return err
 			}

@@ -11,11 +11,14 @@ import (
 	. "github.com/onsi/gomega"
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion/request"
+	"tugboat.dev/tugboat/e2e/identity"
 )
 
 var (
@@ -189,7 +192,7 @@ func TestPromote_createsAManualPromotionAndResumes(t *testing.T) {
 	g.Expect(stderr).To(BeEmpty())
 	pr := getPromotion(t, ns, name)
 	g.Expect(pr.Spec.RequestedBy).To(Equal(tugboatv1alpha1.RequestedByUser))
-	g.Expect(pr.Spec.Requester).To(Equal("hub-admin"), "the kubeconfig context's user")
+	g.Expect(pr.Spec.Requester).To(Equal("tugboat-harness-admin"), "the user the API server authenticated (the client certificate's CN)")
 	g.Expect(pr.Spec.From).To(Equal("staging"))
 
 	out, _, err = tugboat("promote", "web", "-n", ns, "--to", "production", "--version", "1.5.0")
@@ -239,42 +242,86 @@ func TestPromote_usesTheContextsNamespace(t *testing.T) {
 	g.Expect(getPromotion(t, "default", name).Spec.Version).To(Equal("2.0.0"))
 }
 
-func TestApproveAndReject_recordTheDecision(t *testing.T) {
+// TestApproveAndReject_recordTheAuthenticatedUser runs the CLI as people:
+// kubeconfigs whose user impersonates alice, bob or carol (the kubeconfig's
+// user entry stays "hub-admin", and $USER says mallory), with the policy
+// tugboat-approvals installed. The API server's name for the user is what
+// is recorded.
+func TestApproveAndReject_recordTheAuthenticatedUser(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
+	g.Expect(identity.Install(ctx, cluster.Client)).To(Succeed())
+	t.Cleanup(func() {
+		if err := identity.Uninstall(ctx, cluster.Client); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Setenv("USER", "mallory")
 	ns := newNamespace(t)
 	p := newPipeline(t, ns, "web")
-	create := func(version string) *tugboatv1alpha1.Promotion {
-		pr, err := request.Create(ctx, cluster.Client, p, "production", version, tugboatv1alpha1.RequestedByCI, "ci")
+	p.Spec.Environments[2].Gates.Approvals = ptr.To[int32](2)
+	g.Expect(cluster.Client.Update(ctx, p)).To(Succeed())
+	for user, envs := range map[string][]string{"alice": {"web/production"}, "bob": {"web/*"}, "carol": nil} {
+		g.Expect(identity.Grant(ctx, cluster.Client, ns, user, envs...)).To(Succeed())
+	}
+	hubc, err := client.New(identity.HubConfig(cluster.RESTConfig), client.Options{Scheme: cluster.Client.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	as := func(user string, args ...string) (string, error) {
+		kc := kubeconfigVariant(t, cluster.KubeconfigPath, func(c *clientcmdapi.Config) { c.AuthInfos["hub-admin"].Impersonate = user })
+		out, _, err := run(append(args, "-n", ns, "--kubeconfig", kc)...)
+		return out, err
+	}
+	create := func(version string, phase tugboatv1alpha1.PromotionPhase) *tugboatv1alpha1.Promotion {
+		pr, err := request.Create(ctx, hubc, p, "production", version, tugboatv1alpha1.RequestedByCI, "ci")
 		g.Expect(err).NotTo(HaveOccurred())
+		orig := pr.DeepCopy()
+		pr.Status.Phase = phase
+		g.Expect(hubc.Status().Patch(ctx, pr, client.MergeFrom(orig))).To(Succeed())
 		return pr
 	}
 
-	waiting := create("1.4.0")
-	setPhase(t, waiting, tugboatv1alpha1.PromotionWaitingApproval)
-	out, _, err := tugboat("approve", waiting.Name, "-n", ns, "-m", "canary is fine")
+	waiting := create("1.4.0", tugboatv1alpha1.PromotionWaitingApproval)
+	out, err := as("alice", "approve", waiting.Name, "-m", "canary is fine")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out).To(Equal("Promotion " + waiting.Name + " (1.4.0 into production) approved by hub-admin.\n"))
-	a := getPromotion(t, ns, waiting.Name).Status.Approval
-	g.Expect(a).NotTo(BeNil())
-	g.Expect(a.ApprovedBy).To(Equal("hub-admin"))
-	g.Expect(a.Message).To(Equal("canary is fine"))
+	g.Expect(out).To(Equal("Promotion " + waiting.Name + " (1.4.0 into production) approved by alice.\n" +
+		"It has 1 of 2 approvals (alice); waiting for 1 more approval from someone other than alice.\n"))
+	votes := getPromotion(t, ns, waiting.Name).Status.Approvals
+	g.Expect(votes).To(HaveLen(1))
+	g.Expect(votes[0].User).To(Equal("alice"), "the API server's name, not the kubeconfig's nor $USER")
+	g.Expect(votes[0].Source).To(Equal(tugboatv1alpha1.ApprovalSourceKubernetes))
+	g.Expect(votes[0].Message).To(Equal("canary is fine"))
 
-	_, _, err = tugboat("reject", waiting.Name, "-n", ns)
-	g.Expect(err).To(MatchError("promotion " + waiting.Name + " was already approved by hub-admin"))
-
-	pending := create("1.5.0")
-	out, _, err = tugboat("reject", pending.Name, "-n", ns, "--message", "freeze")
+	_, err = as("alice", "reject", waiting.Name)
+	g.Expect(err).To(MatchError("promotion " + waiting.Name + " was already approved by alice: a decision cannot be changed"))
+	_, err = as("carol", "approve", waiting.Name)
+	g.Expect(err).To(MatchError(ContainSubstring("user carol may not approve promotions into web/production")))
+	out, err = as("bob", "approve", waiting.Name)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out).To(ContainSubstring("rejected by hub-admin"))
-	g.Expect(getPromotion(t, ns, pending.Name).Status.Approval.RejectedBy).To(Equal("hub-admin"))
+	g.Expect(out).To(Equal("Promotion " + waiting.Name + " (1.4.0 into production) approved by bob.\n"))
+	g.Expect(getPromotion(t, ns, waiting.Name).Status.Approvals).To(HaveLen(2))
 
-	running := create("1.6.0")
-	setPhase(t, running, tugboatv1alpha1.PromotionRunning)
-	_, _, err = tugboat("approve", running.Name, "-n", ns)
+	pending := create("1.5.0", "")
+	out, err = as("bob", "reject", pending.Name, "--message", "freeze")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(Equal("Promotion " + pending.Name + " (1.5.0 into production) rejected by bob.\n"))
+	g.Expect(getPromotion(t, ns, pending.Name).Status.Approvals[0].Decision).To(Equal(tugboatv1alpha1.DecisionReject))
+
+	// A manual promotion records its authenticated requester, who cannot
+	// approve it.
+	out, err = as("alice", "promote", "web", "--to", "production", "--version", "1.6.0")
+	g.Expect(err).NotTo(HaveOccurred())
+	own := pipeline.PromotionName("web", "production", "1.6.0")
+	g.Expect(out).To(ContainSubstring("Created promotion " + own))
+	g.Expect(getPromotion(t, ns, own).Spec.Requester).To(Equal("alice"))
+	_, err = as("alice", "approve", own)
+	g.Expect(err).To(MatchError(ContainSubstring("alice requested this promotion: another person must approve it")))
+	g.Expect(getPromotion(t, ns, own).Status.Approvals).To(BeEmpty())
+
+	running := create("1.7.0", tugboatv1alpha1.PromotionRunning)
+	_, err = as("alice", "approve", running.Name)
 	g.Expect(err).To(MatchError("promotion " + running.Name + " is Running, not waiting for approval"))
-	g.Expect(getPromotion(t, ns, running.Name).Status.Approval).To(BeNil())
+	g.Expect(getPromotion(t, ns, running.Name).Status.Approvals).To(BeEmpty())
 
-	_, _, err = tugboat("approve", "web-production-0.0.1", "-n", ns)
+	_, err = as("alice", "approve", "web-production-0.0.1")
 	g.Expect(err).To(MatchError("promotion " + ns + "/web-production-0.0.1 not found"))
 }

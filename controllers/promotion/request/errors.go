@@ -17,10 +17,14 @@ var (
 	// ErrNotWaiting matches a *PhaseError: the Promotion is not waiting for
 	// the decision asked for (HTTP 409).
 	ErrNotWaiting = errors.New("promotion not waiting for approval")
+	// ErrNotAllowed matches a *NotAllowedError: the identity may not make
+	// this decision (HTTP 403).
+	ErrNotAllowed = errors.New("not allowed")
 )
 
 // InvalidError is a request with a bad field. Field is named as in the CI
-// API's JSON bodies (environment, version, requester, approver, message).
+// API's JSON bodies (environment, version, requester, promotion, message)
+// or, for a vote, as in ApprovalVote (decision, user, source, ...).
 type InvalidError struct {
 	// Field is the request field at fault.
 	Field string
@@ -83,3 +87,25 @@ func phaseName(p tugboatv1alpha1.PromotionPhase) string {
 	}
 	return string(p)
 }
+
+// NotAllowedError is a decision the identity may not make: a Slack user or
+// CI credential that is not an approver of the environment, the requester
+// approving their own manual promotion, or a write the API server forbade
+// (RBAC, the policy tugboat-approvals).
+type NotAllowedError struct {
+	// Promotion is the Promotion's name.
+	Promotion string
+	// User is the identity refused.
+	User string
+	// Detail says why.
+	Detail string
+}
+
+// Error returns e.g. "not allowed to decide on promotion web-production-1.4.0:
+// alice requested this promotion: another person must approve it".
+func (e *NotAllowedError) Error() string {
+	return "not allowed to decide on promotion " + e.Promotion + ": " + e.Detail
+}
+
+// Is reports whether target is ErrNotAllowed.
+func (e *NotAllowedError) Is(target error) bool { return target == ErrNotAllowed }

@@ -2,6 +2,7 @@ package request_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -13,17 +14,44 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/e2e/harness"
+	"tugboat.dev/tugboat/e2e/identity"
 )
 
-// hub is a real API server (etcd and kube-apiserver) with tugboat's CRDs.
-var hub *harness.Cluster
+var (
+	// hub is a real API server (etcd and kube-apiserver) with tugboat's
+	// CRDs and the approval policy of config/hub; hub.Client is its
+	// administrator, whom the policy restricts like any person.
+	hub *harness.Cluster
+	// hubc acts as the hub's ServiceAccount, which the policy exempts: it
+	// creates CI and automatic Promotions and writes their phase.
+	hubc client.Client
+)
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../../config/crd/bases"}}, func(c *harness.Cluster) int {
 		hub = c
+		if err := identity.Install(context.Background(), c.Client); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		var err error
+		if hubc, err = client.New(identity.HubConfig(c.RESTConfig), client.Options{Scheme: c.Client.Scheme()}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		return m.Run()
 	}))
+}
+
+// as returns a client acting as user.
+func as(t *testing.T, user string) client.Client {
+	t.Helper()
+	c, err := identity.Client(hub.RESTConfig, hub.Client.Scheme(), user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // newNamespace creates a namespace of its own for t.
@@ -62,12 +90,13 @@ func newPipeline(t *testing.T, ns string) *tugboatv1alpha1.Pipeline {
 	return p
 }
 
-// setPhase writes a Promotion's status.phase, as the controller would.
+// setPhase writes a Promotion's status.phase, as the controller (the hub's
+// ServiceAccount) would.
 func setPhase(t *testing.T, pr *tugboatv1alpha1.Promotion, phase tugboatv1alpha1.PromotionPhase) {
 	t.Helper()
 	orig := pr.DeepCopy()
 	pr.Status.Phase = phase
-	if err := hub.Client.Status().Patch(context.Background(), pr, client.MergeFrom(orig)); err != nil {
+	if err := hubc.Status().Patch(context.Background(), pr, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,7 +3,6 @@ package request
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -13,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -242,109 +240,6 @@ func newPromotion(p *tugboatv1alpha1.Pipeline, idx int, version string, by tugbo
 			Strategy: pipeline.StrategyFor(p, dst), RequestedBy: by, Requester: requester,
 		},
 	}
-}
-
-// Approve records who approved the Promotion namespace/name, and why
-// (message, optional), in its status.approval; the Promotion controller
-// then starts it. See decide for the rules.
-func Approve(ctx context.Context, c client.Client, namespace, name, who, message string) (*tugboatv1alpha1.Promotion, error) {
-	return decide(ctx, c, namespace, name, who, message, true)
-}
-
-// Reject records who rejected the Promotion; the Promotion controller then
-// aborts it. See Approve.
-func Reject(ctx context.Context, c client.Client, namespace, name, who, message string) (*tugboatv1alpha1.Promotion, error) {
-	return decide(ctx, c, namespace, name, who, message, false)
-}
-
-// decide patches status.approval when the Promotion waits for a decision:
-// it is WaitingApproval, or Pending (not yet reconciled, or queued behind
-// another promotion) into an environment whose gate requires approval.
-// Otherwise it answers a *PhaseError naming the phase. The same decision
-// made twice is harmless (the first one stands and is returned); the
-// opposite decision is a *PhaseError. The patch carries the
-// resourceVersion read, so a phase change in between is seen and the
-// checks run again.
-func decide(ctx context.Context, c client.Client, namespace, name, who, message string, approve bool) (*tugboatv1alpha1.Promotion, error) {
-	switch {
-	case who == "":
-		return nil, invalid("approver", "required")
-	case len(who) > MaxIdentityLength:
-		return nil, invalid("approver", "at most %d characters, got %d", MaxIdentityLength, len(who))
-	case len(message) > MaxMessageLength:
-		return nil, invalid("message", "at most %d characters, got %d", MaxMessageLength, len(message))
-	}
-	var out *tugboatv1alpha1.Promotion
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		pr, err := GetPromotion(ctx, c, namespace, name)
-		if err != nil {
-			return err
-		}
-		if a := pr.Status.Approval; a != nil {
-			if (approve && a.ApprovedBy != "") || (!approve && a.RejectedBy != "") {
-				out = pr
-				return nil
-			}
-			return &PhaseError{Promotion: name, Phase: pr.Status.Phase, Detail: "was already " + describe(a)}
-		}
-		waiting, err := waitsForApproval(ctx, c, pr)
-		if err != nil {
-			return err
-		}
-		if !waiting {
-			return &PhaseError{Promotion: name, Phase: pr.Status.Phase}
-		}
-		orig := pr.DeepCopy()
-		a := &tugboatv1alpha1.Approval{Time: metav1.NewTime(time.Now().Truncate(time.Second)), Message: message}
-		if approve {
-			a.ApprovedBy = who
-		} else {
-			a.RejectedBy = who
-		}
-		pr.Status.Approval = a
-		if err := c.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			if apierrors.IsNotFound(err) {
-				return &NotFoundError{Kind: "promotion", Namespace: namespace, Name: name}
-			}
-			return err
-		}
-		out = pr
-		return nil
-	})
-	if err != nil {
-		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotWaiting) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("recording the decision on promotion %s/%s: %w", namespace, name, err)
-	}
-	return out, nil
-}
-
-// waitsForApproval reports whether pr can take an approval decision now.
-func waitsForApproval(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion) (bool, error) {
-	switch pr.Status.Phase {
-	case tugboatv1alpha1.PromotionWaitingApproval:
-		return true, nil
-	case "", tugboatv1alpha1.PromotionPending:
-	default:
-		return false, nil
-	}
-	p, err := GetPipeline(ctx, c, pr.Namespace, pr.Spec.Pipeline)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil // the controller aborts it
-	}
-	if err != nil {
-		return false, err
-	}
-	idx := pipeline.EnvironmentIndex(p, pr.Spec.To)
-	return idx >= 0 && p.Spec.Environments[idx].Gates.RequireApproval, nil
-}
-
-func describe(a *tugboatv1alpha1.Approval) string {
-	if a.ApprovedBy != "" {
-		return "approved by " + a.ApprovedBy
-	}
-	return "rejected by " + a.RejectedBy
 }
 
 // Resume releases a rollback hold on environment env of p: it sets the

@@ -23,7 +23,7 @@ func TestEnsure_createsAManualPromotionLikeTheController(t *testing.T) {
 	ns := newNamespace(t)
 	p := newPipeline(t, ns)
 
-	pr, created, err := request.Ensure(ctx, hub.Client, p, "staging", "1.4.0+build.7", tugboatv1alpha1.RequestedByUser, "alice")
+	pr, created, err := request.Ensure(ctx, hubc, p, "staging", "1.4.0+build.7", tugboatv1alpha1.RequestedByUser, "alice")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(created).To(BeTrue())
 
@@ -43,13 +43,13 @@ func TestEnsure_createsAManualPromotionLikeTheController(t *testing.T) {
 		RequestedBy: tugboatv1alpha1.RequestedByUser, Requester: "alice",
 	}))
 
-	again, created, err := request.Ensure(ctx, hub.Client, p, "staging", "1.4.0+build.7", tugboatv1alpha1.RequestedByCI, "ci-job-9")
+	again, created, err := request.Ensure(ctx, hubc, p, "staging", "1.4.0+build.7", tugboatv1alpha1.RequestedByCI, "ci-job-9")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(created).To(BeFalse(), "asking again returns the unfinished Promotion")
 	g.Expect(again.Name).To(Equal(pr.Name))
 	g.Expect(again.Spec.Requester).To(Equal("alice"))
 
-	first, err := request.Create(ctx, hub.Client, p, "dev", "2.0.0", tugboatv1alpha1.RequestedByCI, "")
+	first, err := request.Create(ctx, hubc, p, "dev", "2.0.0", tugboatv1alpha1.RequestedByCI, "")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(first.Spec.From).To(BeEmpty(), "the first environment has no source")
 	g.Expect(first.Spec.Strategy.Type).To(Equal(tugboatv1alpha1.StrategyNotification), "the Pipeline's default strategy")
@@ -67,10 +67,10 @@ func TestEnsure_returnsTheControllersUnfinishedPromotion(t *testing.T) {
 		Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "web", From: "staging", To: "production", Version: "1.4.0",
 			Strategy: p.Spec.Promotion, RequestedBy: tugboatv1alpha1.RequestedByAuto},
 	}
-	g.Expect(hub.Client.Create(ctx, auto)).To(Succeed())
+	g.Expect(hubc.Create(ctx, auto)).To(Succeed())
 	setPhase(t, auto, tugboatv1alpha1.PromotionWaitingApproval)
 
-	pr, created, err := request.Ensure(ctx, hub.Client, p, "production", "1.4.0", tugboatv1alpha1.RequestedByCI, "ci")
+	pr, created, err := request.Ensure(ctx, hubc, p, "production", "1.4.0", tugboatv1alpha1.RequestedByCI, "ci")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(created).To(BeFalse())
 	g.Expect(pr.Name).To(Equal(auto.Name))
@@ -84,22 +84,22 @@ func TestEnsure_retriesAFinishedPromotionUnderANewName(t *testing.T) {
 	ns := newNamespace(t)
 	p := newPipeline(t, ns)
 
-	first, err := request.Create(ctx, hub.Client, p, "staging", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
+	first, err := request.Create(ctx, hubc, p, "staging", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
 	g.Expect(err).NotTo(HaveOccurred())
 	setPhase(t, first, tugboatv1alpha1.PromotionFailed)
 
-	second, created, err := request.Ensure(ctx, hub.Client, p, "staging", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
+	second, created, err := request.Ensure(ctx, hubc, p, "staging", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(created).To(BeTrue())
 	g.Expect(second.Name).To(Equal(first.Name + "-r2"))
 
-	same, created, err := request.Ensure(ctx, hub.Client, p, "staging", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
+	same, created, err := request.Ensure(ctx, hubc, p, "staging", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(created).To(BeFalse())
 	g.Expect(same.Name).To(Equal(second.Name))
 
 	setPhase(t, second, tugboatv1alpha1.PromotionAborted)
-	third, err := request.Create(ctx, hub.Client, p, "staging", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
+	third, err := request.Create(ctx, hubc, p, "staging", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(third.Name).To(Equal(first.Name + "-r3"))
 	g.Expect(promotions(t, ns)).To(HaveLen(3))
@@ -121,22 +121,22 @@ func TestEnsure_usesTheAlternateNameWhenAnotherPipelineHoldsTheName(t *testing.T
 		Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "other", From: "staging", To: "production", Version: "1.4.0",
 			Strategy: p.Spec.Promotion, RequestedBy: tugboatv1alpha1.RequestedByAuto},
 	}
-	g.Expect(hub.Client.Create(ctx, foreign)).To(Succeed())
+	g.Expect(hubc.Create(ctx, foreign)).To(Succeed())
 
-	pr, created, err := request.Ensure(ctx, hub.Client, p, "production", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
+	pr, created, err := request.Ensure(ctx, hubc, p, "production", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(created).To(BeTrue())
 	g.Expect(pr.Name).To(Equal(pipeline.AlternatePromotionName("web", "production", "1.4.0")))
 	g.Expect(pr.Spec.Pipeline).To(Equal("web"))
 	g.Expect(pr.Spec.To).To(Equal("production"))
 
-	again, created, err := request.Ensure(ctx, hub.Client, p, "production", "1.4.0", tugboatv1alpha1.RequestedByCI, "ci")
+	again, created, err := request.Ensure(ctx, hubc, p, "production", "1.4.0", tugboatv1alpha1.RequestedByCI, "ci")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(created).To(BeFalse(), "asking again returns the unfinished Promotion")
 	g.Expect(again.Name).To(Equal(pr.Name))
 
 	setPhase(t, pr, tugboatv1alpha1.PromotionFailed)
-	retry, created, err := request.Ensure(ctx, hub.Client, p, "production", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
+	retry, created, err := request.Ensure(ctx, hubc, p, "production", "1.4.0", tugboatv1alpha1.RequestedByUser, "alice")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(created).To(BeTrue())
 	g.Expect(retry.Name).To(Equal(primary + "-r2"))
@@ -168,7 +168,7 @@ func TestEnsure_rejectsInvalidRequestsAndCreatesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			_, err := request.Create(ctx, hub.Client, p, tc.env, tc.version, tc.by, tc.requester)
+			_, err := request.Create(ctx, hubc, p, tc.env, tc.version, tc.by, tc.requester)
 			g.Expect(err).To(MatchError(request.ErrInvalid))
 			var inv *request.InvalidError
 			g.Expect(errors.As(err, &inv)).To(BeTrue())
@@ -177,77 +177,6 @@ func TestEnsure_rejectsInvalidRequestsAndCreatesNothing(t *testing.T) {
 			g.Expect(promotions(t, ns)).To(BeEmpty())
 		})
 	}
-}
-
-func TestApprove_recordsTheDecisionOnlyWhileWaiting(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	p := newPipeline(t, ns)
-	create := func(env, version string) *tugboatv1alpha1.Promotion {
-		pr, err := request.Create(ctx, hub.Client, p, env, version, tugboatv1alpha1.RequestedByUser, "alice")
-		g.Expect(err).NotTo(HaveOccurred())
-		return pr
-	}
-	approval := func(name string) *tugboatv1alpha1.Approval {
-		pr := &tugboatv1alpha1.Promotion{}
-		g.Expect(hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pr)).To(Succeed())
-		return pr.Status.Approval
-	}
-
-	waiting := create("production", "1.4.0")
-	setPhase(t, waiting, tugboatv1alpha1.PromotionWaitingApproval)
-	before := time.Now().Add(-time.Second)
-	_, err := request.Approve(ctx, hub.Client, ns, waiting.Name, "bob", "looks good")
-	g.Expect(err).NotTo(HaveOccurred())
-	a := approval(waiting.Name)
-	g.Expect(a).NotTo(BeNil())
-	g.Expect(a.ApprovedBy).To(Equal("bob"))
-	g.Expect(a.RejectedBy).To(BeEmpty())
-	g.Expect(a.Message).To(Equal("looks good"))
-	g.Expect(a.Time.Time).To(BeTemporally(">=", before))
-
-	_, err = request.Approve(ctx, hub.Client, ns, waiting.Name, "carol", "")
-	g.Expect(err).NotTo(HaveOccurred(), "approving twice is harmless")
-	g.Expect(approval(waiting.Name).ApprovedBy).To(Equal("bob"), "the first decision stands")
-	_, err = request.Reject(ctx, hub.Client, ns, waiting.Name, "carol", "")
-	g.Expect(err).To(MatchError(request.ErrNotWaiting))
-	g.Expect(err).To(MatchError("promotion " + waiting.Name + " was already approved by bob"))
-
-	pendingGated := create("production", "1.5.0") // not reconciled yet: phase ""
-	_, err = request.Reject(ctx, hub.Client, ns, pendingGated.Name, "dave", "not today")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(approval(pendingGated.Name).RejectedBy).To(Equal("dave"))
-
-	running := create("production", "1.6.0")
-	setPhase(t, running, tugboatv1alpha1.PromotionRunning)
-	_, err = request.Approve(ctx, hub.Client, ns, running.Name, "bob", "")
-	g.Expect(err).To(MatchError(request.ErrNotWaiting))
-	g.Expect(err).To(MatchError("promotion " + running.Name + " is Running, not waiting for approval"))
-	g.Expect(approval(running.Name)).To(BeNil())
-
-	ungated := create("staging", "1.4.0")
-	_, err = request.Approve(ctx, hub.Client, ns, ungated.Name, "bob", "")
-	g.Expect(err).To(MatchError("promotion " + ungated.Name + " is Pending, not waiting for approval"))
-	g.Expect(approval(ungated.Name)).To(BeNil())
-
-	_, err = request.Approve(ctx, hub.Client, ns, "web-production-9.9.9", "bob", "")
-	g.Expect(err).To(MatchError(request.ErrNotFound))
-	g.Expect(err).To(MatchError("promotion " + ns + "/web-production-9.9.9 not found"))
-
-	waiting2 := create("production", "1.7.0")
-	setPhase(t, waiting2, tugboatv1alpha1.PromotionWaitingApproval)
-	for _, tc := range []struct{ who, message, field string }{
-		{"", "", "approver"},
-		{strings.Repeat("b", 257), "", "approver"},
-		{"bob", strings.Repeat("m", 1025), "message"},
-	} {
-		_, err = request.Approve(ctx, hub.Client, ns, waiting2.Name, tc.who, tc.message)
-		var inv *request.InvalidError
-		g.Expect(errors.As(err, &inv)).To(BeTrue(), "%v", err)
-		g.Expect(inv.Field).To(Equal(tc.field))
-	}
-	g.Expect(approval(waiting2.Name)).To(BeNil())
 }
 
 func TestResume_stampsTheEnvironmentsResumeAnnotation(t *testing.T) {

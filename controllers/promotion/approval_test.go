@@ -1,0 +1,196 @@
+package promotion_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	"tugboat.dev/tugboat/controllers/promotion/request"
+	"tugboat.dev/tugboat/controllers/promotion/strategy"
+	"tugboat.dev/tugboat/e2e/harness"
+	"tugboat.dev/tugboat/e2e/identity"
+)
+
+var (
+	// cluster is a real API server with tugboat's CRDs and the approval
+	// policy of config/hub.
+	cluster *harness.Cluster
+	// hubc acts as the hub's ServiceAccount.
+	hubc client.Client
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../config/crd/bases"}}, func(c *harness.Cluster) int {
+		cluster = c
+		if err := identity.Install(context.Background(), c.Client); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		var err error
+		if hubc, err = client.New(identity.HubConfig(c.RESTConfig), client.Options{Scheme: c.Client.Scheme()}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return m.Run()
+	}))
+}
+
+// approvalFixture runs the hub in-process as its ServiceAccount (so the
+// policy treats it as in production) with a strategy that does nothing,
+// and creates Pipeline web whose production needs two approvals; alice and
+// bob may approve it.
+type approvalFixture struct {
+	t  *testing.T
+	ns string
+	p  *tugboatv1alpha1.Pipeline
+}
+
+func newApprovalFixture(t *testing.T) *approvalFixture {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "approvals-"}}
+	if err := cluster.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	target := func(spoke string) []tugboatv1alpha1.Target {
+		return []tugboatv1alpha1.Target{{Spoke: spoke, Namespace: "apps"}}
+	}
+	p := &tugboatv1alpha1.Pipeline{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "web"},
+		Spec: tugboatv1alpha1.PipelineSpec{
+			Release:   "web",
+			Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification},
+			Environments: []tugboatv1alpha1.Environment{
+				{Name: "staging", Targets: target("staging-1")},
+				{Name: "production", Targets: target("prod-1"), Gates: tugboatv1alpha1.Gates{RequireApproval: true, Approvals: ptr.To[int32](2)}},
+			},
+		},
+	}
+	if err := cluster.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"alice", "bob"} {
+		if err := identity.Grant(ctx, cluster.Client, ns.Name, user, "web/production"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noop := strategy.Func(func(context.Context, strategy.Request) (strategy.Result, error) {
+		return strategy.Result{Message: "no-op"}, nil
+	})
+	opts := hubtest.Options()
+	opts.Strategies = strategy.Registry{tugboatv1alpha1.StrategyNotification: noop}
+	hubtest.Start(t, identity.HubConfig(cluster.RESTConfig), opts)
+	return &approvalFixture{t: t, ns: ns.Name, p: p}
+}
+
+// request asks, as CI through the hub, for a promotion of version into
+// production.
+func (f *approvalFixture) request(version string) string {
+	f.t.Helper()
+	pr, err := request.Create(context.Background(), hubc, f.p, "production", version, tugboatv1alpha1.RequestedByCI, "ci")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return pr.Name
+}
+
+func (f *approvalFixture) get(name string) *tugboatv1alpha1.Promotion {
+	f.t.Helper()
+	pr := &tugboatv1alpha1.Promotion{}
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, pr); err != nil {
+		f.t.Fatal(err)
+	}
+	return pr
+}
+
+// state is the phase and the Ready condition's message.
+func (f *approvalFixture) state(name string) func() string {
+	return func() string {
+		pr := f.get(name)
+		msg := ""
+		if c := apimeta.FindStatusCondition(pr.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil {
+			msg = c.Message
+		}
+		return string(pr.Status.Phase) + ": " + msg
+	}
+}
+
+// vote records user's decision through request.Decide, as user.
+func (f *approvalFixture) vote(name, user string, d tugboatv1alpha1.Decision, message string) {
+	f.t.Helper()
+	c, err := identity.Client(cluster.RESTConfig, cluster.Client.Scheme(), user)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := request.Decide(context.Background(), c, f.ns, name, tugboatv1alpha1.ApprovalVote{
+		Decision: d, User: user, Source: tugboatv1alpha1.ApprovalSourceKubernetes, Message: message}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func TestReconciler_startsAfterTwoDistinctApprovals(t *testing.T) {
+	g := NewWithT(t)
+	f := newApprovalFixture(t)
+	name := f.request("1.4.0")
+
+	g.Eventually(f.state(name), 30*time.Second, 50*time.Millisecond).Should(Equal(
+		"WaitingApproval: promotion of 1.4.0 into production has 0 of 2 approvals; waiting for 2 more approvals (tugboat approve " + name + ")"))
+
+	f.vote(name, "alice", tugboatv1alpha1.DecisionApprove, "canary fine")
+	oneOfTwo := "WaitingApproval: promotion of 1.4.0 into production has 1 of 2 approvals (alice); " +
+		"waiting for 1 more approval from someone other than alice (tugboat approve " + name + ")"
+	g.Eventually(f.state(name), 30*time.Second, 50*time.Millisecond).Should(Equal(oneOfTwo))
+
+	// alice again, around Decide (which would change nothing): the API
+	// server takes a second vote naming her, and it does not count twice.
+	alice, err := identity.Client(cluster.RESTConfig, cluster.Client.Scheme(), "alice")
+	g.Expect(err).NotTo(HaveOccurred())
+	pr := f.get(name)
+	orig := pr.DeepCopy()
+	pr.Status.Approvals = append(pr.Status.Approvals, tugboatv1alpha1.ApprovalVote{
+		Decision: tugboatv1alpha1.DecisionApprove, User: "alice", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: metav1.Now(), Message: "again"})
+	g.Expect(alice.Status().Patch(context.Background(), pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))).To(Succeed())
+	g.Consistently(f.state(name), 2*time.Second, 100*time.Millisecond).Should(Equal(oneOfTwo))
+	g.Expect(f.get(name).Status.Approval).To(BeNil())
+
+	f.vote(name, "bob", tugboatv1alpha1.DecisionApprove, "")
+	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return f.get(name).Status.Phase }, 30*time.Second, 50*time.Millisecond).
+		Should(BeElementOf(tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.PromotionVerifying))
+	pr = f.get(name)
+	g.Expect(pr.Status.Approval).NotTo(BeNil())
+	g.Expect(pr.Status.Approval.ApprovedBy).To(Equal("alice, bob"))
+	g.Expect(pr.Status.Approval.RejectedBy).To(BeEmpty())
+	g.Expect(pr.Status.StartedAt).NotTo(BeNil())
+	g.Expect(pr.Status.Approvals).To(HaveLen(3), "every vote stays on record")
+}
+
+func TestReconciler_abortsOnARejection(t *testing.T) {
+	g := NewWithT(t)
+	f := newApprovalFixture(t)
+	name := f.request("1.5.0")
+	g.Eventually(f.state(name), 30*time.Second, 50*time.Millisecond).Should(HavePrefix("WaitingApproval: "))
+
+	f.vote(name, "alice", tugboatv1alpha1.DecisionApprove, "")
+	f.vote(name, "bob", tugboatv1alpha1.DecisionReject, "not during the freeze")
+	g.Eventually(f.state(name), 30*time.Second, 50*time.Millisecond).Should(Equal("Aborted: rejected by bob: not during the freeze"))
+	pr := f.get(name)
+	g.Expect(pr.Status.Approval).NotTo(BeNil())
+	g.Expect(pr.Status.Approval.RejectedBy).To(Equal("bob"))
+	g.Expect(pr.Status.Approval.Message).To(Equal("not during the freeze"))
+	g.Expect(pr.Status.StartedAt).To(BeNil(), "it never started")
+	g.Expect(pr.Status.CompletedAt).NotTo(BeNil())
+}

@@ -1,0 +1,239 @@
+// Package identity lets tests act as different Kubernetes users on a harness
+// cluster, with the approval policy of config/hub installed: the hub's
+// ServiceAccount (exempt from the policy), people with or without the RBAC
+// verb "approve" on environments, and the requester of a promotion.
+//
+// It is a test helper: tugboat itself does not use it. The cluster's
+// administrator (harness.Cluster.RESTConfig, group system:masters)
+// impersonates each user, so the API server authenticates, authorizes and
+// admits every request as that user would be.
+package identity
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/e2e/bins"
+)
+
+// HubUser is the user name of the hub's ServiceAccount, which the policy
+// tugboat-approvals exempts.
+const HubUser = "system:serviceaccount:tugboat-system:tugboat-hub"
+
+// PolicyName names the ValidatingAdmissionPolicy and its binding.
+const PolicyName = "tugboat-approvals"
+
+// ApproverRole is the example ClusterRole of config/hub.
+const ApproverRole = "tugboat-approver"
+
+// Files are the manifests Install applies, relative to the repository root:
+// the policy and its binding, the example approver role, and the hub's
+// RBAC (generated ClusterRole and its binding to the ServiceAccount).
+var Files = []string{
+	"config/hub/approvals/policy.yaml",
+	"config/hub/approvals/approver-role.yaml",
+	"config/hub/rbac/role.yaml",
+	"config/hub/manager/rolebinding.yaml",
+}
+
+// Install applies Files to the cluster admin reaches and waits until the
+// API server enforces the policy. (An expression that does not compile
+// makes the policy refuse every request it matches, with the compiler's
+// error: the tests that expect a request to pass see it.)
+func Install(ctx context.Context, admin client.Client) error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	root, err := bins.FindRepoRoot(wd)
+	if err != nil {
+		return err
+	}
+	for _, f := range Files {
+		if err := applyFile(ctx, admin, filepath.Join(root, f)); err != nil {
+			return fmt.Errorf("applying %s: %w", f, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	// The policy is enforced once the API server's policy informer has it:
+	// a dry-run create that it refuses tells.
+	for {
+		err := admin.Create(ctx, probe(), client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), PolicyName) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("the policy %s is not enforced after 60s (last answer: %v)", PolicyName, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func applyFile(ctx context.Context, c client.Client, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if u.GetKind() == "ClusterRoleBinding" {
+			// The base's kustomization sets the namespace; applied alone,
+			// set it as kustomize would.
+			subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
+			for _, s := range subjects {
+				if m, ok := s.(map[string]any); ok && m["kind"] == "ServiceAccount" && m["namespace"] == nil {
+					m["namespace"] = "tugboat-system"
+				}
+			}
+			_ = unstructured.SetNestedSlice(u.Object, subjects, "subjects")
+		}
+		if err := c.Create(ctx, u); err != nil {
+			if !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+			}
+			cur := &unstructured.Unstructured{}
+			cur.SetGroupVersionKind(u.GroupVersionKind())
+			if err := c.Get(ctx, client.ObjectKeyFromObject(u), cur); err != nil {
+				return err
+			}
+			u.SetResourceVersion(cur.GetResourceVersion())
+			if err := c.Update(ctx, u); err != nil {
+				return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+}
+
+// Config returns a copy of admin that impersonates user (with groups, plus
+// system:authenticated).
+func Config(admin *rest.Config, user string, groups ...string) *rest.Config {
+	cfg := rest.CopyConfig(admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append([]string{"system:authenticated"}, groups...)}
+	return cfg
+}
+
+// Client returns a client acting as user.
+func Client(admin *rest.Config, scheme *runtime.Scheme, user string, groups ...string) (client.Client, error) {
+	return client.New(Config(admin, user, groups...), client.Options{Scheme: scheme})
+}
+
+// HubConfig acts as the hub's ServiceAccount, whose RBAC Install applied.
+func HubConfig(admin *rest.Config) *rest.Config {
+	cfg := rest.CopyConfig(admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: HubUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:tugboat-system", "system:authenticated"}}
+	return cfg
+}
+
+// Grant binds user, in namespace, to a Role that allows what
+// `tugboat approve` needs (read Pipelines and Promotions, write
+// promotions/status) and, when environments are given, the verb approve on
+// those environments ("<pipeline>/<environment>" or "<pipeline>/*"). The
+// Role is named after the user.
+func Grant(ctx context.Context, admin client.Client, namespace, user string, environments ...string) error {
+	name := "approver-" + strings.NewReplacer(":", "-", "@", "-", "/", "-").Replace(user)
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"pipelines", "promotions"}, Verbs: []string{"get", "list", "watch", "create"}},
+		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"promotions/status"}, Verbs: []string{"get", "patch", "update"}},
+	}
+	if len(environments) > 0 {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"tugboat.dev"}, Resources: []string{"environments"}, Verbs: []string{"approve"}, ResourceNames: environments})
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Rules: rules}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := admin.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	// RBAC takes effect once the API server's informers have the binding.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "patch", Group: "tugboat.dev", Resource: "promotions", Subresource: "status"},
+		}}
+		if err := admin.Create(ctx, sar); err != nil {
+			return err
+		}
+		if sar.Status.Allowed {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("RBAC for %s in %s not in effect after 30s", user, namespace)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Uninstall deletes the policy and its binding and waits until the API
+// server no longer enforces it, for test packages that share a cluster
+// with tests written without it.
+func Uninstall(ctx context.Context, admin client.Client) error {
+	for _, o := range []client.Object{
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: PolicyName}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: PolicyName}},
+	} {
+		if err := admin.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		err := admin.Create(ctx, probe(), client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), PolicyName) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("the policy %s is still enforced 60s after its deletion", PolicyName)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// probe is a Promotion the administrator may create only while the policy
+// is not enforced: automatic, not requested by them. It is created with
+// dry run only.
+func probe() *tugboatv1alpha1.Promotion {
+	return &tugboatv1alpha1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "identity-probe"},
+		Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "probe", To: "production", Version: "1.0.0",
+			Strategy: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification}, RequestedBy: tugboatv1alpha1.RequestedByAuto},
+	}
+}
