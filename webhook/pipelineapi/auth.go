@@ -125,7 +125,7 @@ func (h *Handler) checkApprovalCredential(ctx context.Context, r *http.Request, 
 		switch got := h.checkCredentials(r, one, body); {
 		case got == "" && matched == "":
 			matched = name
-		case got != "" && reason == reasonNoCredentials || got == "stale_timestamp":
+		case (got != "" && reason == reasonNoCredentials) || got == "stale_timestamp":
 			reason = got // the most telling reason, for the metrics
 		}
 	}
