@@ -194,3 +194,28 @@ func TestReconciler_abortsOnARejection(t *testing.T) {
 	g.Expect(pr.Status.StartedAt).To(BeNil(), "it never started")
 	g.Expect(pr.Status.CompletedAt).NotTo(BeNil())
 }
+
+// The requester's own approval never counts, even when it reaches the
+// status without the policy's check (here the hub's ServiceAccount writes
+// it).
+func TestReconciler_doesNotCountTheRequestersApproval(t *testing.T) {
+	g := NewWithT(t)
+	f := newApprovalFixture(t)
+	ctx := context.Background()
+	alice, err := identity.Client(cluster.RESTConfig, cluster.Client.Scheme(), "alice")
+	g.Expect(err).NotTo(HaveOccurred())
+	pr, err := request.Create(ctx, alice, f.p, "production", "1.6.0", tugboatv1alpha1.RequestedByUser, "alice")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(f.state(pr.Name), 30*time.Second, 50*time.Millisecond).Should(HavePrefix("WaitingApproval: "))
+
+	cur := f.get(pr.Name)
+	orig := cur.DeepCopy()
+	cur.Status.Approvals = append(cur.Status.Approvals, tugboatv1alpha1.ApprovalVote{
+		Decision: tugboatv1alpha1.DecisionApprove, User: "alice", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: metav1.Now()})
+	g.Expect(hubc.Status().Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))).To(Succeed())
+	f.vote(pr.Name, "bob", tugboatv1alpha1.DecisionApprove, "")
+	g.Eventually(f.state(pr.Name), 30*time.Second, 50*time.Millisecond).Should(Equal(
+		"WaitingApproval: promotion of 1.6.0 into production has 1 of 2 approvals (bob); not counted: alice requested it, so their approval does not count; " +
+			"waiting for 1 more approval from someone other than bob (tugboat approve " + pr.Name + ")"))
+	g.Consistently(func() *tugboatv1alpha1.Approval { return f.get(pr.Name).Status.Approval }, time.Second, 100*time.Millisecond).Should(BeNil())
+}

@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,37 +38,101 @@ const (
 	reasonNoToken         = "no_token_in_secret" //nolint:gosec // a metrics label, not a credential
 	reasonBadToken        = "token_mismatch"
 	reasonNoKey           = "no_usable_key_in_secret"
+	// reasonRequestCredential: an approval authenticated with the Pipeline's
+	// promotion-request credential (spec.secretRef), which cannot approve.
+	// It is answered 403, not 401: the caller holds a valid credential.
+	reasonRequestCredential = "request_credential_cannot_approve" //nolint:gosec // a metrics label, not a credential
+	reasonNoApprovalRef     = "no_approval_secret_ref"
+	reasonMissingApproval   = "missing_approval_secret"
 )
 
-// authenticate checks r against the Pipeline's Secret and returns the
-// Pipeline. It returns a non-empty reason when the request is not
-// authenticated, and an error only when the check itself could not be made
-// (the API server failed).
-func (h *Handler) authenticate(ctx context.Context, r *http.Request, namespace, name string, body []byte) (*tugboatv1alpha1.Pipeline, string, error) {
+// authenticate checks r against the Pipeline's credentials and returns the
+// Pipeline and, for an approval, the name of the approval credential that
+// authenticated it. Promotions are authenticated by the Secret of
+// spec.secretRef; approvals only by one of the credentials of
+// spec.approvalSecretRef (each key a credential's name, its value the
+// bearer token or HMAC key). It returns a non-empty reason when the
+// request is not authenticated (reasonRequestCredential when an approval
+// came with the promotion-request credential), and an error only when the
+// check itself could not be made (the API server failed).
+func (h *Handler) authenticate(ctx context.Context, r *http.Request, namespace, name, endpoint string, body []byte) (*tugboatv1alpha1.Pipeline, string, string, error) {
 	if len(validation.IsDNS1123Label(namespace)) > 0 || len(name) > 63 || len(validation.IsDNS1123Subdomain(name)) > 0 {
-		return nil, reasonUnknownPipeline, nil // no such object can exist
+		return nil, "", reasonUnknownPipeline, nil // no such object can exist
 	}
 	p := &tugboatv1alpha1.Pipeline{}
 	if err := h.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, p); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, reasonUnknownPipeline, nil
+			return nil, "", reasonUnknownPipeline, nil
 		}
-		return nil, "", err
+		return nil, "", "", err
 	}
+	if endpoint != endpointApprovals {
+		reason, err := h.checkRequestCredential(ctx, r, p, body)
+		if err != nil || reason != "" {
+			return nil, "", reason, err
+		}
+		return p, "", "", nil
+	}
+	credential, reason, err := h.checkApprovalCredential(ctx, r, p, body)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if reason == "" {
+		return p, credential, "", nil
+	}
+	// Not an approval credential. The request credential is told apart so
+	// that CI moving from the old scheme learns why.
+	if again, err := h.checkRequestCredential(ctx, r, p, body); err == nil && again == "" {
+		return nil, "", reasonRequestCredential, nil
+	}
+	return nil, "", reason, nil
+}
+
+// checkRequestCredential checks r against the Secret of spec.secretRef.
+func (h *Handler) checkRequestCredential(ctx context.Context, r *http.Request, p *tugboatv1alpha1.Pipeline, body []byte) (string, error) {
 	if p.Spec.SecretRef == nil || p.Spec.SecretRef.Name == "" {
-		return nil, reasonNoSecretRef, nil
+		return reasonNoSecretRef, nil
 	}
 	secret := &corev1.Secret{}
-	if err := h.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: p.Spec.SecretRef.Name}, secret); err != nil {
+	if err := h.reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.SecretRef.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, reasonMissingSecret, nil
+			return reasonMissingSecret, nil
 		}
-		return nil, "", err
+		return "", err
 	}
-	if reason := h.checkCredentials(r, secret, body); reason != "" {
-		return nil, reason, nil
+	return h.checkCredentials(r, secret, body), nil
+}
+
+// checkApprovalCredential checks r against each credential of the Secret
+// of spec.approvalSecretRef, in the order of their names, and returns the
+// name of the first that matches. Every credential is tried, so the time
+// taken does not tell which one matched.
+func (h *Handler) checkApprovalCredential(ctx context.Context, r *http.Request, p *tugboatv1alpha1.Pipeline, body []byte) (string, string, error) {
+	if p.Spec.ApprovalSecretRef == nil || p.Spec.ApprovalSecretRef.Name == "" {
+		return "", reasonNoApprovalRef, nil
 	}
-	return p, "", nil
+	secret := &corev1.Secret{}
+	if err := h.reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ApprovalSecretRef.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", reasonMissingApproval, nil
+		}
+		return "", "", err
+	}
+	matched, reason := "", reasonNoCredentials
+	for _, name := range slices.Sorted(maps.Keys(secret.Data)) {
+		value := secret.Data[name]
+		one := &corev1.Secret{Data: map[string][]byte{TokenKey: value, HMACKey: value}}
+		switch got := h.checkCredentials(r, one, body); {
+		case got == "" && matched == "":
+			matched = name
+		case (got != "" && reason == reasonNoCredentials) || got == "stale_timestamp":
+			reason = got // the most telling reason, for the metrics
+		}
+	}
+	if matched != "" {
+		return matched, "", nil
+	}
+	return "", reason, nil
 }
 
 // checkCredentials checks the bearer token, when an Authorization header

@@ -2,29 +2,40 @@
 // on one Pipeline:
 //
 //	POST /v1/pipelines/{namespace}/{name}/promotions  {"environment", "version", "requester"}
-//	POST /v1/pipelines/{namespace}/{name}/approvals   {"promotion", "approve", "approver", "message"}
+//	POST /v1/pipelines/{namespace}/{name}/approvals   {"promotion", "approve", "message"}
 //
 // The first asks for a Promotion (requestedBy: ci) and answers 201, or 200
 // when an unfinished one of that version into that environment already
-// existed; the second approves or rejects a Promotion waiting for approval.
-// Both do their work through controllers/promotion/request, like the CLI;
-// the strategy runs later, in the Promotion reconciler, never in a handler.
+// existed; the second records a CI vote (approve or reject) on a Promotion
+// waiting for approval, in its status.approvals. Both do their work
+// through controllers/promotion/request, like the CLI; the strategy runs
+// later, in the Promotion reconciler, never in a handler, and so does the
+// counting of votes.
 //
-// Every call is authenticated by the Secret the Pipeline's spec.secretRef
-// names, read from the API server on each call (no cache, so a rotated or
-// revoked secret takes effect at once): "Authorization: Bearer <token>"
-// matched in constant time against key "token", or the tugboat request
+// Promotions are authenticated by the Secret the Pipeline's spec.secretRef
+// names, approvals only by the approval credentials of
+// spec.approvalSecretRef: each key of that Secret is a credential's name,
+// its value the credential's bearer token or HMAC key. The vote is recorded
+// under that name (source CI), never a name from the body (an "approver"
+// field is refused), and only when the name is listed in the destination
+// environment's gates.approvers.ciCredentials (else 403). The request
+// credential cannot approve: an approval that authenticates with it is
+// answered 403 saying so, and an approval credential cannot request
+// promotions. Secrets are read from the API server on each call (no cache,
+// so a rotated or revoked secret takes effect at once): "Authorization:
+// Bearer <token>" matched in constant time, or the tugboat request
 // signature (X-Tugboat-Timestamp and X-Tugboat-Signature: v1=..., see
-// api/wire) made with key "key", within a ±5 minute window. When an
-// Authorization header is present it alone decides. A Pipeline without
-// secretRef refuses every call. Every authentication failure, an unknown
-// Pipeline included, gets the same 401 body, so the API reveals neither
-// which check failed nor which Pipelines exist; 404 for an unknown
-// Promotion comes only after authentication.
+// api/wire) within a ±5 minute window. When an Authorization header is
+// present it alone decides. Every other authentication failure, an
+// unknown Pipeline included, gets the same 401 body, so the API reveals
+// neither which check failed nor which Pipelines exist; 404 for an
+// unknown Promotion comes only after authentication.
 //
 // Checks run in this order: path (404), method (405), Content-Type (415),
-// body size (413, 64 KiB), authentication (401), body (400, naming the
-// field), then the request's own outcome (404, 409). Errors are
+// body size (413, 64 KiB), authentication (401; 403 for the request
+// credential on approvals), body (400, naming the field), then the
+// request's own outcome (404, 403 for a credential that may not approve,
+// 409). Errors are
 // wire.ErrorResponse bodies. Credentials are never logged.
 //
 // The handler is mounted on the hub's receiver (webhook/receiver

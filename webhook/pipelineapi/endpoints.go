@@ -36,14 +36,13 @@ type PromotionResponse struct {
 	Phase tugboatv1alpha1.PromotionPhase `json:"phase,omitempty"`
 }
 
-// ApprovalRequest is the body of POST .../approvals.
+// ApprovalRequest is the body of POST .../approvals. Who decides is not in
+// the body: it is the approval credential that authenticated the request.
 type ApprovalRequest struct {
 	// Promotion is the name of a Promotion of this Pipeline. Required.
 	Promotion string `json:"promotion"`
 	// Approve is true to approve, false to reject. Required.
 	Approve *bool `json:"approve"`
-	// Approver is who decided. Required.
-	Approver string `json:"approver"`
 	// Message is a comment. Optional.
 	Message string `json:"message,omitempty"`
 }
@@ -52,11 +51,14 @@ type ApprovalRequest struct {
 type ApprovalResponse struct {
 	// Promotion is the Promotion's name.
 	Promotion string `json:"promotion"`
-	// Decision is "approved" or "rejected", as recorded (the first decision
-	// stands when the same one is sent twice).
+	// Decision is "approved" or "rejected": the credential's vote as
+	// recorded (the first one stands when the same is sent twice).
 	Decision string `json:"decision"`
-	// DecidedBy is who made the recorded decision.
+	// DecidedBy is the name of the approval credential, as recorded.
 	DecidedBy string `json:"decidedBy"`
+	// Gate says where the approval gate stands after the vote, e.g. "1 of 2
+	// approvals (release-bot)"; the hub starts or aborts the Promotion.
+	Gate string `json:"gate"`
 }
 
 func (h *Handler) servePromotion(ctx context.Context, c *call, p *tugboatv1alpha1.Pipeline, body []byte) {
@@ -79,9 +81,12 @@ func (h *Handler) servePromotion(ctx context.Context, c *call, p *tugboatv1alpha
 	c.respond(http.StatusOK, PromotionResponse{Promotion: pr.Name, Phase: pr.Status.Phase})
 }
 
-func (h *Handler) serveApproval(ctx context.Context, c *call, body []byte) {
+func (h *Handler) serveApproval(ctx context.Context, c *call, p *tugboatv1alpha1.Pipeline, credential string, body []byte) {
 	var req ApprovalRequest
-	if fe := decodeStrict(body, &req, map[string]string{"promotion": "string", "approve": "boolean", "approver": "string", "message": "string"}); fe != nil {
+	if fe := decodeStrict(body, &req, map[string]string{"promotion": "string", "approve": "boolean", "message": "string"}); fe != nil {
+		if fe.Field == "approver" {
+			fe.Detail = "no longer accepted: the decision is recorded under the name of the approval credential that authenticated the request"
+		}
 		c.invalid(*fe)
 		return
 	}
@@ -98,28 +103,30 @@ func (h *Handler) serveApproval(ctx context.Context, c *call, body []byte) {
 	}
 	pr, err := request.GetPromotion(ctx, h.reader, c.namespace, req.Promotion)
 	if err == nil && pr.Spec.Pipeline != c.pipeline {
-		// Another Pipeline's Promotion: its secret does not cover it, and
-		// its existence is not this caller's business.
+		// Another Pipeline's Promotion: its credentials do not cover it,
+		// and its existence is not this caller's business.
 		err = &request.NotFoundError{Kind: "promotion", Namespace: c.namespace, Name: req.Promotion}
 	}
 	if err != nil {
 		h.outcome(c, err)
 		return
 	}
-	decide := request.Reject
+	vote := tugboatv1alpha1.ApprovalVote{Decision: tugboatv1alpha1.DecisionReject, User: credential, Source: tugboatv1alpha1.ApprovalSourceCI, Message: req.Message}
 	if *req.Approve {
-		decide = request.Approve
+		vote.Decision = tugboatv1alpha1.DecisionApprove
 	}
-	pr, err = decide(ctx, h.client, c.namespace, req.Promotion, req.Approver, req.Message)
+	pr, err = request.Decide(ctx, h.client, c.namespace, req.Promotion, vote)
 	if err != nil {
 		h.outcome(c, err)
 		return
 	}
-	resp := ApprovalResponse{Promotion: pr.Name, Decision: "rejected", DecidedBy: pr.Status.Approval.RejectedBy}
-	if pr.Status.Approval.ApprovedBy != "" {
-		resp.Decision, resp.DecidedBy = "approved", pr.Status.Approval.ApprovedBy
+	resp := ApprovalResponse{Promotion: pr.Name, Decision: "approved", DecidedBy: credential, Gate: request.Count(p, pr).Summary()}
+	for _, v := range pr.Status.Approvals {
+		if v.Source == tugboatv1alpha1.ApprovalSourceCI && v.User == credential && v.Decision == tugboatv1alpha1.DecisionReject {
+			resp.Decision = "rejected"
+		}
 	}
-	h.log.Info("Promotion decided by CI", "pipeline", c.namespace+"/"+c.pipeline, "promotion", pr.Name, "decision", resp.Decision, "by", resp.DecidedBy)
+	h.log.Info("Promotion decided by CI", "pipeline", c.namespace+"/"+c.pipeline, "promotion", pr.Name, "decision", resp.Decision, "credential", credential)
 	c.respond(http.StatusOK, resp)
 }
 
@@ -133,6 +140,8 @@ func (h *Handler) outcome(c *call, err error) {
 		c.fail(http.StatusNotFound, err.Error())
 	case errors.Is(err, request.ErrNotWaiting):
 		c.fail(http.StatusConflict, err.Error())
+	case errors.Is(err, request.ErrNotAllowed):
+		c.fail(http.StatusForbidden, err.Error())
 	default:
 		h.log.Error(err, "Pipeline API request failed", "pipeline", c.namespace+"/"+c.pipeline, "endpoint", c.endpoint)
 		c.fail(http.StatusInternalServerError, "internal error: the hub's log has the details")

@@ -15,13 +15,16 @@ import (
 	"tugboat.dev/tugboat/webhook/pipelineapi"
 )
 
-// Credentials the fuzzer picks from (auth % 5).
+// Credentials the fuzzer picks from (auth % 6). The promotion-request
+// credentials (authToken, authSigned) cannot approve; authApproval can
+// only approve.
 const (
 	authNone = iota
 	authToken
 	authWrongToken
 	authSigned
 	authStale
+	authApproval
 )
 
 var (
@@ -36,7 +39,7 @@ var (
 // credentials, and a 201 only with the Promotion really created.
 func FuzzPipelineAPI(f *testing.F) {
 	f.Add("POST", "/v1/pipelines/fuzz/web/promotions", "application/json", uint8(authToken), []byte(`{"environment":"staging","version":"1.0.0"}`))
-	f.Add("POST", "/v1/pipelines/fuzz/web/approvals", "application/json", uint8(authSigned), []byte(`{"promotion":"web-production-1.0.0","approve":true,"approver":"bot"}`))
+	f.Add("POST", "/v1/pipelines/fuzz/web/approvals", "application/json", uint8(authApproval), []byte(`{"promotion":"web-production-1.0.0","approve":true}`))
 	f.Add("GET", "/v1/pipelines/fuzz/web/promotions", "", uint8(authNone), []byte(nil))
 	f.Fuzz(func(t *testing.T, method, path, contentType string, auth uint8, body []byte) {
 		fuzzOnce.Do(func() { fuzzFixture = newFixture(t, "fuzz") })
@@ -52,7 +55,7 @@ func FuzzPipelineAPI(f *testing.F) {
 			r.Header.Set("Content-Type", contentType)
 		}
 		valid := false
-		switch auth % 5 {
+		switch auth % 6 {
 		case authToken:
 			r.Header.Set("Authorization", "Bearer "+webToken)
 			valid = true
@@ -63,12 +66,15 @@ func FuzzPipelineAPI(f *testing.F) {
 			valid = true
 		case authStale:
 			wire.SignRequest(r, webKey, body, time.Now().Add(-time.Hour))
+		case authApproval:
+			r.Header.Set("Authorization", "Bearer "+releaseBotToken)
+			valid = true
 		}
 		rec := httptest.NewRecorder()
 		fx.handler.ServeHTTP(rec, r)
 
 		switch rec.Code {
-		case 200, 201, 400, 401, 404, 405, 409, 413, 415:
+		case 200, 201, 400, 401, 403, 404, 405, 409, 413, 415:
 		default:
 			t.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
@@ -85,6 +91,12 @@ func FuzzPipelineAPI(f *testing.F) {
 		if !valid {
 			switch rec.Code {
 			case 401, 405, 413, 415:
+			case 403:
+				if auth%6 != authWrongToken {
+					t.Fatalf("403 without credentials: %s", rec.Body)
+				}
+				// otherToken is the request token of Pipeline other: it
+				// authenticates, and cannot approve.
 			case 404:
 				if !strings.Contains(rec.Body.String(), "no such endpoint") {
 					t.Fatalf("404 past authentication without credentials: %s", rec.Body)

@@ -167,7 +167,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(http.StatusBadRequest, "reading the body failed")
 		return
 	}
-	p, reason, err := h.authenticate(ctx, r, c.namespace, c.pipeline, body)
+	p, credential, reason, err := h.authenticate(ctx, r, c.namespace, c.pipeline, c.endpoint, body)
 	if err != nil {
 		h.log.Error(err, "Authenticating a pipeline API request failed", "pipeline", clip(c.namespace+"/"+c.pipeline, 256))
 		w.Header().Set("Retry-After", "5")
@@ -177,6 +177,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if reason != "" {
 		h.metrics.authFailures.WithLabelValues(reason).Inc()
 		h.log.V(1).Info("Pipeline API request not authenticated", "pipeline", clip(c.namespace+"/"+c.pipeline, 256), "endpoint", c.endpoint, "reason", reason)
+		if reason == reasonRequestCredential {
+			c.fail(http.StatusForbidden, requestCredentialCannotApprove)
+			return
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tugboat"`)
 		c.respond(http.StatusUnauthorized, unauthorized)
 		return
@@ -185,12 +189,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case endpointPromotions:
 		h.servePromotion(ctx, c, p, body)
 	case endpointApprovals:
-		h.serveApproval(ctx, c, body)
+		h.serveApproval(ctx, c, p, credential, body)
 	}
 }
 
 // unauthorized is the one body of every 401.
 var unauthorized = wire.ErrorResponse{Error: "request not authenticated"}
+
+// requestCredentialCannotApprove answers an approval made with the
+// promotion-request credential.
+const requestCredentialCannotApprove = "this credential requests promotions and cannot approve them: " +
+	"authenticate approvals with an approval credential of the Pipeline's spec.approvalSecretRef"
 
 func (c *call) fail(status int, msg string) {
 	c.respond(status, wire.ErrorResponse{Error: msg})

@@ -21,7 +21,8 @@ import (
 // and Promotion reconcilers, with strategies that do nothing) and drives an
 // approval gate over HTTP: CI asks for a promotion into production, the
 // Promotion controller holds it in WaitingApproval, CI approves it with a
-// signed request, and the controller starts it.
+// request signed by its approval credential release-bot, and the
+// controller counts the vote and starts it.
 func TestPipelineAPI_onTheHub(t *testing.T) {
 	g := NewWithT(t)
 	f := newFixture(t, "api-hub")
@@ -34,12 +35,14 @@ func TestPipelineAPI_onTheHub(t *testing.T) {
 	g.Eventually(h.Receiver.Addr, 30*time.Second, 50*time.Millisecond).ShouldNot(BeNil())
 	base := "http://" + h.Receiver.Addr().String()
 
-	post := func(endpoint string, body []byte, sign bool) (int, []byte) {
+	// post sends body to endpoint, signed with key, or with a bearer token
+	// when key is empty.
+	post := func(endpoint string, body []byte, key []byte) (int, []byte) {
 		req, err := http.NewRequest(http.MethodPost, base+f.path("web", endpoint), bytes.NewReader(body))
 		g.Expect(err).NotTo(HaveOccurred())
 		req.Header.Set("Content-Type", "application/json")
-		if sign {
-			wire.SignRequest(req, webKey, body, time.Now())
+		if key != nil {
+			wire.SignRequest(req, key, body, time.Now())
 		} else {
 			req.Header.Set("Authorization", "Bearer "+webToken)
 		}
@@ -51,14 +54,14 @@ func TestPipelineAPI_onTheHub(t *testing.T) {
 		return resp.StatusCode, buf.Bytes()
 	}
 
-	code, body := post("promotions", []byte(`{"environment":"production","version":"3.1.0","requester":"pipeline #42"}`), false)
+	code, body := post("promotions", []byte(`{"environment":"production","version":"3.1.0","requester":"pipeline #42"}`), nil)
 	g.Expect(code).To(Equal(http.StatusCreated), string(body))
 	var created pipelineapi.PromotionResponse
 	g.Expect(json.Unmarshal(body, &created)).To(Succeed())
 	phase := func() tugboatv1alpha1.PromotionPhase { return f.promotion(created.Promotion).Status.Phase }
 	g.Eventually(phase, 30*time.Second, 100*time.Millisecond).Should(Equal(tugboatv1alpha1.PromotionWaitingApproval))
 
-	code, body = post("approvals", []byte(`{"promotion":"`+created.Promotion+`","approve":true,"approver":"release-bot"}`), true)
+	code, body = post("approvals", []byte(`{"promotion":"`+created.Promotion+`","approve":true}`), []byte(releaseBotToken))
 	g.Expect(code).To(Equal(http.StatusOK), string(body))
 	g.Eventually(phase, 30*time.Second, 100*time.Millisecond).Should(BeElementOf(tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.PromotionVerifying))
 	pr := f.promotion(created.Promotion)

@@ -45,9 +45,19 @@ const (
 
 var webKey = []byte("web-ci-hmac-key-0123456789abcdef")
 
+// Approval credentials of Pipeline "web" (Secret "web-approvals"):
+// release-bot may approve production, deploy-bot nothing. Each value is a
+// bearer token and an HMAC key alike.
+const (
+	releaseBotToken = "release-bot-approval-token-5c3e"
+	deployBotToken  = "deploy-bot-approval-token-77d1"
+)
+
 // fixture is a namespace with three Pipelines and the API's handler:
 //   - web: dev → staging → production (approval required), Secret web-ci
 //     with a bearer token (stored with a trailing newline) and an HMAC key;
+//     approval credentials in Secret web-approvals, of which release-bot
+//     may approve production;
 //   - open: no secretRef;
 //   - other: Secret other-ci with another token and no HMAC key;
 //   - dangling: names a Secret that does not exist.
@@ -71,7 +81,9 @@ func newFixture(t testing.TB, ns string) *fixture {
 			Data: map[string][]byte{pipelineapi.TokenKey: []byte(webToken + "\n"), pipelineapi.HMACKey: webKey}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-ci"},
 			Data: map[string][]byte{pipelineapi.TokenKey: []byte(otherToken)}},
-		newPipeline(ns, "web", "web-ci"),
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-approvals"},
+			Data: map[string][]byte{"release-bot": []byte(releaseBotToken), "deploy-bot": []byte(deployBotToken)}},
+		withApprovals(newPipeline(ns, "web", "web-ci"), "web-approvals", "release-bot"),
 		newPipeline(ns, "open", ""),
 		newPipeline(ns, "other", "other-ci"),
 		newPipeline(ns, "dangling", "gone-ci"),
@@ -109,6 +121,15 @@ func newPipeline(ns, name, secret string) *tugboatv1alpha1.Pipeline {
 	if secret != "" {
 		p.Spec.SecretRef = &tugboatv1alpha1.LocalSecretReference{Name: secret}
 	}
+	return p
+}
+
+// withApprovals sets p's approval Secret and lets credentials approve its
+// last environment.
+func withApprovals(p *tugboatv1alpha1.Pipeline, secret string, credentials ...string) *tugboatv1alpha1.Pipeline {
+	p.Spec.ApprovalSecretRef = &tugboatv1alpha1.LocalSecretReference{Name: secret}
+	last := &p.Spec.Environments[len(p.Spec.Environments)-1]
+	last.Gates.Approvers = &tugboatv1alpha1.Approvers{CICredentials: credentials}
 	return p
 }
 

@@ -62,7 +62,7 @@ func TestPipelineAPI_createsACIPromotionWithAnHMACSignature(t *testing.T) {
 	g.Expect(f.promotion(name).Spec.Requester).To(BeEmpty())
 }
 
-func TestPipelineAPI_approvesAndRejectsWaitingPromotions(t *testing.T) {
+func TestPipelineAPI_approvesAndRejectsWithAnApprovalCredential(t *testing.T) {
 	g := NewWithT(t)
 	f := newFixture(t, "api-approvals")
 	create := func(version string) string {
@@ -72,40 +72,94 @@ func TestPipelineAPI_approvesAndRejectsWaitingPromotions(t *testing.T) {
 		return decode[pipelineapi.PromotionResponse](g, rec.Body.Bytes()).Promotion
 	}
 	decide := func(name string, approve bool, auth authFunc) (int, string) {
-		b, _ := json.Marshal(map[string]any{"promotion": name, "approve": approve, "approver": "release-bot", "message": "gate passed"})
+		b, _ := json.Marshal(map[string]any{"promotion": name, "approve": approve, "message": "gate passed"})
 		rec := f.do(call{path: f.path("web", "approvals"), body: b, auth: auth})
 		return rec.Code, rec.Body.String()
 	}
 
 	approved := create("1.4.0")
 	f.setPhase(approved, tugboatv1alpha1.PromotionWaitingApproval)
-	code, body := decide(approved, true, signed(webKey, time.Now()))
+	code, body := decide(approved, true, signed([]byte(releaseBotToken), time.Now()))
 	g.Expect(code).To(Equal(http.StatusOK), body)
 	g.Expect(decode[pipelineapi.ApprovalResponse](g, []byte(body))).To(Equal(pipelineapi.ApprovalResponse{
-		Promotion: approved, Decision: "approved", DecidedBy: "release-bot"}))
-	a := f.promotion(approved).Status.Approval
-	g.Expect(a).NotTo(BeNil())
-	g.Expect(a.ApprovedBy).To(Equal("release-bot"))
-	g.Expect(a.Message).To(Equal("gate passed"))
+		Promotion: approved, Decision: "approved", DecidedBy: "release-bot", Gate: "1 of 1 approval (release-bot)"}))
+	pr := f.promotion(approved)
+	g.Expect(pr.Status.Approvals).To(HaveLen(1))
+	v := pr.Status.Approvals[0]
+	g.Expect(v.User).To(Equal("release-bot"), "recorded under the credential's name")
+	g.Expect(v.Source).To(Equal(tugboatv1alpha1.ApprovalSourceCI))
+	g.Expect(v.Decision).To(Equal(tugboatv1alpha1.DecisionApprove))
+	g.Expect(v.Message).To(Equal("gate passed"))
+	g.Expect(pr.Status.Approval).To(BeNil(), "the hub's controller writes the outcome")
+
+	code, body = decide(approved, true, bearer(releaseBotToken))
+	g.Expect(code).To(Equal(http.StatusOK), body)
+	g.Expect(f.promotion(approved).Status.Approvals).To(HaveLen(1), "the same vote again changes nothing")
+
+	code, body = decide(approved, false, bearer(releaseBotToken))
+	g.Expect(code).To(Equal(http.StatusConflict), body)
+	g.Expect(body).To(ContainSubstring("was already approved by release-bot: a decision cannot be changed"))
 
 	rejected := create("1.5.0") // Pending, gated: a decision may come early
-	code, body = decide(rejected, false, bearer(webToken))
+	code, body = decide(rejected, false, bearer(releaseBotToken))
 	g.Expect(code).To(Equal(http.StatusOK), body)
-	g.Expect(f.promotion(rejected).Status.Approval.RejectedBy).To(Equal("release-bot"))
-
-	code, body = decide(approved, false, bearer(webToken))
-	g.Expect(code).To(Equal(http.StatusConflict), body)
-	g.Expect(body).To(ContainSubstring("was already approved by release-bot"))
+	g.Expect(decode[pipelineapi.ApprovalResponse](g, []byte(body)).Decision).To(Equal("rejected"))
+	g.Expect(f.promotion(rejected).Status.Approvals[0].Decision).To(Equal(tugboatv1alpha1.DecisionReject))
 
 	running := create("1.6.0")
 	f.setPhase(running, tugboatv1alpha1.PromotionRunning)
-	code, body = decide(running, true, bearer(webToken))
+	code, body = decide(running, true, bearer(releaseBotToken))
 	g.Expect(code).To(Equal(http.StatusConflict), body)
 	g.Expect(decode[wire.ErrorResponse](g, []byte(body)).Error).To(Equal("promotion " + running + " is Running, not waiting for approval"))
-	g.Expect(f.promotion(running).Status.Approval).To(BeNil())
+	g.Expect(f.promotion(running).Status.Approvals).To(BeEmpty())
 
-	g.Expect(f.counter("tugboat_pipelineapi_requests_total", map[string]string{"endpoint": "approvals", "code": "200"})).To(Equal(2.0))
+	g.Expect(f.counter("tugboat_pipelineapi_requests_total", map[string]string{"endpoint": "approvals", "code": "200"})).To(Equal(3.0))
 	g.Expect(f.counter("tugboat_pipelineapi_requests_total", map[string]string{"endpoint": "approvals", "code": "409"})).To(Equal(2.0))
+	g.Expect(f.logged()).NotTo(ContainSubstring(releaseBotToken))
+}
+
+// TestPipelineAPI_approvalsNeedAListedApprovalCredential: the token that
+// requests promotions cannot approve them (403 saying so), a credential
+// not listed for the environment gets 403, and nothing changes.
+func TestPipelineAPI_approvalsNeedAListedApprovalCredential(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, "api-approval-auth")
+	rec := f.do(call{path: f.path("web", "promotions"), auth: bearer(webToken), body: []byte(`{"environment":"production","version":"1.4.0"}`)})
+	g.Expect(rec.Code).To(Equal(http.StatusCreated), rec.Body.String())
+	name := decode[pipelineapi.PromotionResponse](g, rec.Body.Bytes()).Promotion
+	f.setPhase(name, tugboatv1alpha1.PromotionWaitingApproval)
+	body := []byte(`{"promotion":"` + name + `","approve":true}`)
+
+	for _, tc := range []struct {
+		name  string
+		path  string
+		auth  authFunc
+		code  int
+		error string
+	}{
+		{"the request token", f.path("web", "approvals"), bearer(webToken), 403, "this credential requests promotions and cannot approve them"},
+		{"signed with the request key", f.path("web", "approvals"), signed(webKey, time.Now()), 403, "authenticate approvals with an approval credential of the Pipeline's spec.approvalSecretRef"},
+		{"a request token where no approval credential exists", f.path("other", "approvals"), bearer(otherToken), 403, "cannot approve them"},
+		{"an unlisted approval credential", f.path("web", "approvals"), bearer(deployBotToken), 403, "CI identity deploy-bot is not an approver of production"},
+		{"an unlisted approval credential, signed", f.path("web", "approvals"), signed([]byte(deployBotToken), time.Now()), 403, "not an approver"},
+		{"an unknown token", f.path("web", "approvals"), bearer("release-bot"), 401, "request not authenticated"},
+		{"an approval credential, stale", f.path("web", "approvals"), signed([]byte(releaseBotToken), time.Now().Add(-10*time.Minute)), 401, "request not authenticated"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			before := f.promotions()
+			rec := f.do(call{path: tc.path, body: body, auth: tc.auth})
+			g.Expect(rec.Code).To(Equal(tc.code), rec.Body.String())
+			g.Expect(decode[wire.ErrorResponse](g, rec.Body.Bytes()).Error).To(ContainSubstring(tc.error))
+			g.Expect(f.promotions()).To(Equal(before), "nothing changed")
+		})
+	}
+	g.Expect(f.promotion(name).Status.Approvals).To(BeEmpty())
+	g.Expect(f.counter("tugboat_pipelineapi_auth_failures_total", map[string]string{"reason": "request_credential_cannot_approve"})).To(Equal(3.0))
+
+	// An approval credential cannot request promotions either.
+	rec = f.do(call{path: f.path("web", "promotions"), auth: bearer(releaseBotToken), body: []byte(`{"environment":"staging","version":"1.4.0"}`)})
+	g.Expect(rec.Code).To(Equal(http.StatusUnauthorized), rec.Body.String())
 }
 
 // TestPipelineAPI_refusesBadRequestsAndChangesNothing sends one bad request
@@ -131,10 +185,11 @@ func TestPipelineAPI_refusesBadRequestsAndChangesNothing(t *testing.T) {
 	approvals := f.path("web", "approvals")
 	good := []byte(`{"environment":"staging","version":"1.2.0"}`)
 	approve := func(name string) []byte {
-		return []byte(`{"promotion":"` + name + `","approve":true,"approver":"bot"}`)
+		return []byte(`{"promotion":"` + name + `","approve":true}`)
 	}
 	now := time.Now()
 	tok := bearer(webToken)
+	atok := bearer(releaseBotToken)
 
 	for _, tc := range []struct {
 		name  string
@@ -200,18 +255,22 @@ func TestPipelineAPI_refusesBadRequestsAndChangesNothing(t *testing.T) {
 		{name: "version too long", call: call{path: promotions, body: []byte(`{"environment":"staging","version":"` + strings.Repeat("9", 65) + `"}`), auth: tok}, code: 400, field: "version", error: "at most 64"},
 		{name: "requester too long", call: call{path: promotions, body: []byte(`{"environment":"staging","version":"1.2.0","requester":"` + strings.Repeat("r", 257) + `"}`), auth: tok}, code: 400, field: "requester"},
 
-		{name: "approval without promotion", call: call{path: approvals, body: []byte(`{"approve":true,"approver":"bot"}`), auth: tok}, code: 400, field: "promotion", error: "required"},
-		{name: "approval of an invalid name", call: call{path: approvals, body: []byte(`{"promotion":"../x","approve":true,"approver":"bot"}`), auth: tok}, code: 400, field: "promotion"},
-		{name: "approval without approve", call: call{path: approvals, body: []byte(`{"promotion":"` + waiting + `","approver":"bot"}`), auth: tok}, code: 400, field: "approve", error: "required"},
-		{name: "approve as a string", call: call{path: approvals, body: []byte(`{"promotion":"` + waiting + `","approve":"yes","approver":"bot"}`), auth: tok}, code: 400, field: "approve", error: "must be a boolean"},
-		{name: "approval without approver", call: call{path: approvals, body: []byte(`{"promotion":"` + waiting + `","approve":true}`), auth: tok}, code: 400, field: "approver", error: "required"},
-		{name: "approval message too long", call: call{path: approvals, body: []byte(`{"promotion":"` + waiting + `","approve":true,"approver":"bot","message":"` + strings.Repeat("m", 1025) + `"}`), auth: tok}, code: 400, field: "message"},
-		{name: "approval with a promotion's field", call: call{path: approvals, body: []byte(`{"promotion":"` + waiting + `","approve":true,"approver":"bot","version":"1"}`), auth: tok}, code: 400, field: "version", error: "unknown field"},
-		{name: "approval of an unknown promotion", call: call{path: approvals, body: approve("web-production-9.9.9"), auth: tok}, code: 404, error: "promotion " + f.ns + "/web-production-9.9.9 not found"},
-		{name: "approval of another pipeline's promotion", call: call{path: approvals, body: approve(othersWaiting), auth: tok}, code: 404, error: "not found"},
-		{name: "approval of a running promotion", call: call{path: approvals, body: approve(running), auth: tok}, code: 409, error: "is Running, not waiting for approval"},
+		{name: "approval without promotion", call: call{path: approvals, body: []byte(`{"approve":true}`), auth: atok}, code: 400, field: "promotion", error: "required"},
+		{name: "approval of an invalid name", call: call{path: approvals, body: []byte(`{"promotion":"../x","approve":true}`), auth: atok}, code: 400, field: "promotion"},
+		{name: "approval without approve", call: call{path: approvals, body: []byte(`{"promotion":"` + waiting + `"}`), auth: atok}, code: 400, field: "approve", error: "required"},
+		{name: "approve as a string", call: call{path: approvals, body: []byte(`{"promotion":"` + waiting + `","approve":"yes"}`), auth: atok}, code: 400, field: "approve", error: "must be a boolean"},
+		{name: "approval naming an approver", call: call{path: approvals, body: []byte(`{"promotion":"` + waiting + `","approve":true,"approver":"alice"}`), auth: atok}, code: 400, field: "approver", error: "no longer accepted: the decision is recorded under the name of the approval credential"},
+		{name: "approval message too long", call: call{path: approvals, body: []byte(`{"promotion":"` + waiting + `","approve":true,"message":"` + strings.Repeat("m", 1025) + `"}`), auth: atok}, code: 400, field: "message"},
+		{name: "approval with a promotion's field", call: call{path: approvals, body: []byte(`{"promotion":"` + waiting + `","approve":true,"version":"1"}`), auth: atok}, code: 400, field: "version", error: "unknown field"},
+		{name: "approval of an unknown promotion", call: call{path: approvals, body: approve("web-production-9.9.9"), auth: atok}, code: 404, error: "promotion " + f.ns + "/web-production-9.9.9 not found"},
+		{name: "approval of another pipeline's promotion", call: call{path: approvals, body: approve(othersWaiting), auth: atok}, code: 404, error: "not found"},
+		{name: "approval of a running promotion", call: call{path: approvals, body: approve(running), auth: atok}, code: 409, error: "is Running, not waiting for approval"},
 		{name: "approval without credentials", call: call{path: approvals, body: approve(waiting)}, code: 401},
 		{name: "approval with the other pipeline's token", call: call{path: f.path("other", "approvals"), body: approve(waiting), auth: tok}, code: 401},
+		{name: "approval with an approval credential on another pipeline", call: call{path: f.path("other", "approvals"), body: approve(othersWaiting), auth: atok}, code: 401},
+		{name: "approval with the request token", call: call{path: approvals, body: approve(waiting), auth: tok}, code: 403, error: "this credential requests promotions and cannot approve them"},
+		{name: "approval by an unlisted credential", call: call{path: approvals, body: approve(waiting), auth: bearer(deployBotToken)}, code: 403, error: "deploy-bot is not an approver of production"},
+		{name: "promotion with an approval credential", call: call{path: promotions, body: good, auth: atok}, code: 401},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

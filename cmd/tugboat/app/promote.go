@@ -84,7 +84,11 @@ environment: tugboat never undoes a deliberate rollback until told to.`,
 				fmt.Fprintf(w, "Promotion %s of %s into %s already exists (%s).\n", pr.Name, version, to, phaseOf(pr))
 			}
 			if idx := pipeline.EnvironmentIndex(p, to); idx >= 0 && p.Spec.Environments[idx].Gates.RequireApproval && pr.Status.Approval == nil && !pr.Status.Phase.Terminal() {
-				fmt.Fprintf(w, "%s requires approval: tugboat approve %s -n %s\n", to, pr.Name, p.Namespace)
+				by := ""
+				if pr.Spec.RequestedBy == tugboatv1alpha1.RequestedByUser && pr.Spec.Requester == user {
+					by = " by someone other than you"
+				}
+				fmt.Fprintf(w, "%s requires approval%s: tugboat approve %s -n %s\n", to, by, pr.Name, p.Namespace)
 			}
 			return nil
 		},

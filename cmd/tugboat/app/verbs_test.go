@@ -188,7 +188,7 @@ func TestPromote_createsAManualPromotionAndResumes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	name := pipeline.PromotionName("web", "production", "1.5.0")
 	g.Expect(out).To(ContainSubstring("Created promotion " + name + ": 1.5.0 into production"))
-	g.Expect(out).To(ContainSubstring("production requires approval: tugboat approve " + name + " -n " + ns))
+	g.Expect(out).To(ContainSubstring("production requires approval by someone other than you: tugboat approve " + name + " -n " + ns))
 	g.Expect(stderr).To(BeEmpty())
 	pr := getPromotion(t, ns, name)
 	g.Expect(pr.Spec.RequestedBy).To(Equal(tugboatv1alpha1.RequestedByUser))

@@ -59,7 +59,8 @@ func (e *NotFoundError) Error() string {
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
 // PhaseError is a decision on a Promotion that is not waiting for it:
-// already started, finished, or already decided the other way.
+// already started or finished, its gate already decided, or the same
+// identity's earlier vote the other way (a vote cannot be changed).
 type PhaseError struct {
 	// Promotion is the Promotion's name.
 	Promotion string

@@ -23,9 +23,10 @@ import (
 const (
 	// MaxVersionLength is the longest chart version accepted.
 	MaxVersionLength = 64
-	// MaxIdentityLength is the longest requester or approver accepted.
+	// MaxIdentityLength is the longest requester or voter (user,
+	// displayName) accepted.
 	MaxIdentityLength = 256
-	// MaxMessageLength is the longest approval message accepted.
+	// MaxMessageLength is the longest message of a vote accepted.
 	MaxMessageLength = 1024
 	// MaxRetries bounds how many Promotions of one version into one
 	// environment Ensure tries names for (the first plus its retries).
