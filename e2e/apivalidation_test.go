@@ -397,8 +397,10 @@ func testStatusRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 				Health: tugboatv1.HealthCurrent, Message: "runs 1.3.9", LastTransitionTime: at(10),
 			}},
 			Notifications: []tugboatv1.NotificationDelivery{
-				{Notifier: "chat", PromotionPhase: tugboatv1.PromotionRunning, Phase: tugboatv1.NotificationDelivered, Attempts: 1, LastAttemptAt: at(5), DeliveredAt: at(5)},
-				{Notifier: "hook", PromotionPhase: tugboatv1.PromotionRunning, Phase: tugboatv1.NotificationPending, Attempts: 2, LastAttemptAt: at(20), Error: "503 Service Unavailable"},
+				{Notifier: "chat", Event: tugboatv1.EventPromotionRunning, Reference: "C024BE91L/1700000000.000100",
+					DeliveryState: tugboatv1.DeliveryState{Phase: tugboatv1.NotificationDelivered, Attempts: 1, LastAttemptAt: at(5), DeliveredAt: at(5)}},
+				{Notifier: "hook", Event: tugboatv1.EventPromotionRunning,
+					DeliveryState: tugboatv1.DeliveryState{Phase: tugboatv1.NotificationPending, Attempts: 2, LastAttemptAt: at(20), Error: "503 Service Unavailable"}},
 			},
 			Approval:  &tugboatv1.Approval{ApprovedBy: "alice", Time: *at(2), Message: "ship it"},
 			StartedAt: at(1),

@@ -127,7 +127,7 @@ func (b *SecretBuilder) build(p *tugboatv1alpha1.Pipeline, n *tugboatv1alpha1.No
 	case tugboatv1alpha1.NotifierSlack:
 		o := slack.Options{
 			WebhookURL: val(SlackAddressKey), Token: val(SlackTokenKey), Channel: n.Slack.Channel,
-			SigningSecret: val(SlackSigningSecretKey) != "", APIURL: b.opts.SlackAPIURL, HTTPClient: b.opts.HTTPClient,
+			SigningSecret: val(SlackSigningSecretKey), APIURL: b.opts.SlackAPIURL, HTTPClient: b.opts.HTTPClient,
 		}
 		if o.WebhookURL == "" && o.Token == "" {
 			return nil, missing(SlackAddressKey, SlackTokenKey)
