@@ -26,4 +26,3 @@ func ID(n Notice) string {
 	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(sum[:16])
 }
-

@@ -77,10 +77,10 @@ type Promotion struct {
 	RequestedBy string `json:"requestedBy,omitempty"`
 	Requester   string `json:"requester,omitempty"`
 	// ApprovalsRequired is how many approvals the destination requires.
-	ApprovalsRequired int    `json:"approvalsRequired,omitempty"`
-	Votes             []Vote `json:"votes,omitempty"`
-	ApprovedBy        string `json:"approvedBy,omitempty"`
-	RejectedBy        string `json:"rejectedBy,omitempty"`
+	ApprovalsRequired int        `json:"approvalsRequired,omitempty"`
+	Votes             []Vote     `json:"votes,omitempty"`
+	ApprovedBy        string     `json:"approvedBy,omitempty"`
+	RejectedBy        string     `json:"rejectedBy,omitempty"`
 	Created           *time.Time `json:"created,omitempty"`
 	Started           *time.Time `json:"started,omitempty"`
 	Done              *time.Time `json:"done,omitempty"`
