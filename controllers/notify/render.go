@@ -338,3 +338,21 @@ func JoinLimited(lines []string, sep string, max int) string {
 }
 
 func runes(s string) int { return utf8.RuneCountInString(s) }
+
+// Printable keeps the printable characters of s on one line (spaces
+// collapsed), at most max of them: safe to quote a remote answer in an
+// error.
+func Printable(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == unicode.ReplacementChar:
+			return -1
+		case unicode.IsSpace(r):
+			return ' '
+		case !unicode.IsPrint(r):
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, ""))
+	return Truncate(strings.Join(strings.Fields(s), " "), max)
+}

@@ -48,7 +48,7 @@ func Promotion(e tugboatv1alpha1.NotifyEvent) notify.Notice {
 		Targets: []notify.Target{{
 			Environment: "production", Spoke: "prod-eu", Namespace: "apps", Release: "web",
 			Version: "1.4.0", Revision: 12, Health: tugboatv1alpha1.HealthCurrent, Done: true,
-			HelmRelease: &tugboatv1alpha1.ObjectReference{Name: "web"},
+			HelmRelease: &tugboatv1alpha1.ObjectReference{Name: "web-prod-eu"},
 		}, {
 			Environment: "production", Spoke: "prod-us", Namespace: "apps", Release: "web",
 			Version: "1.4.0", Revision: 9, Health: tugboatv1alpha1.HealthCurrent, Done: true,

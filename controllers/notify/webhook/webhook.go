@@ -24,7 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/notify"
@@ -164,28 +163,11 @@ func Redact(raw string) string {
 // "" when it has none.
 func excerpt(body io.Reader) string {
 	b, _ := io.ReadAll(io.LimitReader(body, 4*maxExcerpt))
-	s := Sanitize(string(b), maxExcerpt)
+	s := notify.Printable(string(b), maxExcerpt)
 	if s == "" {
 		return ""
 	}
 	return ": " + s
-}
-
-// Sanitize keeps the printable characters of s on one line, at most max of
-// them.
-func Sanitize(s string, max int) string {
-	s = strings.Map(func(r rune) rune {
-		switch {
-		case r == unicode.ReplacementChar:
-			return -1
-		case unicode.IsSpace(r):
-			return ' '
-		case !unicode.IsPrint(r):
-			return -1
-		}
-		return r
-	}, strings.ToValidUTF8(s, ""))
-	return notify.Truncate(strings.Join(strings.Fields(s), " "), max)
 }
 
 // retryAfter parses a Retry-After value (seconds or an HTTP date).
