@@ -93,7 +93,7 @@ func New(opts Options) (*Notifier, error) {
 func (f *Notifier) Notify(ctx context.Context, n notify.Notice, _ string) (notify.Delivered, error) {
 	var permanent []error
 	for _, e := range Events(n) {
-		err := f.sender.Send(ctx, e)
+		_, err := f.sender.Send(ctx, e)
 		switch {
 		case err == nil:
 		case notify.IsPermanent(err):

@@ -70,6 +70,10 @@ func NewSender(address, controller string, client *http.Client, log logr.Logger)
 	return &Sender{address: u.String(), shown: redact(address), controller: controller, client: c, log: log}, nil
 }
 
+// Address is the event endpoint as errors and messages show it (without
+// user information or query).
+func (s *Sender) Address() string { return s.shown }
+
 // Send posts e. Only e's involvedObject (kind, name and namespace
 // required), severity (info or error), reason, message and metadata are
 // taken; the Recorder sets the rest.
@@ -78,8 +82,9 @@ func NewSender(address, controller string, client *http.Client, log logr.Logger)
 // answers it to a repeat of an event it accepted within its rate-limit
 // window (same object, message, revision and token). 408, 5xx and network
 // errors are plain errors, to retry; any other answer, and an event the
-// Recorder refuses to send, is a *notify.PermanentError.
-func (s *Sender) Send(ctx context.Context, e eventv1.Event) error {
+// Recorder refuses to send, is a *notify.PermanentError. status is the
+// answer's HTTP status (0 when there was none).
+func (s *Sender) Send(ctx context.Context, e eventv1.Event) (status int, err error) {
 	var eventType string
 	switch e.Severity {
 	case eventv1.EventSeverityInfo:
@@ -87,17 +92,16 @@ func (s *Sender) Send(ctx context.Context, e eventv1.Event) error {
 	case eventv1.EventSeverityError:
 		eventType = corev1.EventTypeWarning
 	default:
-		return notify.Permanentf("flux event severity %q is not info or error", e.Severity)
+		return 0, notify.Permanentf("flux event severity %q is not info or error", e.Severity)
 	}
 	o := e.InvolvedObject
 	if o.Kind == "" || o.Name == "" || o.Namespace == "" || o.APIVersion == "" {
-		return notify.Permanentf("flux event involvedObject needs apiVersion, kind, name and namespace, got %s %s/%s", o.Kind, o.Namespace, o.Name)
+		return 0, notify.Permanentf("flux event involvedObject needs apiVersion, kind, name and namespace, got %s %s/%s", o.Kind, o.Namespace, o.Name)
 	}
 
 	var (
 		mu       sync.Mutex
 		answered bool
-		status   int
 		statusS  string
 		body     string
 		sendErr  error
@@ -141,24 +145,24 @@ func (s *Sender) Send(ctx context.Context, e eventv1.Event) error {
 	defer mu.Unlock()
 	switch {
 	case !answered:
-		return fmt.Errorf("notification-controller %s: the event recorder did not send the event (see the hub's log)", s.shown)
+		return 0, fmt.Errorf("notification-controller %s: the event recorder did not send the event (see the hub's log)", s.shown)
 	case sendErr != nil:
 		var ue *url.Error
 		if errors.As(sendErr, &ue) {
 			sendErr = ue.Err
 		}
-		return fmt.Errorf("notification-controller %s: %w", s.shown, sendErr)
+		return status, fmt.Errorf("notification-controller %s: %w", s.shown, sendErr)
 	case status >= 200 && status < 300, status == http.StatusTooManyRequests:
-		return nil
+		return status, nil
 	}
-	err := fmt.Errorf("notification-controller %s answered %s", s.shown, statusS)
+	err = fmt.Errorf("notification-controller %s answered %s", s.shown, statusS)
 	if body != "" {
 		err = fmt.Errorf("%w: %s", err, body)
 	}
 	if status >= 500 || status == http.StatusRequestTimeout {
-		return err
+		return status, err
 	}
-	return notify.Permanent(err)
+	return status, notify.Permanent(err)
 }
 
 // discard is a Kubernetes event recorder that records nothing.
