@@ -100,6 +100,10 @@ type Target struct {
 	Health                                 tugboatv1alpha1.Health
 	Done                                   bool
 	Message                                string
+	// HelmRelease is the target's Flux HelmRelease on the spoke, when the
+	// Pipeline names one (its namespace defaults to Namespace). The flux
+	// notifier reports on it.
+	HelmRelease *tugboatv1alpha1.ObjectReference
 }
 
 // Step is one line of a timeline.

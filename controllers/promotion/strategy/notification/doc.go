@@ -4,9 +4,11 @@
 // Providers to carry it out. The Promotion then waits for the targets to
 // report the version, as with every strategy.
 //
-// The body is Flux's event.toolkit.fluxcd.io/v1beta1 Event (defined here, so
-// tugboat does not depend on fluxcd/pkg/apis/event). Its involved object is
-// the Pipeline (kind Pipeline, apiVersion tugboat.dev/v1alpha1).
+// The body is Flux's event.toolkit.fluxcd.io/v1beta1 Event
+// (fluxcd/pkg/apis/event), sent through fluxcd/pkg/runtime/events' Recorder
+// (controllers/notify/flux.Sender, shared with the flux notifier), which sets
+// its timestamp and reportingInstance. Its involved object is the Pipeline
+// (kind Pipeline, apiVersion tugboat.dev/v1alpha1).
 // notification-controller keeps only metadata keys prefixed with the involved
 // object's API group and strips the prefix, so the metadata is sent as
 // tugboat.dev/environment, tugboat.dev/version, tugboat.dev/promotion,

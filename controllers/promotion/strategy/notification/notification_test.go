@@ -9,13 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -23,19 +24,6 @@ import (
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/notification"
 )
-
-// fluxEvent mirrors event.toolkit.fluxcd.io/v1beta1 Event independently of
-// the package under test.
-type fluxEvent struct {
-	InvolvedObject      corev1.ObjectReference `json:"involvedObject"`
-	Severity            string                 `json:"severity"`
-	Timestamp           metav1.Time            `json:"timestamp"`
-	Message             string                 `json:"message"`
-	Reason              string                 `json:"reason"`
-	Metadata            map[string]string      `json:"metadata,omitempty"`
-	ReportingController string                 `json:"reportingController"`
-	ReportingInstance   string                 `json:"reportingInstance,omitempty"`
-}
 
 // eventServer stands in for notification-controller's event endpoint. It
 // decodes the body as notification-controller does (400 when it cannot),
@@ -48,7 +36,7 @@ type fluxEvent struct {
 type eventServer struct {
 	mu       sync.Mutex
 	seen     map[string]bool
-	accepted []fluxEvent // metadata as notifiers would see it
+	accepted []eventv1.Event // metadata as notifiers would see it
 	raw      []string
 	invalid  []string
 }
@@ -64,7 +52,7 @@ func (s *eventServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.raw = append(s.raw, string(body))
-	var e fluxEvent
+	var e eventv1.Event
 	if err := json.Unmarshal(body, &e); err != nil {
 		s.invalid = append(s.invalid, err.Error())
 		w.WriteHeader(http.StatusBadRequest)
@@ -100,7 +88,7 @@ func (s *eventServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
-func validate(e fluxEvent) []string {
+func validate(e eventv1.Event) []string {
 	var p []string
 	o := e.InvolvedObject
 	if o.Kind == "" || o.Name == "" || o.Namespace == "" || o.APIVersion == "" {
@@ -147,7 +135,7 @@ func request(address string) strategy.Request {
 }
 
 func newStrategy(defaultAddress string) *notification.Strategy {
-	return notification.New(notification.Options{DefaultAddress: defaultAddress, Instance: "tugboat-hub-0", Now: func() time.Time { return now }})
+	return notification.New(notification.Options{DefaultAddress: defaultAddress})
 }
 
 func TestNotification_sendsFluxEvent(t *testing.T) {
@@ -161,10 +149,20 @@ func TestNotification_sendsFluxEvent(t *testing.T) {
 	g.Expect(res.Message).To(Equal(`sent Flux event "promote 1.4.0 to production" to ` + srv.URL + `/ (202 Accepted)`))
 	g.Expect(es.invalid).To(BeEmpty())
 	g.Expect(es.raw).To(HaveLen(1))
-	g.Expect(es.raw[0]).To(MatchJSON(`{
+	// The recorder stamps the time and the instance (the host name).
+	var sent map[string]any
+	g.Expect(json.Unmarshal([]byte(es.raw[0]), &sent)).To(Succeed())
+	ts, err := time.Parse(time.RFC3339, sent["timestamp"].(string))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ts).To(BeTemporally("~", time.Now(), time.Minute))
+	host, _ := os.Hostname()
+	g.Expect(sent["reportingInstance"]).To(Equal(host))
+	delete(sent, "timestamp")
+	delete(sent, "reportingInstance")
+	raw, _ := json.Marshal(sent)
+	g.Expect(string(raw)).To(MatchJSON(`{
 		"involvedObject": {"kind": "Pipeline", "namespace": "apps", "name": "web", "uid": "pipe-uid", "apiVersion": "tugboat.dev/v1alpha1"},
 		"severity": "info",
-		"timestamp": "2026-11-02T09:30:00Z",
 		"message": "promote 1.4.0 to production",
 		"reason": "Promote",
 		"metadata": {
@@ -176,8 +174,7 @@ func TestNotification_sendsFluxEvent(t *testing.T) {
 			"tugboat.dev/revision": "1.4.0",
 			"tugboat.dev/token": "prom-uid"
 		},
-		"reportingController": "tugboat",
-		"reportingInstance": "tugboat-hub-0"
+		"reportingController": "tugboat"
 	}`))
 	// What notifiers see once notification-controller filtered the metadata.
 	g.Expect(es.accepted[0].Metadata).To(Equal(map[string]string{
@@ -242,7 +239,7 @@ func TestNotification_errors(t *testing.T) {
 func TestNotification_defaultAddress(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(notification.DefaultAddress).To(Equal("http://notification-controller.flux-system.svc.cluster.local./"))
-	e := notification.NewEvent(request(""), now, "")
+	e := notification.NewEvent(request(""))
 	g.Expect(e.Severity).To(Equal("info"))
 	g.Expect(e.Reason).To(Equal("Promote"))
 }

@@ -1,0 +1,143 @@
+package slack
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/slack-go/slack"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"tugboat.dev/tugboat/controllers/notify"
+)
+
+// Action ids of the buttons (unique within a message). The button value of
+// both is ActionValue(namespace, promotion, notifier).
+const (
+	ActionApprove = "tugboat_approve"
+	ActionReject  = "tugboat_reject"
+)
+
+// ActionValue is a button's value: "<namespace>/<promotion>/<notifier>".
+func ActionValue(namespace, promotion, notifier string) string {
+	return namespace + "/" + promotion + "/" + notifier
+}
+
+// ParseActionValue splits a button value made by ActionValue. It checks the
+// shape only (a namespace and a notifier name that are DNS labels, a
+// Promotion name that is a DNS subdomain): the value comes from Slack, and
+// the signature on the interaction is what makes it trustworthy.
+func ParseActionValue(value string) (namespace, promotion, notifier string, err error) {
+	if len(value) > MaxButtonValue {
+		return "", "", "", fmt.Errorf("action value is longer than %d bytes", MaxButtonValue)
+	}
+	parts := strings.Split(value, "/")
+	if len(parts) != 3 {
+		return "", "", "", fmt.Errorf("action value %q is not namespace/promotion/notifier", notify.Truncate(notify.Printable(value, 100), 100))
+	}
+	namespace, promotion, notifier = parts[0], parts[1], parts[2]
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return "", "", "", fmt.Errorf("action value: namespace: %s", strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(promotion); len(errs) > 0 {
+		return "", "", "", fmt.Errorf("action value: promotion: %s", strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Label(notifier); len(errs) > 0 {
+		return "", "", "", fmt.Errorf("action value: notifier: %s", strings.Join(errs, "; "))
+	}
+	return namespace, promotion, notifier, nil
+}
+
+// OutcomeKind is what became of a click on Approve or Reject.
+type OutcomeKind string
+
+// Outcomes.
+const (
+	// OutcomeApproved: the click approved the promotion (the gate is
+	// satisfied). The buttons are removed.
+	OutcomeApproved OutcomeKind = "Approved"
+	// OutcomeRejected: the click rejected the promotion. The buttons are
+	// removed.
+	OutcomeRejected OutcomeKind = "Rejected"
+	// OutcomeVoted: the approval was recorded, more are needed. The
+	// buttons stay.
+	OutcomeVoted OutcomeKind = "Voted"
+	// OutcomeRefused: the click was refused (the user may not approve, or
+	// already voted). The buttons stay, for someone who may.
+	OutcomeRefused OutcomeKind = "Refused"
+	// OutcomeClosed: the promotion no longer waits for approval (decided
+	// elsewhere, aborted, gone). The buttons are removed.
+	OutcomeClosed OutcomeKind = "Closed"
+)
+
+// Outcome is what the hub did with a click, for DecisionMessage.
+type Outcome struct {
+	Kind OutcomeKind
+	// UserID is the Slack user id from the verified interaction (mentioned,
+	// so Slack shows the name); UserName is shown when the id is not a
+	// Slack user id.
+	UserID, UserName string
+	// Message adds detail: "1 of 2 approvals", the reason of a refusal.
+	Message string
+}
+
+// Text is the outcome as one mrkdwn line.
+func (o Outcome) Text() string {
+	who := escape(notify.OneLine(o.UserName))
+	if slackUserID.MatchString(o.UserID) {
+		who = "<@" + o.UserID + ">"
+	} else if who == "" {
+		who = escape(notify.OneLine(o.UserID))
+	}
+	var s string
+	switch o.Kind {
+	case OutcomeApproved:
+		s = ":white_check_mark: Approved by " + who
+	case OutcomeRejected:
+		s = ":x: Rejected by " + who
+	case OutcomeVoted:
+		s = ":ballot_box_with_check: Approval by " + who + " recorded"
+	case OutcomeRefused:
+		s = ":warning: The decision of " + who + " was refused"
+	default:
+		s = ":information_source: No longer waiting for approval"
+	}
+	if o.Message != "" {
+		s += ": " + escape(notify.OneLine(o.Message))
+	}
+	return notify.Truncate(s, MaxSectionText)
+}
+
+func (o Outcome) keepsButtons() bool { return o.Kind == OutcomeVoted || o.Kind == OutcomeRefused }
+
+// DecisionMessage is the message the hub posts to an interaction's
+// response_url to replace the clicked message (replace_original): the
+// original blocks (the interaction payload's message.blocks), with the
+// outcome in a section below them (replacing an earlier outcome), and
+// without the Approve/Reject buttons unless the outcome keeps them (a vote
+// that needs more, a refused click).
+func DecisionMessage(original []slack.Block, o Outcome) *slack.WebhookMessage {
+	blocks := make([]slack.Block, 0, len(original)+1)
+	var actions slack.Block
+	for _, b := range original {
+		switch {
+		case b == nil, b.ID() == OutcomeBlockID:
+			continue
+		case b.BlockType() == slack.MBTAction && b.ID() == DecisionBlockID:
+			actions = b
+			continue
+		}
+		blocks = append(blocks, b)
+	}
+	if len(blocks) > MaxBlocks-2 {
+		blocks = blocks[:MaxBlocks-2]
+	}
+	blocks = append(blocks, slack.NewSectionBlock(mrkdwn(o.Text()), nil, nil, slack.SectionBlockOptionBlockID(OutcomeBlockID)))
+	if actions != nil && o.keepsButtons() {
+		blocks = append(blocks, actions)
+	}
+	return &slack.WebhookMessage{
+		Text:            o.Text(),
+		Blocks:          &slack.Blocks{BlockSet: blocks},
+		ReplaceOriginal: true,
+	}
+}
