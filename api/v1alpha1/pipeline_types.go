@@ -239,6 +239,38 @@ type PipelineStatus struct {
 	// +listMapKey=environment
 	// +kubebuilder:validation:MaxItems=200
 	Notifications []HoldNotification `json:"notifications,omitempty"`
+
+	// notifiers says, per notifier of spec.notify, when it last delivered
+	// and last failed; the Notified condition is False while any notifier's
+	// last attempt failed.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	Notifiers []NotifierStatus `json:"notifiers,omitempty"`
+}
+
+// NotifierStatus is how one notifier fares.
+type NotifierStatus struct {
+	// name of the notifier in spec.notify.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// lastDeliveredAt is when it last delivered a notice.
+	// +optional
+	LastDeliveredAt *metav1.Time `json:"lastDeliveredAt,omitempty"`
+
+	// lastFailedAt is when a delivery last failed.
+	// +optional
+	LastFailedAt *metav1.Time `json:"lastFailedAt,omitempty"`
+
+	// lastError is the error of the last failed delivery (never a URL or a
+	// token).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	LastError string `json:"lastError,omitempty"`
 }
 
 // HoldNotification is one hold notice of one notifier.

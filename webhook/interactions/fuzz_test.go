@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	notifyslack "tugboat.dev/tugboat/controllers/notify/slack"
 	"tugboat.dev/tugboat/webhook/interactions"
 )
 
@@ -12,8 +13,8 @@ import (
 // panics, and what it accepts is one tugboat decision with a valid
 // Promotion reference and a Slack user.
 func FuzzParse(f *testing.F) {
-	f.Add("application/x-www-form-urlencoded", click(interactions.ActionApprove, "apps/web-production-1.4.0/slack", "U1", "pat", "https://hooks.slack.com/actions/T/1/x"))
-	f.Add("application/x-www-form-urlencoded", click(interactions.ActionReject, "apps/web-production-1.4.0/slack", "U1", "pat", ""))
+	f.Add("application/x-www-form-urlencoded", click(notifyslack.ActionApprove, "apps/web-production-1.4.0/slack", "U1", "pat", "https://hooks.slack.com/actions/T/1/x"))
+	f.Add("application/x-www-form-urlencoded", click(notifyslack.ActionReject, "apps/web-production-1.4.0/slack", "U1", "pat", ""))
 	f.Add("application/x-www-form-urlencoded; charset=utf-8", []byte("payload=%7B%7D"))
 	f.Add("text/plain", []byte("payload="))
 	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
@@ -33,7 +34,7 @@ func FuzzParse(f *testing.F) {
 		if in.UserID == "" || in.Namespace == "" || in.Promotion == "" || in.Notifier == "" {
 			t.Fatalf("accepted an incomplete interaction: %+v", in)
 		}
-		if got := interactions.ActionValue(in.Namespace, in.Promotion, in.Notifier); strings.Count(got, "/") != 2 {
+		if got := notifyslack.ActionValue(in.Namespace, in.Promotion, in.Notifier); strings.Count(got, "/") != 2 {
 			t.Fatalf("value %q does not round-trip", got)
 		}
 	})

@@ -19,6 +19,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	notifyslack "tugboat.dev/tugboat/controllers/notify/slack"
+	"tugboat.dev/tugboat/controllers/promotion/request"
 )
 
 // Path is where the handler is mounted.
@@ -30,12 +32,6 @@ const PathPrefix = "/v1/slack/"
 // SigningSecretKey is the key of the Slack notifier's Secret that holds the
 // Slack app's signing secret.
 const SigningSecretKey = "signingSecret"
-
-// Action ids and the value format of the Slack notifier's buttons.
-const (
-	ActionApprove = "tugboat_approve"
-	ActionReject  = "tugboat_reject"
-)
 
 // Decider records an authenticated vote (request.Decide).
 type Decider func(ctx context.Context, c client.Client, namespace, name string, vote tugboatv1alpha1.ApprovalVote) (*tugboatv1alpha1.Promotion, error)
@@ -164,7 +160,7 @@ func (h *Handler) take(ctx context.Context, header http.Header, body []byte, in 
 	pr := &tugboatv1alpha1.Promotion{}
 	if err := h.client.Get(ctx, types.NamespacedName{Namespace: in.Namespace, Name: in.Promotion}, pr); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			h.reply(in, "Promotion "+in.Promotion+" no longer exists.", false)
+			h.reply(in, notifyslack.Outcome{Kind: notifyslack.OutcomeClosed, Message: "promotion " + in.Promotion + " no longer exists"})
 			return http.StatusNotFound, answer{Error: "promotion " + in.Namespace + "/" + in.Promotion + " not found"}
 		}
 		return http.StatusServiceUnavailable, answer{Error: "the hub could not read the promotion; try again"}
@@ -175,12 +171,15 @@ func (h *Handler) take(ctx context.Context, header http.Header, body []byte, in 
 			p = &pipes[i]
 		}
 	}
+	who := notifyslack.Outcome{UserID: in.UserID, UserName: in.UserName}
 	if p == nil {
-		h.reply(in, "The pipeline of promotion "+pr.Name+" no longer exists.", false)
+		who.Kind, who.Message = notifyslack.OutcomeClosed, "pipeline "+pr.Spec.Pipeline+" no longer exists"
+		h.reply(in, who)
 		return http.StatusNotFound, answer{Error: "pipeline " + pr.Spec.Pipeline + " not found"}
 	}
 	if !h.mayVote(p, pr.Spec.To, tugboatv1alpha1.ApprovalSourceSlack, in.UserID) {
-		h.reply(in, fmt.Sprintf("<@%s> may not approve promotions into %s: ask an approver listed in the pipeline's gates.approvers.slackUsers.", in.UserID, pr.Spec.To), false)
+		who.Kind, who.Message = notifyslack.OutcomeRefused, "not an approver of "+pr.Spec.To+" (gates.approvers.slackUsers)"
+		h.reply(in, who)
 		return http.StatusForbidden, answer{Error: "slack user " + in.UserID + " may not approve promotions into " + pr.Spec.To}
 	}
 	vote := tugboatv1alpha1.ApprovalVote{
@@ -190,17 +189,25 @@ func (h *Handler) take(ctx context.Context, header http.Header, body []byte, in 
 	pr, err = h.decide(ctx, h.client, in.Namespace, in.Promotion, vote)
 	if err != nil {
 		code, msg := classify(err)
-		h.reply(in, msg, false)
+		who.Kind, who.Message = notifyslack.OutcomeRefused, msg
+		if code == http.StatusConflict || code == http.StatusNotFound {
+			who.Kind = notifyslack.OutcomeClosed
+		}
+		h.reply(in, who)
 		return code, answer{Error: msg}
 	}
-	verb := "Approved"
-	if in.Decision == tugboatv1alpha1.DecisionReject {
-		verb = "Rejected"
+	tally := request.Count(p, pr)
+	switch {
+	case in.Decision == tugboatv1alpha1.DecisionReject:
+		who.Kind = notifyslack.OutcomeRejected
+	case tally.Approved():
+		who.Kind = notifyslack.OutcomeApproved
+	default:
+		who.Kind, who.Message = notifyslack.OutcomeVoted, tally.Summary()
 	}
-	text := fmt.Sprintf("%s by <@%s> (%s): %s %s into %s.", verb, in.UserID, in.UserName, pr.Spec.Pipeline, pr.Spec.Version, pr.Spec.To)
-	h.reply(in, text, true)
+	h.reply(in, who)
 	h.opts.Logger.Info("Slack decision recorded", "promotion", in.Namespace+"/"+in.Promotion, "decision", in.Decision, "slackUser", in.UserID)
-	return http.StatusOK, answer{Result: strings.ToLower(verb) + " by " + in.UserID}
+	return http.StatusOK, answer{Result: strings.ToLower(string(who.Kind)) + " by " + in.UserID}
 }
 
 // pipelines lists the Pipelines of namespace.
@@ -263,31 +270,24 @@ func (h *Handler) replayed(sig string) bool {
 	return false
 }
 
-// reply updates the Slack message through the interaction's response_url,
-// in the background: a decision replaces the message's buttons, a refusal
-// is posted only to the clicking user.
-func (h *Handler) reply(in *Interaction, text string, replace bool) {
+// reply updates the clicked Slack message through the interaction's
+// response_url, in the background: the outcome replaces the buttons (or
+// sits above them, when they stay for someone else).
+func (h *Handler) reply(in *Interaction, o notifyslack.Outcome) {
 	u, err := url.Parse(in.ResponseURL)
 	if in.ResponseURL == "" || err != nil || !h.opts.ResponseURLAllowed(u) {
 		return
 	}
-	msg := slack.WebhookMessage{
-		Text:            text,
-		ReplaceOriginal: replace,
-		ResponseType:    slack.ResponseTypeEphemeral,
-		Blocks: &slack.Blocks{BlockSet: []slack.Block{
-			slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, clip(text, 3000), false, false), nil, nil),
-		}},
+	if o.UserID == "" {
+		o.UserID, o.UserName = in.UserID, in.UserName
 	}
-	if replace {
-		msg.ResponseType = slack.ResponseTypeInChannel
-	}
+	msg := notifyslack.DecisionMessage(in.Message, o)
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		if err := slack.PostWebhookCustomHTTPContext(ctx, in.ResponseURL, h.opts.HTTPClient, &msg); err != nil {
+		if err := slack.PostWebhookCustomHTTPContext(ctx, in.ResponseURL, h.opts.HTTPClient, msg); err != nil {
 			h.opts.Logger.Info("updating the Slack message failed", "promotion", in.Namespace+"/"+in.Promotion, "error", redact(err.Error()))
 		}
 	}()

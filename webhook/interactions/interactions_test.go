@@ -19,6 +19,7 @@ import (
 	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/controllers/promotion/request"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
+	notifyslack "tugboat.dev/tugboat/controllers/notify/slack"
 	"tugboat.dev/tugboat/webhook/interactions"
 )
 
@@ -104,11 +105,11 @@ func TestInteractions_onTheHub(t *testing.T) {
 	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return promotion(first.Name).Status.Phase }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal(tugboatv1alpha1.PromotionWaitingApproval))
 	// The notifier announced it with buttons.
-	g.Eventually(func() int { return slack.postsContaining(interactions.ActionApprove) }, 30*time.Second, 100*time.Millisecond).Should(BeNumerically(">=", 1))
-	g.Expect(slack.postsContaining(interactions.ActionValue(ns, first.Name, "slack"))).To(BeNumerically(">=", 1))
+	g.Eventually(func() int { return slack.postsContaining(notifyslack.ActionApprove) }, 30*time.Second, 100*time.Millisecond).Should(BeNumerically(">=", 1))
+	g.Expect(slack.postsContaining(notifyslack.ActionValue(ns, first.Name, "slack"))).To(BeNumerically(">=", 1))
 
 	responseURL := slack.srv.URL + "/response/1"
-	approve := click(interactions.ActionApprove, interactions.ActionValue(ns, first.Name, "slack"), approver, "pat", responseURL)
+	approve := click(notifyslack.ActionApprove, notifyslack.ActionValue(ns, first.Name, "slack"), approver, "pat", responseURL)
 	approvedAt := time.Now()
 	code, body := post(approve, form, approvedAt, signingSecret)
 	g.Expect(code).To(Equal(http.StatusOK), body)
@@ -120,13 +121,13 @@ func TestInteractions_onTheHub(t *testing.T) {
 	g.Expect(pr.Status.Approvals[0].Decision).To(Equal(tugboatv1alpha1.DecisionApprove))
 	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return promotion(first.Name).Status.Phase }, 30*time.Second, 100*time.Millisecond).
 		ShouldNot(Equal(tugboatv1alpha1.PromotionWaitingApproval))
-	g.Eventually(slack.responseTexts, 10*time.Second, 50*time.Millisecond).Should(ContainElement(ContainSubstring("[replace] Approved by <@" + approver + ">")))
+	g.Eventually(slack.responseTexts, 10*time.Second, 50*time.Millisecond).Should(ContainElement(And(HavePrefix("[replace]"), ContainSubstring("Approved by <@"+approver+">"))))
 
 	// Bad requests, each against the second Promotion (still waiting)
 	// unless it says otherwise: none may change it.
 	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return promotion(second.Name).Status.Phase }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal(tugboatv1alpha1.PromotionWaitingApproval))
-	onSecond := interactions.ActionValue(ns, second.Name, "slack")
+	onSecond := notifyslack.ActionValue(ns, second.Name, "slack")
 	big := append([]byte("payload="), bytes.Repeat([]byte("a"), 70<<10)...)
 	for _, tc := range []struct {
 		name        string
@@ -137,17 +138,17 @@ func TestInteractions_onTheHub(t *testing.T) {
 		code        int
 		says        string
 	}{
-		{"bad signature", click(interactions.ActionApprove, onSecond, approver, "pat", responseURL), form, time.Now(), "not-the-signing-secret", 401, "unauthenticated"},
-		{"no signature", click(interactions.ActionApprove, onSecond, approver, "pat", responseURL), form, time.Now(), "", 401, "unauthenticated"},
-		{"stale timestamp", click(interactions.ActionApprove, onSecond, approver, "pat", responseURL), form, time.Now().Add(-6 * time.Minute), signingSecret, 401, "5 minutes"},
+		{"bad signature", click(notifyslack.ActionApprove, onSecond, approver, "pat", responseURL), form, time.Now(), "not-the-signing-secret", 401, "unauthenticated"},
+		{"no signature", click(notifyslack.ActionApprove, onSecond, approver, "pat", responseURL), form, time.Now(), "", 401, "unauthenticated"},
+		{"stale timestamp", click(notifyslack.ActionApprove, onSecond, approver, "pat", responseURL), form, time.Now().Add(-6 * time.Minute), signingSecret, 401, "5 minutes"},
 		{"replayed click", approve, form, approvedAt, signingSecret, 409, "replayed"},
-		{"unknown promotion", click(interactions.ActionApprove, interactions.ActionValue(ns, "web-production-9.9.9", "slack"), approver, "pat", responseURL), form, time.Now(), signingSecret, 404, "not found"},
-		{"not an approver", click(interactions.ActionApprove, onSecond, "UINTRUDER", "mallory", responseURL), form, time.Now(), signingSecret, 403, "may not approve"},
-		{"no longer waiting", click(interactions.ActionReject, interactions.ActionValue(ns, first.Name, "slack"), secondApprover, "sam", responseURL), form, time.Now(), signingSecret, 409, "no longer waits"},
+		{"unknown promotion", click(notifyslack.ActionApprove, notifyslack.ActionValue(ns, "web-production-9.9.9", "slack"), approver, "pat", responseURL), form, time.Now(), signingSecret, 404, "not found"},
+		{"not an approver", click(notifyslack.ActionApprove, onSecond, "UINTRUDER", "mallory", responseURL), form, time.Now(), signingSecret, 403, "may not approve"},
+		{"no longer waiting", click(notifyslack.ActionReject, notifyslack.ActionValue(ns, first.Name, "slack"), secondApprover, "sam", responseURL), form, time.Now(), signingSecret, 409, "no longer waits"},
 		{"not a form", []byte(`{"payload":{}}`), "application/json", time.Now(), signingSecret, 400, "content type"},
 		{"no payload", []byte("foo=bar"), form, time.Now(), signingSecret, 400, "payload: required"},
 		{"malformed payload", []byte("payload=%7Bnot-json"), form, time.Now(), signingSecret, 400, "malformed JSON"},
-		{"bad action value", click(interactions.ActionApprove, "only/two", approver, "pat", responseURL), form, time.Now(), signingSecret, 400, "namespace/promotion/notifier"},
+		{"bad action value", click(notifyslack.ActionApprove, "only/two", approver, "pat", responseURL), form, time.Now(), signingSecret, 400, "namespace/promotion/notifier"},
 		{"too large", big, form, time.Now(), signingSecret, 413, "larger than"},
 	} {
 		before := promotion(second.Name)

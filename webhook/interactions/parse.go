@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"mime"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	notifyslack "tugboat.dev/tugboat/controllers/notify/slack"
 	"tugboat.dev/tugboat/controllers/promotion/request"
 )
 
@@ -28,31 +27,8 @@ type Interaction struct {
 	UserID, UserName string
 	// ResponseURL updates the message.
 	ResponseURL string
-}
-
-// ActionValue is the value of a button about a Promotion, for the Slack
-// notifier's notifier (the inverse of ParseActionValue).
-func ActionValue(namespace, promotion, notifier string) string {
-	return namespace + "/" + promotion + "/" + notifier
-}
-
-// ParseActionValue splits a button's value into the Promotion's namespace
-// and name and the notifier's name.
-func ParseActionValue(v string) (namespace, promotion, notifier string, err error) {
-	parts := strings.Split(v, "/")
-	if len(parts) != 3 {
-		return "", "", "", fmt.Errorf("action value %q: want namespace/promotion/notifier", clip(v, 80))
-	}
-	namespace, promotion, notifier = parts[0], parts[1], parts[2]
-	switch {
-	case len(validation.IsDNS1123Label(namespace)) > 0:
-		return "", "", "", fmt.Errorf("action value: namespace %q is not a valid namespace", clip(namespace, 80))
-	case len(promotion) > 253 || len(validation.IsDNS1123Subdomain(promotion)) > 0:
-		return "", "", "", fmt.Errorf("action value: promotion %q is not a valid name", clip(promotion, 80))
-	case len(validation.IsDNS1123Label(notifier)) > 0:
-		return "", "", "", fmt.Errorf("action value: notifier %q is not a valid name", clip(notifier, 80))
-	}
-	return namespace, promotion, notifier, nil
+	// Message is the clicked message's blocks, to update it in place.
+	Message []slack.Block
 }
 
 // Parse decodes an interaction request's body: a form with a "payload"
@@ -83,7 +59,7 @@ func Parse(contentType string, body []byte) (*Interaction, error) {
 	}
 	var found *slack.BlockAction
 	for _, a := range cb.ActionCallback.BlockActions {
-		if a != nil && (a.ActionID == ActionApprove || a.ActionID == ActionReject) {
+		if a != nil && (a.ActionID == notifyslack.ActionApprove || a.ActionID == notifyslack.ActionReject) {
 			if found != nil {
 				return nil, errors.New("payload.actions: more than one tugboat action")
 			}
@@ -91,19 +67,20 @@ func Parse(contentType string, body []byte) (*Interaction, error) {
 		}
 	}
 	if found == nil {
-		return nil, errors.New("payload.actions: no " + ActionApprove + " or " + ActionReject + " action")
+		return nil, errors.New("payload.actions: no " + notifyslack.ActionApprove + " or " + notifyslack.ActionReject + " action")
 	}
-	in := &Interaction{Decision: tugboatv1alpha1.DecisionApprove, UserID: cb.User.ID, UserName: cb.User.Name, ResponseURL: cb.ResponseURL}
-	if found.ActionID == ActionReject {
+	in := &Interaction{Decision: tugboatv1alpha1.DecisionApprove, UserID: cb.User.ID, UserName: cb.User.Name, ResponseURL: cb.ResponseURL,
+		Message: cb.Message.Blocks.BlockSet}
+	if found.ActionID == notifyslack.ActionReject {
 		in.Decision = tugboatv1alpha1.DecisionReject
 	}
 	if in.UserName == "" {
-		in.UserName = cb.User.Name
+		in.UserName = cb.User.Username
 	}
 	if len(in.UserID) > 64 || len(in.UserName) > 256 {
 		return nil, errors.New("payload.user: id or name too long")
 	}
-	if in.Namespace, in.Promotion, in.Notifier, err = ParseActionValue(found.Value); err != nil {
+	if in.Namespace, in.Promotion, in.Notifier, err = notifyslack.ParseActionValue(found.Value); err != nil {
 		return nil, fmt.Errorf("payload.actions[].value: %v", err)
 	}
 	return in, nil

@@ -105,9 +105,8 @@ func (r deploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 				}
 			}
 		}
-		if len(updated) > 0 {
-			r.setNotified(ctx, p, &out)
-		}
+		r.setNotified(ctx, p, &out)
+		out.results = nil
 	}
 	if len(updated) > 0 {
 		if err := r.recordDeployments(ctx, req.NamespacedName, c.Revision, updated); err != nil {

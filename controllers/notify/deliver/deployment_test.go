@@ -2,6 +2,7 @@ package deliver_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func setCurrent(g Gomega, rh *tugboatv1alpha1.ReleaseHistory, rev int32, version
 		}
 		if !found {
 			fresh.Status.Revisions = append([]tugboatv1alpha1.Revision{{RevisionSummary: sum, Events: []tugboatv1alpha1.ReleaseEvent{{
-				ID: "ev-" + version, Time: now, Type: tugboatv1alpha1.EventTypeNormal, Reason: "Created",
+				ID: "e" + strings.ReplaceAll(version, ".", ""), Time: now, Type: tugboatv1alpha1.EventTypeNormal, Reason: "Created",
 				Object: &tugboatv1alpha1.EventObjectReference{Kind: "Pod", Name: "web-1"}, Message: "Pod web-1 created",
 			}}}}, fresh.Status.Revisions...)
 		}

@@ -3,10 +3,14 @@ package deliver
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -193,18 +197,12 @@ func (r *deliverer) recordPromotion(ctx context.Context, key types.NamespacedNam
 	})
 }
 
-// setNotified reflects the pass's outcome in the Pipeline's Notified
-// condition, writing only when it changes.
+// setNotified records the pass's results in the Pipeline's
+// status.notifiers and sets its Notified condition from them: False while
+// any notifier's last attempt failed, naming it and its error. It writes
+// only when something changed.
 func (r *deliverer) setNotified(ctx context.Context, p *tugboatv1alpha1.Pipeline, out *outcome) {
-	if len(out.failures) == 0 && out.delivered == 0 {
-		return
-	}
-	cond := metavOK(p.Generation)
-	if len(out.failures) > 0 {
-		cond = metavFailed(p.Generation, fmt.Sprintf("%d notice(s) not delivered: %s", len(out.failures), joinClip(out.failures, 900)))
-	}
-	old := apimeta.FindStatusCondition(p.Status.Conditions, cond.Type)
-	if old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
+	if len(out.results) == 0 {
 		return
 	}
 	_ = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
@@ -213,21 +211,62 @@ func (r *deliverer) setNotified(ctx context.Context, p *tugboatv1alpha1.Pipeline
 			return client.IgnoreNotFound(err)
 		}
 		orig := fresh.DeepCopy()
-		apimeta.SetStatusCondition(&fresh.Status.Conditions, cond)
+		now := metav1.NewTime(r.now())
+		for name, err := range out.results {
+			var st *tugboatv1alpha1.NotifierStatus
+			for i := range fresh.Status.Notifiers {
+				if fresh.Status.Notifiers[i].Name == name {
+					st = &fresh.Status.Notifiers[i]
+				}
+			}
+			if st == nil {
+				fresh.Status.Notifiers = append(fresh.Status.Notifiers, tugboatv1alpha1.NotifierStatus{Name: name})
+				st = &fresh.Status.Notifiers[len(fresh.Status.Notifiers)-1]
+			}
+			if err == nil {
+				st.LastDeliveredAt = &now
+			} else {
+				st.LastFailedAt, st.LastError = &now, err.Error()
+			}
+		}
+		// Forget notifiers no longer in the spec.
+		kept := fresh.Status.Notifiers[:0]
+		for _, st := range fresh.Status.Notifiers {
+			for _, n := range fresh.Spec.Notify {
+				if n.Name == st.Name {
+					kept = append(kept, st)
+					break
+				}
+			}
+		}
+		fresh.Status.Notifiers = kept
+		if len(fresh.Status.Notifiers) > 10 {
+			fresh.Status.Notifiers = fresh.Status.Notifiers[:10]
+		}
+		apimeta.SetStatusCondition(&fresh.Status.Conditions, notifiedCondition(fresh))
+		if equality.Semantic.DeepEqual(orig.Status, fresh.Status) {
+			return nil
+		}
 		return r.client.Status().Patch(ctx, fresh, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	})
 }
 
-func joinClip(parts []string, n int) string {
-	s := ""
-	for i, p := range parts {
-		if i > 0 {
-			s += "; "
+// notifiedCondition is False while any notifier's last attempt failed.
+func notifiedCondition(p *tugboatv1alpha1.Pipeline) metav1.Condition {
+	var failing []string
+	for _, st := range p.Status.Notifiers {
+		if st.LastFailedAt != nil && (st.LastDeliveredAt == nil || st.LastDeliveredAt.Before(st.LastFailedAt)) {
+			failing = append(failing, st.Name+": "+st.LastError)
 		}
-		s += p
 	}
-	return clip(s, n)
+	sort.Strings(failing)
+	if len(failing) == 0 {
+		return metavOK(p.Generation)
+	}
+	return metavFailed(p.Generation, fmt.Sprintf("%d notifier(s) failing: %s", len(failing), joinClip(failing, 900)))
 }
 
 // since returns how long ago t was, from the deliverer's clock.
 func (r *deliverer) since(t time.Time) time.Duration { return r.now().Sub(t) }
+
+func joinClip(parts []string, n int) string { return clip(strings.Join(parts, "; "), n) }

@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/url"
 	"regexp"
@@ -21,10 +22,16 @@ type outcome struct {
 	changed bool
 	// requeue is the earliest time a pending notice is due again (0: none).
 	requeue time.Duration
-	// failures are the errors of this pass, "notifier: error", for the
-	// Pipeline's Notified condition; delivered counts the successes.
-	failures  []string
-	delivered int
+	// results are, per notifier, the last attempt of this pass: nil for a
+	// delivery, else its error, for the Pipeline's status.notifiers.
+	results map[string]error
+}
+
+func (o *outcome) result(notifier string, err error) {
+	if o.results == nil {
+		o.results = map[string]error{}
+	}
+	o.results[notifier] = err
 }
 
 func (o *outcome) after(d time.Duration) {
@@ -85,13 +92,13 @@ func (d *deliverer) attempt(ctx context.Context, p *tugboatv1alpha1.Pipeline, sp
 	if err == nil {
 		st.Phase, st.DeliveredAt, st.Error = tugboatv1alpha1.NotificationDelivered, &now, ""
 		notificationsTotal.WithLabelValues(spec.Name, event, "delivered").Inc()
-		out.delivered++
+		out.result(spec.Name, nil)
 		logger.V(1).Info("notice delivered", "attempts", st.Attempts)
 		return ref
 	}
 	msg := clean(err.Error())
 	st.Error = clip(msg, 1024)
-	out.failures = append(out.failures, spec.Name+": "+clip(msg, 300))
+	out.result(spec.Name, errors.New(clip(msg, 1024)))
 	if notify.IsPermanent(err) || st.Attempts >= d.opts.MaxAttempts {
 		st.Phase = tugboatv1alpha1.NotificationFailed
 		notificationsTotal.WithLabelValues(spec.Name, event, "failed").Inc()
