@@ -253,7 +253,6 @@ type NotificationDelivery struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Reference string `json:"reference,omitempty"`
-
 }
 
 // DeliveryState is where the delivery of one notice stands.

@@ -17,9 +17,9 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	notifyslack "tugboat.dev/tugboat/controllers/notify/slack"
 	"tugboat.dev/tugboat/controllers/promotion/request"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
-	notifyslack "tugboat.dev/tugboat/controllers/notify/slack"
 	"tugboat.dev/tugboat/webhook/interactions"
 )
 
