@@ -3,6 +3,7 @@ package devenv_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -248,6 +249,36 @@ func TestDevUp_hubAndTwoSpokes(t *testing.T) {
 		g.Expect(rh.Status.Current.ChartVersion).To(Equal("1.0.0"))
 		g.Expect(rh.Status.Current.Health).To(Equal(tugboatv1alpha1.HealthCurrent))
 	}).WithTimeout(90 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+	// The sample Pipeline's Slack notifier posted to the local stand-in: the
+	// promotion's first message, then updates and replies in its thread.
+	g.Expect(up.out()).To(ContainSubstring("Slack messages of the sample pipeline go to " + filepath.Join(dir, devenv.SlackCaptureFile)))
+	g.Eventually(func(g Gomega) {
+		data, err := os.ReadFile(filepath.Join(dir, devenv.SlackCaptureFile))
+		g.Expect(err).NotTo(HaveOccurred())
+		var posted, updated, succeeded int
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var m struct {
+				Method  string          `json:"method"`
+				Channel string          `json:"channel"`
+				Blocks  json.RawMessage `json:"blocks"`
+			}
+			g.Expect(json.Unmarshal([]byte(line), &m)).To(Succeed(), line)
+			switch {
+			case m.Method == "chat.postMessage" && strings.Contains(string(m.Blocks), "demo-staging-1.0.0"):
+				g.Expect(m.Channel).To(Equal("#tugboat-demo"))
+				posted++
+			case m.Method == "chat.update":
+				updated++
+			}
+			if strings.Contains(string(m.Blocks), "Succeeded") {
+				succeeded++
+			}
+		}
+		g.Expect(posted).To(BeNumerically(">=", 1))
+		g.Expect(updated).To(BeNumerically(">=", 1))
+		g.Expect(succeeded).To(BeNumerically(">=", 1))
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 
 	pids := clusterPIDs(g, dir)
 	g.Expect(up.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
