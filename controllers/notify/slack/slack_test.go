@@ -624,6 +624,21 @@ func TestSlack_errors(t *testing.T) {
 		})
 	}
 
+	t.Run("bot: 429 asks to come back after Retry-After", func(t *testing.T) {
+		g := NewWithT(t)
+		fs, srv := newFakeSlack(t)
+		fs.force(answer{status: http.StatusTooManyRequests, retryAfter: "2"})
+		s := botNotifier(t, srv, token, "")
+		_, err := s.Notify(ctx, n, "")
+		after, ok := notify.RetryAfter(err)
+		g.Expect(ok).To(BeTrue(), "%v", err)
+		g.Expect(after).To(Equal(2 * time.Second))
+		slack.ForgetLimits(s)
+		d, err := s.Notify(ctx, n, "")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d.Reference).NotTo(BeEmpty())
+	})
+
 	t.Run("webhook: unknown hook is permanent, its address never shown", func(t *testing.T) {
 		g := NewWithT(t)
 		_, srv := newFakeSlack(t)
