@@ -329,7 +329,10 @@ func JoinLimited(lines []string, sep string, max int) string {
 			continue
 		}
 		if i == 0 {
-			return Truncate(l, max-runes(tail)) + tail
+			if room := max - runes(tail); room > 1 {
+				return Truncate(l, room) + tail
+			}
+			return Truncate(l, max) // no room to say how many more
 		}
 		// The previous round checked that this tail fits.
 		return b.String() + sep + fmt.Sprintf("… %d more", len(lines)-i)

@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -78,6 +79,9 @@ type Notifier struct {
 	client     *http.Client
 	api        *slack.Client
 	limiter    *limiter
+
+	mu        sync.Mutex
+	channelID string // the configured channel's id, once Slack said it
 }
 
 var _ notify.Notifier = (*Notifier)(nil)
@@ -168,9 +172,21 @@ func (s *Notifier) postWebhook(ctx context.Context, n notify.Notice) error {
 	return s.classify(err, key, "posting to the incoming webhook")
 }
 
+// limiterKey is the configured channel's id once known (replies in
+// threads use ids), else the channel as configured.
+func (s *Notifier) limiterKey() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.channelID != "" {
+		return s.channelID
+	}
+	return s.channel
+}
+
 // postTop posts n as a new message in the notifier's channel.
 func (s *Notifier) postTop(ctx context.Context, n notify.Notice) (channel, ts string, err error) {
-	if err := s.limiter.wait(ctx, s.channel); err != nil {
+	key := s.limiterKey()
+	if err := s.limiter.wait(ctx, key); err != nil {
 		return "", "", err
 	}
 	channel, ts, err = s.api.PostMessageContext(ctx, s.channel,
@@ -178,11 +194,14 @@ func (s *Notifier) postTop(ctx context.Context, n notify.Notice) (channel, ts st
 		slack.MsgOptionBlocks(Blocks(n, s.buttons)...),
 	)
 	if err != nil {
-		return "", "", s.classify(err, s.channel, "chat.postMessage")
+		return "", "", s.classify(err, key, "chat.postMessage")
 	}
 	if channel == "" || ts == "" {
 		return "", "", fmt.Errorf("slack: chat.postMessage answered without channel or ts")
 	}
+	s.mu.Lock()
+	s.channelID = channel
+	s.mu.Unlock()
 	return channel, ts, nil
 }
 
