@@ -141,7 +141,8 @@ func deploymentNotice(p *tugboatv1alpha1.Pipeline, env string, rh *tugboatv1alph
 		},
 		Targets: []notify.Target{{Environment: env, Spoke: rh.Spec.Spoke, Namespace: rh.Spec.Namespace, Release: rh.Spec.Release,
 			Version: c.ChartVersion, Revision: c.Revision, Health: c.Health,
-			Done: c.Status == tugboatv1alpha1.ReleaseStatusDeployed && c.Health == tugboatv1alpha1.HealthCurrent}},
+			Done:        c.Status == tugboatv1alpha1.ReleaseStatusDeployed && c.Health == tugboatv1alpha1.HealthCurrent,
+			HelmRelease: helmReleaseOf(p, rh.Spec.Spoke, rh.Spec.Namespace, rh.Spec.Release)}},
 	}
 	if c.LastDeployed != nil {
 		n.Time = c.LastDeployed.Time

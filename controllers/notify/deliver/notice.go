@@ -56,12 +56,15 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 		n.Targets = append(n.Targets, notify.Target{
 			Environment: pr.Spec.To, Spoke: t.Spoke, Namespace: t.Namespace, Release: t.Release,
 			Version: t.Version, Revision: t.Revision, Health: t.Health, Done: t.Done, Message: t.Message,
+			HelmRelease: helmReleaseOf(p, t.Spoke, t.Namespace, t.Release),
 		})
 	}
 	if len(n.Targets) == 0 && env != nil {
 		for i := range env.Targets {
 			t := &env.Targets[i]
-			n.Targets = append(n.Targets, notify.Target{Environment: env.Name, Spoke: t.Spoke, Namespace: t.Namespace, Release: pipeline.ReleaseOf(p, t)})
+			rel := pipeline.ReleaseOf(p, t)
+			n.Targets = append(n.Targets, notify.Target{Environment: env.Name, Spoke: t.Spoke, Namespace: t.Namespace, Release: rel,
+				HelmRelease: helmReleaseOf(p, t.Spoke, t.Namespace, rel)})
 		}
 	}
 	if e == tugboatv1alpha1.EventPromotionWaitingApproval && s.Phase == tugboatv1alpha1.PromotionWaitingApproval &&
@@ -72,6 +75,24 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 		n.Timeline = r.promotionTimeline(ctx, p, env, pr)
 	}
 	return n
+}
+
+// helmReleaseOf returns the Flux HelmRelease the Pipeline names for a
+// target, with its namespace defaulted, or nil.
+func helmReleaseOf(p *tugboatv1alpha1.Pipeline, spoke, namespace, release string) *tugboatv1alpha1.ObjectReference {
+	for _, env := range p.Spec.Environments {
+		for i := range env.Targets {
+			t := &env.Targets[i]
+			if t.Spoke == spoke && t.Namespace == namespace && pipeline.ReleaseOf(p, t) == release && t.HelmRelease != nil {
+				hr := *t.HelmRelease
+				if hr.Namespace == "" {
+					hr.Namespace = t.Namespace
+				}
+				return &hr
+			}
+		}
+	}
+	return nil
 }
 
 // eventTime is when e happened, as far as pr's status tells.
