@@ -341,18 +341,22 @@ type EmailNotifier struct {
 }
 
 // WebhookNotifier configures a webhook notifier.
+// +kubebuilder:validation:XValidation:rule="has(self.url) || has(self.secretRef)",message="url or secretRef (with the key address) is required"
 type WebhookNotifier struct {
-	// url receives the signed JSON POST.
-	// +required
+	// url receives the signed JSON POST. A URL that holds a secret (a token
+	// in its path or query) belongs in the Secret's key "address" instead,
+	// which wins over url.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^https?://`
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
 
-	// secretRef names a Secret in the Pipeline's namespace whose key "key" is
-	// the HMAC key the request is signed with (the wire protocol's scheme:
+	// secretRef names a Secret in the Pipeline's namespace: key "key" is the
+	// HMAC key the request is signed with (the wire protocol's scheme:
 	// X-Tugboat-Timestamp and X-Tugboat-Signature over method, path,
-	// timestamp and body). Unsigned when unset.
+	// timestamp and body; unsigned without it), and optional key "address"
+	// the URL.
 	// +optional
 	SecretRef *LocalSecretReference `json:"secretRef,omitempty"`
 }

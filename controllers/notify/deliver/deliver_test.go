@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -214,4 +215,27 @@ func TestDeliver_oldPromotionsAreNotAnnounced(t *testing.T) {
 		}
 	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
 	g.Expect(rcv.events()).To(BeEmpty())
+}
+
+// TestDeliver_webhookAddressFromSecret: a webhook URL that carries a secret
+// lives in the Secret's key "address", and never reaches status.
+func TestDeliver_webhookAddressFromSecret(t *testing.T) {
+	g := NewWithT(t)
+	ns := "notify-address"
+	rcv, url := newReceiver(t)
+	n := webhookNotifier("hook", "", "", tugboatv1alpha1.EventPromotionCreated)
+	n.Webhook.SecretRef = &tugboatv1alpha1.LocalSecretReference{Name: "hook-address"}
+	fixture(t, ns, n)
+	must(t, cluster.Client.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hook-address"},
+		Data:       map[string][]byte{"key": webhookKey, "address": []byte(url + "/t0ken-in-path")},
+	}))
+	startDeliverer(t, fastOptions())
+	pr := newPromotion(t, ns)
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"PromotionCreated"}))
+	g.Eventually(func(g Gomega) {
+		recs := records(g, ns, pr.Name)
+		g.Expect(recs).To(HaveLen(1))
+		g.Expect(recs[0].Phase).To(Equal(tugboatv1alpha1.NotificationDelivered))
+	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
 }

@@ -65,6 +65,7 @@ const (
 	EmailPasswordKey      = "password"
 	EmailCAKey            = "ca.crt"
 	WebhookKeyKey         = "key"
+	WebhookAddressKey     = "address"
 )
 
 // Build returns the notifier n of Pipeline p.
@@ -145,10 +146,16 @@ func (b *SecretBuilder) build(p *tugboatv1alpha1.Pipeline, n *tugboatv1alpha1.No
 	case tugboatv1alpha1.NotifierWebhook:
 		o := webhook.Options{URL: n.Webhook.URL, HTTPClient: b.opts.HTTPClient}
 		if ref != nil {
-			if len(data[WebhookKeyKey]) == 0 {
-				return nil, missing(WebhookKeyKey)
+			if addr := val(WebhookAddressKey); addr != "" {
+				o.URL = addr
 			}
 			o.Key = data[WebhookKeyKey]
+			if len(o.Key) == 0 && val(WebhookAddressKey) == "" {
+				return nil, missing(WebhookKeyKey, WebhookAddressKey)
+			}
+		}
+		if o.URL == "" {
+			return nil, notify.Permanentf("notifier %s: no URL: set spec.notify[].webhook.url or the Secret's key %s", n.Name, WebhookAddressKey)
 		}
 		return webhook.New(o)
 	case tugboatv1alpha1.NotifierFlux:
