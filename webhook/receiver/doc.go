@@ -58,9 +58,14 @@
 // # Duplicates and order
 //
 // Event ids (wire.NewEventID) are remembered in a bounded FIFO cache
-// (Options.DedupeCacheSize); an event seen before is counted in Duplicates
-// and not recorded again. Ids are kept only once the store recorded their
-// events, so a batch answered 503 is not a duplicate when it is retried.
+// (Options.DedupeCacheSize; the oldest id is forgotten first); an event
+// seen before is counted in Duplicates and not recorded again. An id counts
+// as seen only once the store committed its event, so a batch answered 503
+// is not a duplicate when it is retried. When a redelivery arrives while
+// another request is still writing the same ids, it waits for that write
+// (up to Options.InFlightWait): committed, the ids are duplicates; failed,
+// the redelivery writes them itself. Past the wait it is answered 503 with
+// Retry-After, never 202, so a 202 always means "recorded".
 //
 // Per spoke and release the receiver remembers the newest revision seen. An
 // event about the release's state (ReleaseStarted, ReleaseStatus,

@@ -18,6 +18,10 @@ type memStore struct {
 	// Record methods.
 	keysErr   error
 	recordErr error
+	// onRecord, when set, runs at the start of every RecordEvents call,
+	// outside the lock; an error it returns fails the call, which then
+	// records nothing.
+	onRecord func(events []wire.Event) error
 }
 
 var _ receiver.Store = (*memStore)(nil)
@@ -34,6 +38,13 @@ func (m *memStore) setKeys(spoke string, current, previous []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.keys[spoke] = receiver.SpokeKeys{Current: current, Previous: previous}
+}
+
+// hookRecord sets onRecord.
+func (m *memStore) hookRecord(fn func(events []wire.Event) error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onRecord = fn
 }
 
 func (m *memStore) fail(keysErr, recordErr error) {
@@ -56,6 +67,14 @@ func (m *memStore) SpokeKeys(_ context.Context, spoke string) (receiver.SpokeKey
 }
 
 func (m *memStore) RecordEvents(_ context.Context, spoke string, events []wire.Event) error {
+	m.mu.Lock()
+	hook := m.onRecord
+	m.mu.Unlock()
+	if hook != nil {
+		if err := hook(events); err != nil {
+			return err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.recordErr != nil {

@@ -30,6 +30,7 @@ const (
 	reasonStoreUnavailable    = "store_unavailable"
 	reasonNotFound            = "not_found"
 	reasonMethodNotAllowed    = "method_not_allowed"
+	reasonInFlight            = "in_flight"
 )
 
 // metrics are the receiver's Prometheus collectors.
@@ -48,6 +49,9 @@ const (
 	resultDuplicate = "duplicate"
 	resultStale     = "stale"
 	resultIgnored   = "ignored"
+	// resultWaited counts events whose request waited for another request
+	// writing the same ids (a concurrent redelivery).
+	resultWaited = "waited"
 )
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -58,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"endpoint", "code"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "tugboat", Subsystem: "receiver", Name: "events_total",
-			Help: "Events the receiver handled, by endpoint and result (received, accepted, duplicate, stale, ignored).",
+			Help: "Events the receiver handled, by endpoint and result (received, accepted, duplicate, stale, ignored, waited).",
 		}, []string{"endpoint", "result"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "tugboat", Subsystem: "receiver", Name: "rejected_total",

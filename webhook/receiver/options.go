@@ -38,6 +38,9 @@ const (
 	DefaultReplayWindow = wire.DefaultWindow
 	// DefaultDedupeCacheSize is how many event ids the receiver remembers.
 	DefaultDedupeCacheSize = 100_000
+	// DefaultInFlightWait is how long a request waits for another request's
+	// write of the same event ids before it is told to retry.
+	DefaultInFlightWait = 10 * time.Second
 	// DefaultShutdownTimeout bounds the graceful shutdown.
 	DefaultShutdownTimeout = 30 * time.Second
 )
@@ -78,6 +81,12 @@ type Options struct {
 	// DedupeCacheSize is how many event ids the receiver remembers to drop
 	// redeliveries (memory is about 100 bytes per id).
 	DedupeCacheSize int
+	// InFlightWait is how long a redelivery waits for a concurrent request
+	// that is writing the same events: once that write commits they are
+	// duplicates, and when it fails the redelivery writes them itself. Past
+	// InFlightWait the redelivery is answered 503 with Retry-After. Not a
+	// flag.
+	InFlightWait time.Duration
 	// ShutdownTimeout bounds how long Start waits for requests in flight once
 	// its context ends.
 	ShutdownTimeout time.Duration
@@ -122,6 +131,7 @@ func NewOptions() Options {
 		RateBurst:         DefaultRateBurst,
 		ReplayWindow:      DefaultReplayWindow,
 		DedupeCacheSize:   DefaultDedupeCacheSize,
+		InFlightWait:      DefaultInFlightWait,
 		ShutdownTimeout:   DefaultShutdownTimeout,
 		ActionPollTimeout: DefaultActionPollTimeout,
 	}
@@ -191,6 +201,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ActionPollTimeout <= 0 || o.ActionPollTimeout > maxActionPollTimeout {
 		errs = append(errs, fmt.Errorf("receiver action poll timeout: must be positive and at most %s, got %s", maxActionPollTimeout, o.ActionPollTimeout))
+	}
+	if o.InFlightWait <= 0 {
+		errs = append(errs, fmt.Errorf("receiver in-flight wait: must be positive, got %s", o.InFlightWait))
 	}
 	if o.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("receiver shutdown timeout: must not be negative, got %s", o.ShutdownTimeout))

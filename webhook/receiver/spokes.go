@@ -133,6 +133,12 @@ func (s *Server) allow(w http.ResponseWriter, endpoint, spoke string) bool {
 // unavailable answers 503 with Retry-After for a store that is not ready or
 // failed.
 func (s *Server) unavailable(w http.ResponseWriter, endpoint, spoke, doing string, err error) {
+	if errors.Is(err, errInFlight) {
+		s.reject(endpoint, reasonInFlight, spoke)
+		retryAfter(w, time.Second)
+		writeError(w, http.StatusServiceUnavailable, errorf("%v", err))
+		return
+	}
 	if errors.Is(err, ErrNotReady) {
 		s.reject(endpoint, reasonStoreUnavailable, spoke, "error", err.Error())
 	} else {
@@ -221,10 +227,17 @@ func (s *Server) serveState(w http.ResponseWriter, r *http.Request, spoke string
 	writeJSON(w, http.StatusAccepted, wire.AcceptedResponse{Received: n, Accepted: n})
 }
 
-// record drops the events already recorded (by id) and those that would
-// overwrite a newer revision's state, hands the rest to the store, and
-// counts. The ids are remembered only once the store took the events, so a
-// batch the store failed is not a duplicate when it comes again.
+// errInFlight is a redelivery that waited Options.InFlightWait for another
+// request's write of the same events: it is told to retry.
+var errInFlight = errors.New("events of this batch are being recorded by another request: retry later")
+
+// record drops the events already recorded (by id), hands the rest to the
+// store, and counts. An id counts as recorded only once the store committed
+// it: ids another request is writing right now are waited for (up to
+// Options.InFlightWait, else errInFlight) and then are duplicates when that
+// write committed, or written by this request when it failed. So a batch
+// answered 202 is always recorded, whatever happens to a concurrent
+// delivery of it.
 //
 // Received = Accepted + Duplicates; stale events (older revisions) are
 // among the accepted and also counted in the events_total metric.
@@ -232,7 +245,6 @@ func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wi
 	n := len(events)
 	resp := wire.AcceptedResponse{Received: n}
 	keys := make([]eventKey, n)
-	dup := make([]bool, n)
 	for i := range events {
 		k, ok := keyOf(events[i].ID)
 		if !ok { // cannot happen for validated or computed ids
@@ -240,39 +252,52 @@ func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wi
 		}
 		keys[i] = k
 	}
-	s.ids.reserve(keys, dup)
-
-	fresh := make([]wire.Event, 0, n)
-	freshKeys := make([]eventKey, 0, n)
-	for i := range events {
-		if dup[i] {
-			resp.Duplicates++
-			continue
-		}
-		fresh = append(fresh, events[i])
-		freshKeys = append(freshKeys, keys[i])
-	}
-	// Events about revisions older than the newest seen are counted as
-	// stale but still recorded: they carry the older revision's own truth
-	// (Helm marking it superseded), and the store guarantees that they never
-	// move a release's current revision back.
-	stale := make([]bool, len(fresh))
-	s.revs.stale(spoke, fresh, stale)
+	var deadline <-chan time.Time
 	nStale := 0
-	for _, st := range stale {
-		if st {
-			nStale++
+	for len(events) > 0 {
+		states := make([]idState, len(events))
+		mine, busy := s.ids.reserve(keys, states)
+		var owned, waiting []wire.Event
+		var ownedKeys, waitingKeys []eventKey
+		for i, st := range states {
+			switch st {
+			case idDuplicate:
+				resp.Duplicates++
+			case idOwned:
+				owned = append(owned, events[i])
+				ownedKeys = append(ownedKeys, keys[i])
+			case idBusy:
+				waiting = append(waiting, events[i])
+				waitingKeys = append(waitingKeys, keys[i])
+			}
 		}
-	}
-	accepted := fresh
-	if len(accepted) > 0 {
-		if err := s.store.RecordEvents(ctx, spoke, accepted); err != nil {
-			s.ids.release(freshKeys)
+		stale, err := s.write(ctx, spoke, owned)
+		s.ids.finish(mine, ownedKeys, err == nil)
+		if err != nil {
 			return wire.AcceptedResponse{}, err
 		}
-		s.revs.observe(spoke, accepted)
+		resp.Accepted += len(owned)
+		nStale += stale
+		if len(busy) == 0 {
+			break
+		}
+		s.metrics.events.WithLabelValues(endpoint, resultWaited).Add(float64(len(waiting)))
+		if deadline == nil {
+			t := time.NewTimer(s.opts.InFlightWait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		for _, f := range busy {
+			select {
+			case <-f.done:
+			case <-deadline:
+				return wire.AcceptedResponse{}, errInFlight
+			case <-ctx.Done():
+				return wire.AcceptedResponse{}, errInFlight
+			}
+		}
+		events, keys = waiting, waitingKeys
 	}
-	resp.Accepted = len(accepted)
 	s.metrics.events.WithLabelValues(endpoint, resultReceived).Add(float64(n))
 	s.metrics.events.WithLabelValues(endpoint, resultAccepted).Add(float64(resp.Accepted))
 	s.metrics.events.WithLabelValues(endpoint, resultDuplicate).Add(float64(resp.Duplicates))
@@ -281,6 +306,30 @@ func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wi
 		s.log.V(1).Info("Duplicate or stale events", "endpoint", endpoint, "spoke", spoke, "duplicates", resp.Duplicates, "stale", nStale)
 	}
 	return resp, nil
+}
+
+// write hands events to the store and, once recorded, to the revision
+// tracker; it returns how many were stale. Events about revisions older
+// than the newest seen are counted as stale but still recorded: they carry
+// the older revision's own truth (Helm marking it superseded), and the
+// store guarantees that they never move a release's current revision back.
+func (s *Server) write(ctx context.Context, spoke string, events []wire.Event) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	stale := make([]bool, len(events))
+	s.revs.stale(spoke, events, stale)
+	if err := s.store.RecordEvents(ctx, spoke, events); err != nil {
+		return 0, err
+	}
+	s.revs.observe(spoke, events)
+	n := 0
+	for _, st := range stale {
+		if st {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // isDNSLabel reports whether s is an RFC 1123 label, the shape of a spoke
