@@ -132,8 +132,13 @@ func (s *Server) serveActions(w http.ResponseWriter, r *http.Request, spoke stri
 // one already reported differently.
 func (s *Server) serveActionOutcome(w http.ResponseWriter, r *http.Request, spoke, id string) {
 	const ep = endpointActionOutcome
-	raw, gzipped, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
-	if !ok || !s.authenticate(w, r, ep, spoke, raw) {
+	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
+	if !ok {
+		return
+	}
+	authed := s.authenticate(w, r, ep, spoke, raw)
+	c.release()
+	if !authed {
 		return
 	}
 	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)

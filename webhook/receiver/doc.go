@@ -21,7 +21,12 @@
 //  1. method (405) and path (404);
 //  2. Content-Encoding: identity or gzip, else 415;
 //  3. the body as sent, at most Options.BodyLimit bytes (StateBodyLimit for
-//     state), else 413;
+//     state), else 413. Until its signature is checked a body is anyone's:
+//     its buffer grows with the bytes that arrive (never to a claimed
+//     Content-Length), past Options.PreAuthBodyLimit it needs one of
+//     Options.PreAuthLargeBodies slots, and all such buffers share
+//     Options.PreAuthMemoryLimit; a request that finds no slot or budget
+//     gets 503 with Retry-After;
 //  4. the spoke's keys (Store.SpokeKeys) and the v1 signature over the
 //     method, the escaped path and the body exactly as sent — before
 //     anything decompresses or parses it — else 401. An unknown spoke, a bad

@@ -151,19 +151,14 @@ func jsonKind(goKind string) string {
 	return "a " + goKind
 }
 
-// serveFlux handles POST /v1/flux/{spoke}: a Flux notification-controller
-// generic-hmac Provider's event. Events about HelmReleases are mapped to
-// wire events (see mapFluxEvent and the package doc) and recorded like an agent's; others are
-// acknowledged and ignored.
-func (s *Server) serveFlux(w http.ResponseWriter, r *http.Request, spoke string) {
+// authenticateFlux verifies r's X-Signature over raw with the spoke's keys,
+// then takes a token from the spoke's rate limit. It answers 401, 429 or 503
+// and returns false when the request may not go on.
+func (s *Server) authenticateFlux(w http.ResponseWriter, r *http.Request, spoke string, raw []byte) bool {
 	const ep = endpointFlux
-	raw, gzipped, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
-	if !ok {
-		return
-	}
 	keys, ok := s.spokeKeys(r.Context(), w, ep, spoke)
 	if !ok {
-		return
+		return false
 	}
 	if err := verifyFluxSignature(r.Header.Get(FluxSignatureHeader), raw, keys.Current, keys.Previous); err != nil {
 		reason := reasonBadSignature
@@ -172,9 +167,24 @@ func (s *Server) serveFlux(w http.ResponseWriter, r *http.Request, spoke string)
 		}
 		s.reject(ep, reason, spoke)
 		writeError(w, http.StatusUnauthorized, unauthorized)
+		return false
+	}
+	return s.allow(w, ep, spoke)
+}
+
+// serveFlux handles POST /v1/flux/{spoke}: a Flux notification-controller
+// generic-hmac Provider's event. Events about HelmReleases are mapped to
+// wire events (see mapFluxEvent and the package doc) and recorded like an agent's; others are
+// acknowledged and ignored.
+func (s *Server) serveFlux(w http.ResponseWriter, r *http.Request, spoke string) {
+	const ep = endpointFlux
+	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
+	if !ok {
 		return
 	}
-	if !s.allow(w, ep, spoke) {
+	authed := s.authenticateFlux(w, r, spoke, raw)
+	c.release()
+	if !authed {
 		return
 	}
 	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)

@@ -31,6 +31,7 @@ const (
 	reasonNotFound            = "not_found"
 	reasonMethodNotAllowed    = "method_not_allowed"
 	reasonInFlight            = "in_flight"
+	reasonPreAuthBusy         = "preauth_busy"
 )
 
 // metrics are the receiver's Prometheus collectors.

@@ -29,6 +29,15 @@ const (
 	// DefaultDecompressedLimit is the largest a gzip-encoded body may grow to
 	// once decompressed, in bytes.
 	DefaultDecompressedLimit int64 = 8 << 20
+	// DefaultPreAuthBodyLimit is how much of a body the receiver buffers
+	// before it authenticated the request without taking a large-body slot.
+	DefaultPreAuthBodyLimit int64 = 64 << 10
+	// DefaultPreAuthLargeBodies is how many requests not yet authenticated
+	// may buffer more than PreAuthBodyLimit at once.
+	DefaultPreAuthLargeBodies = 8
+	// DefaultPreAuthMemoryLimit bounds the memory of every body not yet
+	// authenticated, together.
+	DefaultPreAuthMemoryLimit int64 = 64 << 20
 	// DefaultRateLimit is each spoke's sustained request rate, per second.
 	DefaultRateLimit = 50.0
 	// DefaultRateBurst is how many requests a spoke may send at once.
@@ -67,6 +76,19 @@ type Options struct {
 	// DecompressedLimit is the largest a Content-Encoding: gzip body may grow
 	// to, in bytes (413 past it).
 	DecompressedLimit int64
+
+	// PreAuthBodyLimit is how many bytes of a body, not yet authenticated,
+	// the receiver buffers before the request needs one of the
+	// PreAuthLargeBodies slots.
+	PreAuthBodyLimit int64
+	// PreAuthLargeBodies is how many requests, not yet authenticated, may
+	// buffer more than PreAuthBodyLimit at once; others get 503 with
+	// Retry-After.
+	PreAuthLargeBodies int
+	// PreAuthMemoryLimit bounds the buffers of all the bodies not yet
+	// authenticated, together, in bytes; past it requests get 503 with
+	// Retry-After. It must hold the largest body (StateBodyLimit).
+	PreAuthMemoryLimit int64
 
 	// RateLimit is each spoke's sustained rate of authenticated requests per
 	// second; past it (and the burst) the receiver answers 429 with
@@ -123,17 +145,20 @@ type Options struct {
 // NewOptions returns Options with every default set.
 func NewOptions() Options {
 	return Options{
-		BindAddress:       DefaultBindAddress,
-		BodyLimit:         DefaultBodyLimit,
-		StateBodyLimit:    DefaultStateBodyLimit,
-		DecompressedLimit: DefaultDecompressedLimit,
-		RateLimit:         DefaultRateLimit,
-		RateBurst:         DefaultRateBurst,
-		ReplayWindow:      DefaultReplayWindow,
-		DedupeCacheSize:   DefaultDedupeCacheSize,
-		InFlightWait:      DefaultInFlightWait,
-		ShutdownTimeout:   DefaultShutdownTimeout,
-		ActionPollTimeout: DefaultActionPollTimeout,
+		BindAddress:        DefaultBindAddress,
+		BodyLimit:          DefaultBodyLimit,
+		StateBodyLimit:     DefaultStateBodyLimit,
+		DecompressedLimit:  DefaultDecompressedLimit,
+		PreAuthBodyLimit:   DefaultPreAuthBodyLimit,
+		PreAuthLargeBodies: DefaultPreAuthLargeBodies,
+		PreAuthMemoryLimit: DefaultPreAuthMemoryLimit,
+		RateLimit:          DefaultRateLimit,
+		RateBurst:          DefaultRateBurst,
+		ReplayWindow:       DefaultReplayWindow,
+		DedupeCacheSize:    DefaultDedupeCacheSize,
+		InFlightWait:       DefaultInFlightWait,
+		ShutdownTimeout:    DefaultShutdownTimeout,
+		ActionPollTimeout:  DefaultActionPollTimeout,
 	}
 }
 
@@ -152,6 +177,12 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Largest state snapshot body accepted, in bytes, as sent.")
 	fs.Int64Var(&o.DecompressedLimit, "receiver-decompressed-limit", o.DecompressedLimit,
 		"Largest size a gzip-encoded body may decompress to, in bytes.")
+	fs.Int64Var(&o.PreAuthBodyLimit, "receiver-preauth-body-limit", o.PreAuthBodyLimit,
+		"Bytes of a body buffered before its signature is checked without taking a large-body slot.")
+	fs.IntVar(&o.PreAuthLargeBodies, "receiver-preauth-large-bodies", o.PreAuthLargeBodies,
+		"Requests not yet authenticated that may buffer more than --receiver-preauth-body-limit at once.")
+	fs.Int64Var(&o.PreAuthMemoryLimit, "receiver-preauth-memory-limit", o.PreAuthMemoryLimit,
+		"Bytes all bodies not yet authenticated may hold together; past it requests get 503 with Retry-After.")
 	fs.Float64Var(&o.RateLimit, "receiver-rate-limit", o.RateLimit,
 		"Authenticated requests per second allowed per spoke.")
 	fs.IntVar(&o.RateBurst, "receiver-rate-burst", o.RateBurst,
@@ -184,6 +215,11 @@ func (o *Options) Validate() error {
 	positive("state body limit", o.StateBodyLimit)
 	positive("decompressed limit", o.DecompressedLimit)
 	positive("rate burst", int64(o.RateBurst))
+	positive("pre-auth body limit", o.PreAuthBodyLimit)
+	positive("pre-auth large bodies", int64(o.PreAuthLargeBodies))
+	if largest := max(o.BodyLimit, o.StateBodyLimit); o.PreAuthMemoryLimit <= largest {
+		errs = append(errs, fmt.Errorf("receiver pre-auth memory limit (%d) must be more than the largest body limit (%d)", o.PreAuthMemoryLimit, largest))
+	}
 	positive("dedupe cache size", int64(o.DedupeCacheSize))
 	if o.DecompressedLimit > 0 && o.DecompressedLimit < o.BodyLimit {
 		errs = append(errs, fmt.Errorf("receiver decompressed limit (%d) must be at least the body limit (%d)", o.DecompressedLimit, o.BodyLimit))

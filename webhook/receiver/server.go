@@ -31,6 +31,7 @@ type Server struct {
 	revs    *revisionTracker
 	limits  *limiter
 	keys    *verifierCache
+	preAuth *preAuthBudget
 	handler http.Handler
 
 	// stopPolls is closed when the server shuts down, to end the polls
@@ -79,6 +80,7 @@ func New(store Store, opts Options) (*Server, error) {
 		revs:    newRevisionTracker(max(opts.DedupeCacheSize/10, 1024)),
 		limits:  newLimiter(opts.RateLimit, opts.RateBurst, opts.Clock),
 		keys:    newVerifierCache(opts.ReplayWindow, opts.Clock),
+		preAuth: newPreAuthBudget(&opts),
 
 		stopPolls: make(chan struct{}),
 	}

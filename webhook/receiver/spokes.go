@@ -173,8 +173,13 @@ func (s *Server) spokeMismatch(w http.ResponseWriter, endpoint, pathSpoke, bodyS
 // serveEvents handles POST /v1/spokes/{spoke}/events.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke string) {
 	const ep = endpointEvents
-	raw, gzipped, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
-	if !ok || !s.authenticate(w, r, ep, spoke, raw) {
+	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
+	if !ok {
+		return
+	}
+	authed := s.authenticate(w, r, ep, spoke, raw)
+	c.release()
+	if !authed {
 		return
 	}
 	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
@@ -201,8 +206,13 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke strin
 // serveState handles POST /v1/spokes/{spoke}/state.
 func (s *Server) serveState(w http.ResponseWriter, r *http.Request, spoke string) {
 	const ep = endpointState
-	raw, gzipped, ok := s.readBody(w, r, ep, s.opts.StateBodyLimit)
-	if !ok || !s.authenticate(w, r, ep, spoke, raw) {
+	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.StateBodyLimit)
+	if !ok {
+		return
+	}
+	authed := s.authenticate(w, r, ep, spoke, raw)
+	c.release()
+	if !authed {
 		return
 	}
 	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
