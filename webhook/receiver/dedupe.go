@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"slices"
 	"sync"
@@ -22,6 +23,29 @@ func keyOf(id string) (k eventKey, ok bool) {
 		return k, false
 	}
 	return k, true
+}
+
+// keyFor is the dedupe key of e from the Spoke ref: its id, mixed with the
+// Spoke's namespace and name when known, so that a Spoke of the same name in
+// another namespace can never make the real one's events look like
+// redeliveries.
+func keyFor(ref SpokeRef, e *wire.Event) eventKey {
+	k, ok := keyOf(e.ID)
+	if !ok { // cannot happen for validated or computed ids
+		k, _ = keyOf(e.ComputeID())
+	}
+	if ref.Namespace == "" {
+		return k
+	}
+	h := sha256.New()
+	h.Write([]byte(ref.Namespace))
+	h.Write([]byte{0})
+	h.Write([]byte(ref.Name))
+	h.Write([]byte{0})
+	h.Write(k[:])
+	var out eventKey
+	copy(out[:], h.Sum(nil))
+	return out
 }
 
 // idCache remembers the ids of recently recorded events, at most size of

@@ -136,6 +136,11 @@ type Options struct {
 	// limits and answers on its own; the receiver only counts its requests
 	// (endpoint label "mount"). Not a flag.
 	Mounts map[string]http.Handler
+	// Spokes finds the Spokes a request names, with their keys, Flux keys,
+	// suspension and the time of their last recorded snapshot. When nil,
+	// Store.SpokeKeys is used: one spoke per name, no Flux keys (the Flux
+	// endpoint then refuses every request), never suspended. Not a flag.
+	Spokes SpokeDirectory
 	// Actions hands spoke agents their actions (GET /v1/spokes/{spoke}/actions)
 	// and records their outcomes (POST /v1/spokes/{spoke}/actions/{id});
 	// when nil, those endpoints answer 404. Not a flag.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"tugboat.dev/tugboat/api/wire"
@@ -25,109 +24,6 @@ const maxCachedVerifiers = 10_000
 func (s *Server) reject(endpoint, reason, spoke string, kv ...any) {
 	s.metrics.rejected.WithLabelValues(endpoint, reason).Inc()
 	s.log.V(1).Info("Rejected request", append([]any{"endpoint", endpoint, "reason", reason, "spoke", clip(spoke)}, kv...)...)
-}
-
-// verifierCache keeps one wire.Verifier per spoke, rebuilt when the spoke's
-// keys change.
-type verifierCache struct {
-	window time.Duration
-	now    func() time.Time
-	mu     sync.RWMutex
-	m      map[string]*cachedVerifier
-}
-
-type cachedVerifier struct {
-	current, previous []byte
-	v                 *wire.Verifier
-}
-
-func newVerifierCache(window time.Duration, now func() time.Time) *verifierCache {
-	return &verifierCache{window: window, now: now, m: make(map[string]*cachedVerifier)}
-}
-
-// get returns a verifier for spoke's keys.
-func (c *verifierCache) get(spoke string, keys SpokeKeys) (*wire.Verifier, error) {
-	c.mu.RLock()
-	cv := c.m[spoke]
-	c.mu.RUnlock()
-	if cv != nil && bytes.Equal(cv.current, keys.Current) && bytes.Equal(cv.previous, keys.Previous) {
-		return cv.v, nil
-	}
-	v, err := wire.NewVerifier(keys.Current, keys.Previous, wire.WithWindow(c.window), wire.WithClock(c.now))
-	if err != nil {
-		return nil, err
-	}
-	cv = &cachedVerifier{current: bytes.Clone(keys.Current), previous: bytes.Clone(keys.Previous), v: v}
-	c.mu.Lock()
-	if len(c.m) >= maxCachedVerifiers {
-		clear(c.m)
-	}
-	c.m[spoke] = cv
-	c.mu.Unlock()
-	return v, nil
-}
-
-// spokeKeys looks up spoke's keys. It answers 401 for an unknown spoke (or
-// a name that cannot be one) and 503 when the store cannot tell yet, and
-// then returns ok false.
-func (s *Server) spokeKeys(ctx context.Context, w http.ResponseWriter, endpoint, spoke string) (SpokeKeys, bool) {
-	if !isDNSLabel(spoke) {
-		s.reject(endpoint, reasonUnknownSpoke, spoke)
-		writeError(w, http.StatusUnauthorized, unauthorized)
-		return SpokeKeys{}, false
-	}
-	keys, err := s.store.SpokeKeys(ctx, spoke)
-	switch {
-	case errors.Is(err, ErrUnknownSpoke):
-		s.reject(endpoint, reasonUnknownSpoke, spoke)
-		writeError(w, http.StatusUnauthorized, unauthorized)
-		return SpokeKeys{}, false
-	case err != nil:
-		s.unavailable(w, endpoint, spoke, "looking up the spoke's keys", err)
-		return SpokeKeys{}, false
-	}
-	return keys, true
-}
-
-// authenticate verifies r's v1 signature over raw, the body as sent, before
-// anything parses it, then takes a token from the spoke's rate limit. It
-// answers 401, 429 or 503 and returns false when the request may not go on.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, endpoint, spoke string, raw []byte) bool {
-	keys, ok := s.spokeKeys(r.Context(), w, endpoint, spoke)
-	if !ok {
-		return false
-	}
-	v, err := s.keys.get(spoke, keys)
-	if err != nil {
-		// A key too short to trust: the Spoke's Secret is misconfigured.
-		// Logged at debug level only, as anyone can name the spoke; the
-		// invalid_key reason in rejected_total tells the operator.
-		s.reject(endpoint, "invalid_key", spoke, "error", err.Error())
-		writeError(w, http.StatusUnauthorized, unauthorized)
-		return false
-	}
-	if err := v.VerifyRequest(r, raw); err != nil {
-		reason := reasonBadSignature
-		var ve *wire.VerifyError
-		if errors.As(err, &ve) && ve.Reason() != wire.ErrSignatureMismatch.Error() {
-			reason = ve.Reason()
-		}
-		s.reject(endpoint, reason, spoke)
-		writeError(w, http.StatusUnauthorized, unauthorized)
-		return false
-	}
-	return s.allow(w, endpoint, spoke)
-}
-
-// allow takes a token from spoke's bucket, or answers 429.
-func (s *Server) allow(w http.ResponseWriter, endpoint, spoke string) bool {
-	ok, wait := s.limits.allow(spoke)
-	if !ok {
-		s.reject(endpoint, reasonRateLimited, spoke)
-		retryAfter(w, wait)
-		writeError(w, http.StatusTooManyRequests, errorf("rate limit exceeded for spoke %q: retry later", spoke))
-	}
-	return ok
 }
 
 // unavailable answers 503 with Retry-After for a store that is not ready or
@@ -177,7 +73,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke strin
 	if !ok {
 		return
 	}
-	authed := s.authenticate(w, r, ep, spoke, raw)
+	sp, authed := s.authenticate(w, r, ep, spoke, raw)
 	c.release()
 	if !authed {
 		return
@@ -195,7 +91,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke strin
 		s.spokeMismatch(w, ep, spoke, batch.Spoke)
 		return
 	}
-	resp, err := s.record(r.Context(), ep, spoke, batch.Events)
+	resp, err := s.record(spokeContext(r.Context(), sp), ep, sp.SpokeRef, batch.Events)
 	if err != nil {
 		s.unavailable(w, ep, spoke, "recording events", err)
 		return
@@ -210,7 +106,7 @@ func (s *Server) serveState(w http.ResponseWriter, r *http.Request, spoke string
 	if !ok {
 		return
 	}
-	authed := s.authenticate(w, r, ep, spoke, raw)
+	sp, authed := s.authenticate(w, r, ep, spoke, raw)
 	c.release()
 	if !authed {
 		return
@@ -228,11 +124,9 @@ func (s *Server) serveState(w http.ResponseWriter, r *http.Request, spoke string
 		s.spokeMismatch(w, ep, spoke, snap.Spoke)
 		return
 	}
-	if err := s.store.RecordState(r.Context(), spoke, snap); err != nil {
-		s.unavailable(w, ep, spoke, "recording state", err)
+	if !s.recordState(r.Context(), w, sp, snap) {
 		return
 	}
-	s.revs.observeSnapshot(spoke, snap)
 	n := len(snap.Releases)
 	writeJSON(w, http.StatusAccepted, wire.AcceptedResponse{Received: n, Accepted: n})
 }
@@ -251,16 +145,13 @@ var errInFlight = errors.New("events of this batch are being recorded by another
 //
 // Received = Accepted + Duplicates; stale events (older revisions) are
 // among the accepted and also counted in the events_total metric.
-func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wire.Event) (wire.AcceptedResponse, error) {
+func (s *Server) record(ctx context.Context, endpoint string, ref SpokeRef, events []wire.Event) (wire.AcceptedResponse, error) {
+	spoke := ref.Name
 	n := len(events)
 	resp := wire.AcceptedResponse{Received: n}
 	keys := make([]eventKey, n)
 	for i := range events {
-		k, ok := keyOf(events[i].ID)
-		if !ok { // cannot happen for validated or computed ids
-			k, _ = keyOf(events[i].ComputeID())
-		}
-		keys[i] = k
+		keys[i] = keyFor(ref, &events[i])
 	}
 	var deadline <-chan time.Time
 	nStale := 0
@@ -281,7 +172,7 @@ func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wi
 				waitingKeys = append(waitingKeys, keys[i])
 			}
 		}
-		stale, err := s.write(ctx, spoke, owned)
+		stale, err := s.write(ctx, ref, owned)
 		s.ids.finish(mine, ownedKeys, err == nil)
 		if err != nil {
 			return wire.AcceptedResponse{}, err
@@ -323,16 +214,16 @@ func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wi
 // than the newest seen are counted as stale but still recorded: they carry
 // the older revision's own truth (Helm marking it superseded), and the
 // store guarantees that they never move a release's current revision back.
-func (s *Server) write(ctx context.Context, spoke string, events []wire.Event) (int, error) {
+func (s *Server) write(ctx context.Context, ref SpokeRef, events []wire.Event) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
 	stale := make([]bool, len(events))
-	s.revs.stale(spoke, events, stale)
-	if err := s.store.RecordEvents(ctx, spoke, events); err != nil {
+	s.revs.stale(ref.String(), events, stale)
+	if err := s.store.RecordEvents(ctx, ref.Name, events); err != nil {
 		return 0, err
 	}
-	s.revs.observe(spoke, events)
+	s.revs.observe(ref.String(), events)
 	n := 0
 	for _, st := range stale {
 		if st {
