@@ -29,6 +29,7 @@ import (
 	"tugboat.dev/tugboat/controllers/spoke"
 	"tugboat.dev/tugboat/webhook/pipelineapi"
 	"tugboat.dev/tugboat/webhook/receiver"
+	"tugboat.dev/tugboat/webhook/receiver/spokedir"
 )
 
 // Options configure the hub process.
@@ -154,6 +155,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 		return nil, err
 	}
 	ropts.Actions = acts
+	// The receiver finds Spokes by namespace and name, with their agent
+	// and Flux keys, suspension and last snapshot time.
+	ropts.Spokes = spokedir.New(mgr.GetClient(), mgr.GetAPIReader(), opts.History.KeyCacheTTL)
 	srv, err := receiver.New(rec, ropts)
 	if err != nil {
 		return nil, err

@@ -40,10 +40,10 @@ type Spoke struct {
 	// Suspended is spec.suspend: the receiver answers the spoke's
 	// authenticated requests 503.
 	Suspended bool
-	// LastStateTakenAt is the takenAt of the newest state snapshot recorded
+	// LastSnapshotTakenAt is the takenAt of the newest state snapshot recorded
 	// for the spoke, as persisted (zero when none): a snapshot must be
 	// taken after it.
-	LastStateTakenAt time.Time
+	LastSnapshotTakenAt time.Time
 }
 
 // SpokeDirectory finds the Spokes a request path names. Spoke names are

@@ -67,8 +67,8 @@ func TestReceiver_squatterCannotBlockTheRealSpoke(t *testing.T) {
 	g.Expect(accepted(g, h.do(signed(wire.StatePath(testSpoke), testKey, mustJSON(t, snapshot()), testNow))).Accepted).To(Equal(1))
 	g.Expect(h.store.recordedInto(realSpoke)).To(Equal(1))
 	g.Expect(h.store.recordedInto(squatter)).To(Equal(1))
-	g.Expect(h.store.lastStateTakenAt(realSpoke)).To(Equal(testNow))
-	g.Expect(h.store.lastStateTakenAt(squatter)).To(BeZero())
+	g.Expect(h.store.lastSnapshotTakenAt(realSpoke)).To(Equal(testNow))
+	g.Expect(h.store.lastSnapshotTakenAt(squatter)).To(BeZero())
 
 	// Two Spokes of one name that share a key cannot be told apart: refused.
 	h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-c", Name: testSpoke}, Keys: receiver.SpokeKeys{Current: testKey}})
@@ -187,4 +187,18 @@ func TestReceiver_unknownAndKnownSpokesCostTheSame(t *testing.T) {
 	a := h.do(signed(wire.EventsPath("nobody"), testKey, body, testNow))
 	b := h.do(signed(wire.EventsPath(testSpoke), wrongKey, body, testNow))
 	g.Expect(a.Body.String()).To(Equal(b.Body.String()))
+}
+
+// TestReceiver_withoutASpokeDirectory: a receiver given only a Store
+// authenticates agents with Store.SpokeKeys and, having no Flux keys,
+// refuses every Flux request.
+func TestReceiver_withoutASpokeDirectory(t *testing.T) {
+	g := NewWithT(t)
+	h := fluxHarness(t)
+	h = newHarnessWithStore(t, h.store, func(o *receiver.Options) { o.Spokes = nil })
+	g.Expect(accepted(g, h.do(signed(wire.EventsPath(testSpoke), testKey, mustJSON(t, batchOf(event(7, wire.EventObjectCreated, 1))), testNow))).Accepted).To(Equal(1))
+	p := helmReleaseEvent("UpgradeSucceeded", "info", "Helm upgrade succeeded for release apps/web.v3 with chart web@1.5.0", nil, testNow)
+	g.Expect(postFlux(h, testSpoke, fluxTestKey, p).Code).To(Equal(http.StatusUnauthorized))
+	g.Expect(postFlux(h, testSpoke, testKey, p).Code).To(Equal(http.StatusUnauthorized))
+	g.Expect(h.store.recorded(testSpoke)).To(HaveLen(1))
 }

@@ -85,13 +85,13 @@ func (m *memStore) addSpoke(sp receiver.Spoke) {
 	m.spokes = append(m.spokes, sp)
 }
 
-// lastStateTakenAt is the snapshot time persisted for the Spoke ref.
-func (m *memStore) lastStateTakenAt(ref receiver.SpokeRef) time.Time {
+// lastSnapshotTakenAt is the snapshot time persisted for the Spoke ref.
+func (m *memStore) lastSnapshotTakenAt(ref receiver.SpokeRef) time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, sp := range m.spokes {
 		if sp.SpokeRef == ref {
-			return sp.LastStateTakenAt
+			return sp.LastSnapshotTakenAt
 		}
 	}
 	return time.Time{}
@@ -120,7 +120,7 @@ func (m *memStore) StateRecorded(_ context.Context, ref receiver.SpokeRef, taken
 	defer m.mu.Unlock()
 	for i := range m.spokes {
 		if m.spokes[i].SpokeRef == ref {
-			m.spokes[i].LastStateTakenAt = takenAt
+			m.spokes[i].LastSnapshotTakenAt = takenAt
 		}
 	}
 	return nil

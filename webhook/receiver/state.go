@@ -66,10 +66,12 @@ func (s *Server) recordState(ctx context.Context, w http.ResponseWriter, sp *Spo
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
 	floor := fl.takenAt
-	if sp.LastStateTakenAt.After(floor) {
-		floor = sp.LastStateTakenAt
+	if sp.LastSnapshotTakenAt.After(floor) {
+		floor = sp.LastSnapshotTakenAt
 	}
-	if !snap.TakenAt.After(floor) {
+	// Compared to the microsecond, the precision the Spoke's status keeps.
+	takenAt := snap.TakenAt.Truncate(time.Microsecond)
+	if !takenAt.After(floor) {
 		s.reject(ep, reasonStaleSnapshot, sp.String(), "takenAt", snap.TakenAt, "lastRecorded", floor)
 		writeError(w, http.StatusConflict, wire.ErrorResponse{
 			Error: fmt.Sprintf("stale snapshot: takenAt %s is not after the last snapshot recorded for spoke %s (taken at %s): send a new snapshot",
@@ -82,8 +84,8 @@ func (s *Server) recordState(ctx context.Context, w http.ResponseWriter, sp *Spo
 		s.unavailable(w, ep, sp.Name, "recording state", err)
 		return false
 	}
-	fl.takenAt = snap.TakenAt
-	if err := s.spokes.StateRecorded(ctx, sp.SpokeRef, snap.TakenAt); err != nil {
+	fl.takenAt = takenAt
+	if err := s.spokes.StateRecorded(ctx, sp.SpokeRef, takenAt); err != nil {
 		// Recorded all the same; this replica still refuses older
 		// snapshots, and the next snapshot persists its time.
 		s.log.Error(err, "Persisting the time of the spoke's last snapshot failed", "spoke", sp.String())
