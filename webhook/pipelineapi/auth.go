@@ -47,7 +47,7 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, namespace, 
 		return nil, reasonUnknownPipeline, nil // no such object can exist
 	}
 	p := &tugboatv1alpha1.Pipeline{}
-	if err := h.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, p); err != nil {
+	if err := h.cached.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, p); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, reasonUnknownPipeline, nil
 		}
@@ -56,8 +56,8 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, namespace, 
 	if p.Spec.SecretRef == nil || p.Spec.SecretRef.Name == "" {
 		return nil, reasonNoSecretRef, nil
 	}
-	secret := &corev1.Secret{}
-	if err := h.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: p.Spec.SecretRef.Name}, secret); err != nil {
+	secret, err := h.secrets.get(ctx, types.NamespacedName{Namespace: namespace, Name: p.Spec.SecretRef.Name})
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, reasonMissingSecret, nil
 		}

@@ -68,7 +68,7 @@ func FuzzPipelineAPI(f *testing.F) {
 		fx.handler.ServeHTTP(rec, r)
 
 		switch rec.Code {
-		case 200, 201, 400, 401, 404, 405, 409, 413, 415:
+		case 200, 201, 400, 401, 404, 405, 409, 413, 415, 429:
 		default:
 			t.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
@@ -84,7 +84,7 @@ func FuzzPipelineAPI(f *testing.F) {
 		}
 		if !valid {
 			switch rec.Code {
-			case 401, 405, 413, 415:
+			case 401, 405, 413, 415, 429:
 			case 404:
 				if !strings.Contains(rec.Body.String(), "no such endpoint") {
 					t.Fatalf("404 past authentication without credentials: %s", rec.Body)
