@@ -125,7 +125,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	rec := releasehistory.NewRecorder(mgr.GetClient(), mgr.GetAPIReader(), opts.History)
+	// The recorder and the action store look a request's Spoke up by name;
+	// scoped, they see only the Spoke the receiver authenticated (namespace,
+	// name and key), so a same-named Spoke elsewhere cannot block it.
+	rec := releasehistory.NewRecorder(spokedir.Scoped(mgr.GetClient()), mgr.GetAPIReader(), opts.History)
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
@@ -150,7 +153,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	ropts.Mounts = map[string]http.Handler{
 		pipelineapi.PathPrefix: pipelineapi.New(mgr.GetClient(), mgr.GetAPIReader(), pipelineapi.Options{Clock: ropts.Clock, Window: ropts.ReplayWindow}),
 	}
-	acts := actions.New(mgr.GetClient(), mgr.GetAPIReader())
+	acts := actions.New(spokedir.Scoped(mgr.GetClient()), mgr.GetAPIReader())
 	if err := acts.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
