@@ -57,17 +57,25 @@ func TestReceiver_badInputOnEveryEndpoint(t *testing.T) {
 				return httptest.NewRequest(http.MethodPost, wire.EventsPath(testSpoke), nil)
 			}},
 		{endpoint: "events", name: "signed with the Flux key", code: http.StatusUnauthorized, want: unauthorized,
-			req: func(t *testing.T) *http.Request { return signed(wire.EventsPath(testSpoke), fluxTestKey, events(t), testNow) }},
+			req: func(t *testing.T) *http.Request {
+				return signed(wire.EventsPath(testSpoke), fluxTestKey, events(t), testNow)
+			}},
 		{endpoint: "events", name: "the spoke's key is shorter than 32 bytes", code: http.StatusUnauthorized, want: unauthorized,
 			prime: func(_ *testing.T, h *harness, _ *memActions) { h.store.setKeys(testSpoke, testKey[:31], nil) },
-			req:   func(t *testing.T) *http.Request { return signed(wire.EventsPath(testSpoke), testKey[:31], events(t), testNow) }},
+			req: func(t *testing.T) *http.Request {
+				return signed(wire.EventsPath(testSpoke), testKey[:31], events(t), testNow)
+			}},
 		{endpoint: "events", name: "two Spokes of the name share the key", code: http.StatusUnauthorized, want: unauthorized,
 			prime: func(_ *testing.T, h *harness, _ *memActions) {
 				h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-b", Name: testSpoke}, Keys: receiver.SpokeKeys{Current: testKey}})
 			},
-			req: func(t *testing.T) *http.Request { return signed(wire.EventsPath(testSpoke), testKey, events(t), testNow) }},
+			req: func(t *testing.T) *http.Request {
+				return signed(wire.EventsPath(testSpoke), testKey, events(t), testNow)
+			}},
 		{endpoint: "events", name: "suspended spoke", code: http.StatusServiceUnavailable, want: "spoke tenant-a/staging-1 is suspended", prime: suspend,
-			req: func(t *testing.T) *http.Request { return signed(wire.EventsPath(testSpoke), testKey, events(t), testNow) }},
+			req: func(t *testing.T) *http.Request {
+				return signed(wire.EventsPath(testSpoke), testKey, events(t), testNow)
+			}},
 		{endpoint: "events", name: "event with an unknown kind", code: http.StatusBadRequest, want: `"field":"events[0].kind"`,
 			req: func(t *testing.T) *http.Request {
 				body := mutateJSON(t, batchOf(event(7, wire.EventObjectCreated, 1)), func(m map[string]any) {
@@ -96,7 +104,9 @@ func TestReceiver_badInputOnEveryEndpoint(t *testing.T) {
 		{endpoint: "state", name: "suspended spoke", code: http.StatusServiceUnavailable, want: "is suspended (spec.suspend is true)", prime: suspend,
 			req: stateAt(time.Second)},
 		{endpoint: "state", name: "GET", code: http.StatusMethodNotAllowed, want: "method GET not allowed",
-			req: func(t *testing.T) *http.Request { return httptest.NewRequest(http.MethodGet, wire.StatePath(testSpoke), nil) }},
+			req: func(t *testing.T) *http.Request {
+				return httptest.NewRequest(http.MethodGet, wire.StatePath(testSpoke), nil)
+			}},
 
 		// POST /v1/flux/{spoke}
 		{endpoint: "flux", name: "signed with the agent's key", code: http.StatusUnauthorized, want: unauthorized,
@@ -110,7 +120,10 @@ func TestReceiver_badInputOnEveryEndpoint(t *testing.T) {
 			}},
 		{endpoint: "flux", name: "spoke without a Flux key", code: http.StatusUnauthorized, want: unauthorized,
 			prime: func(_ *testing.T, h *harness, _ *memActions) { h.store.setFluxKeys(testSpoke, nil, nil) },
-			req:   func(t *testing.T) *http.Request { b := flux(t); return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b)) }},
+			req: func(t *testing.T) *http.Request {
+				b := flux(t)
+				return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
+			}},
 		{endpoint: "flux", name: "event older than the replay window", code: http.StatusUnauthorized, want: unauthorized,
 			req: func(t *testing.T) *http.Request {
 				b := mustJSON(t, helmReleaseEvent("UpgradeSucceeded", "info", "", nil, testNow.Add(-time.Hour)))
@@ -127,11 +140,16 @@ func TestReceiver_badInputOnEveryEndpoint(t *testing.T) {
 				return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
 			}},
 		{endpoint: "flux", name: "suspended spoke", code: http.StatusServiceUnavailable, want: "is suspended", prime: suspend,
-			req: func(t *testing.T) *http.Request { b := flux(t); return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b)) }},
+			req: func(t *testing.T) *http.Request {
+				b := flux(t)
+				return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
+			}},
 
 		// GET /v1/spokes/{spoke}/actions and POST .../actions/{id}
 		{endpoint: "actions", name: "poll without a signature", code: http.StatusUnauthorized, want: unauthorized,
-			req: func(t *testing.T) *http.Request { return httptest.NewRequest(http.MethodGet, wire.ActionsPath(testSpoke), nil) }},
+			req: func(t *testing.T) *http.Request {
+				return httptest.NewRequest(http.MethodGet, wire.ActionsPath(testSpoke), nil)
+			}},
 		{endpoint: "actions", name: "poll signed for another spoke's path", code: http.StatusUnauthorized, want: unauthorized,
 			req: func(t *testing.T) *http.Request {
 				req := httptest.NewRequest(http.MethodGet, wire.ActionsPath(testSpoke), nil)
