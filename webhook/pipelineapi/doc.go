@@ -11,8 +11,10 @@
 // the strategy runs later, in the Promotion reconciler, never in a handler.
 //
 // Every call is authenticated by the Secret the Pipeline's spec.secretRef
-// names, read from the API server on each call (no cache, so a rotated or
-// revoked secret takes effect at once): "Authorization: Bearer <token>"
+// names. The Pipeline is read from the manager's cache and the Secret from
+// the API server, kept (or its absence) for Options.SecretCacheTTL (10s: a
+// rotated or revoked secret takes effect within it), so anonymous calls cost
+// the API server next to nothing: "Authorization: Bearer <token>"
 // matched in constant time against key "token", or the tugboat request
 // signature (X-Tugboat-Timestamp and X-Tugboat-Signature: v1=..., see
 // api/wire) made with key "key", within a ±5 minute window. When an
@@ -22,7 +24,9 @@
 // which check failed nor which Pipelines exist; 404 for an unknown
 // Promotion comes only after authentication.
 //
-// Checks run in this order: path (404), method (405), Content-Type (415),
+// Checks run in this order: path (404), method (405), the client's rate
+// limit (429 with Retry-After; a token bucket per client address,
+// Options.RateLimit and RateBurst), Content-Type (415),
 // body size (413, 64 KiB), authentication (401), body (400, naming the
 // field), then the request's own outcome (404, 409). Errors are
 // wire.ErrorResponse bodies. Credentials are never logged.
