@@ -2,7 +2,7 @@ package receiver_test
 
 import (
 	"crypto/hmac"
-	"crypto/sha1" //nolint:gosec // a row proves SHA-1 signatures are refused
+	"crypto/sha1" // a row proves SHA-1 signatures are refused
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"

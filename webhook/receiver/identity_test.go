@@ -2,7 +2,7 @@ package receiver_test
 
 import (
 	"crypto/hmac"
-	"crypto/sha1" //nolint:gosec // the test proves SHA-1 signatures are refused
+	"crypto/sha1" // the test proves SHA-1 signatures are refused
 	"encoding/hex"
 	"net/http"
 	"testing"
