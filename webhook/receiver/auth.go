@@ -145,9 +145,7 @@ func (s *Server) identify(w http.ResponseWriter, r *http.Request, endpoint, name
 		reason  = reasonUnknownSpoke
 		kv      []any
 	)
-	tried := len(candidates)
-	if tried == 0 {
-		tried = 1
+	if len(candidates) == 0 {
 		s.countVerification(endpoint)
 		_ = verify("", s.dummyKeys)
 	}

@@ -111,14 +111,13 @@ func (c *idCache) reserve(keys []eventKey, states []idState) (mine *flight, busy
 			continue
 		}
 		if f := c.inFlight[k]; f != nil {
-			switch {
-			case f == mine:
+			if f == mine {
 				states[i] = idDuplicate
-			default:
-				states[i] = idBusy
-				if !slices.Contains(busy, f) {
-					busy = append(busy, f)
-				}
+				continue
+			}
+			states[i] = idBusy
+			if !slices.Contains(busy, f) {
+				busy = append(busy, f)
 			}
 			continue
 		}

@@ -130,7 +130,7 @@ func TestReceiver_inFlightDuplicateIsToldToRetryWhenTheWriteTakesTooLong(t *test
 // TestReceiver_dedupeWindowEvictsTheOldestIDs proves the de-duplication
 // window is bounded: past Options.DedupeCacheSize ids the oldest are
 // forgotten (a redelivery that late is recorded again, which the store
-// tolerates by id), while the newest are still recognised.
+// tolerates by id), while the newest are still recognized.
 func TestReceiver_dedupeWindowEvictsTheOldestIDs(t *testing.T) {
 	g := NewWithT(t)
 	const size = 4

@@ -24,7 +24,7 @@ import (
 // it from reporting later.
 
 // stateFloors remembers, per Spoke, the newest takenAt recorded by this
-// replica, and serialises a Spoke's state posts so that two cannot pass the
+// replica, and serializes a Spoke's state posts so that two cannot pass the
 // check and then record in the wrong order. Its size follows the number of
 // authenticated Spokes.
 type stateFloors struct {

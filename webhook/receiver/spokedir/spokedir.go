@@ -58,7 +58,7 @@ func (d *Directory) Spokes(ctx context.Context, name string) ([]receiver.Spoke, 
 	var list tugboatv1alpha1.SpokeList
 	if err := d.client.List(ctx, &list, client.MatchingFields{releasehistory.SpokeNameIndex: name}); err != nil {
 		if errors.As(err, new(*cache.ErrCacheNotStarted)) {
-			return nil, fmt.Errorf("%w: %v", receiver.ErrNotReady, err)
+			return nil, fmt.Errorf("%w: %w", receiver.ErrNotReady, err)
 		}
 		return nil, fmt.Errorf("listing spokes named %s: %w", name, err)
 	}
