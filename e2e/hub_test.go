@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -102,6 +104,26 @@ func fluxSignature(key, body []byte) string {
 	m := hmac.New(sha256.New, key)
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// registerFluxKey gives Spoke name (registered) a Flux key of its own,
+// separate from the agent's, under "fluxKey" in its key Secret, as an admin
+// does for a spoke fed by a Flux generic-hmac Provider, and returns it.
+func (f *fleet) registerFluxKey(name string) []byte {
+	f.t.Helper()
+	ctx := context.Background()
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	key := []byte(hex.EncodeToString(raw))
+	var secret corev1.Secret
+	if err := f.hub.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name + "-key"}, &secret); err != nil {
+		f.t.Fatal(err)
+	}
+	secret.Data[tugboatv1alpha1.SpokeFluxKeySecretKey] = key
+	if err := f.hub.Client.Update(ctx, &secret); err != nil {
+		f.t.Fatal(err)
+	}
+	return key
 }
 
 // fluxPost is a POST of a Flux event body to /v1/flux/{spoke}, with the
@@ -249,7 +271,8 @@ type fluxObjectBody struct {
 func TestHub_recordsAFluxReplay(t *testing.T) {
 	g := NewWithT(t)
 	f := newFleet(t, startHubCluster(t))
-	key := f.registerSpoke("spoke1")
+	f.registerSpoke("spoke1")
+	key := f.registerFluxKey("spoke1")
 	f.waitReceiverReady(g)
 
 	captures := readFluxCapture(t, "notification-controller-v1.9.3-upgrade-succeeded.jsonl")
@@ -378,6 +401,7 @@ func TestHub_rejectsBadInputWithoutChangingState(t *testing.T) {
 	g := NewWithT(t)
 	f := newFleet(t, startHubCluster(t))
 	key := f.registerSpoke("edge-1")
+	fluxKey := f.registerFluxKey("edge-1")
 	otherKey := f.registerSpoke("edge-2")
 	f.waitReceiverReady(g)
 	const spoke, ns, rel = "edge-1", "apps", "web"
@@ -495,7 +519,9 @@ func TestHub_rejectsBadInputWithoutChangingState(t *testing.T) {
 		{name: "flux: wrong key", code: http.StatusUnauthorized, body: unauthorized,
 			req: func() *http.Request { return f.fluxPost(spoke, []byte("sekrit"), fluxEvent(time.Now())) }},
 		{name: "flux: stale event", code: http.StatusUnauthorized, body: unauthorized,
-			req: func() *http.Request { return f.fluxPost(spoke, key, fluxEvent(time.Now().Add(-6*time.Minute))) }},
+			req: func() *http.Request { return f.fluxPost(spoke, fluxKey, fluxEvent(time.Now().Add(-6*time.Minute))) }},
+		{name: "flux: the agent's key", code: http.StatusUnauthorized, body: unauthorized,
+			req: func() *http.Request { return f.fluxPost(spoke, key, fluxEvent(time.Now())) }},
 		{name: "duplicate batch", code: http.StatusAccepted, accepted: &wire.AcceptedResponse{Received: 2, Duplicates: 2},
 			req: func() *http.Request { return f.signedPost(events, key, seed, time.Now()) }},
 		{name: "out-of-order older revision", code: http.StatusAccepted, accepted: &wire.AcceptedResponse{Received: 1, Accepted: 1}, changes: true,

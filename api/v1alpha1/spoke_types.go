@@ -7,8 +7,8 @@ import (
 // Keys of the Secret that spec.keySecretRef names.
 const (
 	// SpokeKeySecretKey holds the HMAC key the spoke's agent signs with, and the
-	// key the hub verifies with first. At least 16 bytes; 32 random bytes are
-	// recommended.
+	// key the hub verifies with first. The hub's receiver refuses keys shorter
+	// than 32 bytes; the hub generates 32 random bytes, hex-encoded.
 	SpokeKeySecretKey = "key"
 
 	// SpokePreviousKeySecretKey optionally holds the key being rotated out. While
@@ -16,6 +16,19 @@ const (
 	// agent can switch keys without a gap. Remove it once every agent signs
 	// with the new key.
 	SpokePreviousKeySecretKey = "previousKey"
+
+	// SpokeFluxKeySecretKey optionally holds the key of the spoke's Flux
+	// notification-controller Provider (type generic-hmac): the value of key
+	// "token" in the Provider's Secret on the spoke. It must differ from the
+	// agent's key, so that whoever can read Flux's Secret on the spoke cannot
+	// act as its agent; the hub never accepts the agent's key on the Flux
+	// endpoint, and refuses every Flux request of a spoke without this key.
+	// At least 32 bytes.
+	SpokeFluxKeySecretKey = "fluxKey"
+
+	// SpokePreviousFluxKeySecretKey optionally holds the Flux key being
+	// rotated out, accepted alongside fluxKey while present.
+	SpokePreviousFluxKeySecretKey = "previousFluxKey"
 
 	// DefaultKubeConfigSecretKey is the key of a kubeconfig Secret when none is
 	// given; Cluster API writes the kubeconfig of Cluster <name> to Secret
@@ -31,7 +44,9 @@ type SpokeSpec struct {
 	// current key under "key" and, during a rotation, the previous one under
 	// "previousKey": the hub accepts either while both are present. To rotate,
 	// move "key" to "previousKey", write the new "key", roll the agent, then
-	// delete "previousKey".
+	// delete "previousKey". A spoke fed by Flux notification-controller holds
+	// its Provider's own key under "fluxKey" (and "previousFluxKey" during a
+	// rotation). Keys are at least 32 bytes.
 	// +required
 	KeySecretRef LocalSecretReference `json:"keySecretRef"`
 
@@ -49,8 +64,10 @@ type SpokeSpec struct {
 	// +optional
 	KubeConfigSecretRef *SecretKeyReference `json:"kubeConfigSecretRef,omitempty"`
 
-	// suspend tells the hub to ignore the spoke: its requests are rejected with
-	// 503 and its releases are not promoted into or from. Defaults to false.
+	// suspend tells the hub to ignore the spoke: its authenticated requests
+	// (agent and Flux) are answered 503 with a body saying the spoke is
+	// suspended, and its releases are not promoted into or from. Defaults to
+	// false.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 }
@@ -74,6 +91,13 @@ type SpokeStatus struct {
 	// lastSeen is when the hub last accepted a signed request from the agent.
 	// +optional
 	LastSeen *metav1.Time `json:"lastSeen,omitempty"`
+
+	// lastSnapshotTakenAt is the takenAt (on the spoke's clock) of the newest
+	// state snapshot the hub recorded. The hub refuses a snapshot taken at or
+	// before it (409), so a replayed old snapshot cannot undo newer state,
+	// across hub restarts too.
+	// +optional
+	LastSnapshotTakenAt *metav1.MicroTime `json:"lastSnapshotTakenAt,omitempty"`
 
 	// agentVersion is the version of the tugboat agent, as it reports it.
 	// +optional

@@ -38,6 +38,7 @@ import (
 	"tugboat.dev/tugboat/webhook/interactions"
 	"tugboat.dev/tugboat/webhook/pipelineapi"
 	"tugboat.dev/tugboat/webhook/receiver"
+	"tugboat.dev/tugboat/webhook/receiver/spokedir"
 )
 
 // Options configure the hub process.
@@ -154,7 +155,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	rec := releasehistory.NewRecorder(mgr.GetClient(), mgr.GetAPIReader(), opts.History)
+	// The recorder and the action store look a request's Spoke up by name;
+	// scoped, they see only the Spoke the receiver authenticated (namespace,
+	// name and key), so a same-named Spoke elsewhere cannot block it.
+	rec := releasehistory.NewRecorder(spokedir.Scoped(mgr.GetClient()), mgr.GetAPIReader(), opts.History)
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
@@ -192,11 +196,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 			HTTPClient: opts.Egress.Client(10 * time.Second), ResponseURLAllowed: opts.ResponseURLAllowed,
 		}),
 	}
-	acts := actions.New(mgr.GetClient(), mgr.GetAPIReader())
+	acts := actions.New(spokedir.Scoped(mgr.GetClient()), mgr.GetAPIReader())
 	if err := acts.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
 	ropts.Actions = acts
+	// The receiver finds Spokes by namespace and name, with their agent
+	// and Flux keys, suspension and last snapshot time.
+	ropts.Spokes = spokedir.New(mgr.GetClient(), mgr.GetAPIReader(), opts.History.KeyCacheTTL)
 	srv, err := receiver.New(rec, ropts)
 	if err != nil {
 		return nil, err

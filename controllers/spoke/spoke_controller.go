@@ -1,6 +1,7 @@
 package spoke
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,6 +24,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/releasehistory"
+	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 // Options configure the Spoke reconciler.
@@ -173,11 +175,34 @@ func (r *Reconciler) reconcileKeySecret(ctx context.Context, sp *tugboatv1alpha1
 	case err != nil:
 		return fmt.Errorf("reading key secret %s: %w", name, err)
 	}
-	if len(secret.Data[tugboatv1alpha1.SpokeKeySecretKey]) < 16 {
-		return stalledError{reason: tugboatv1alpha1.InvalidSpecReason,
-			msg: fmt.Sprintf("secret %s must hold a key of at least 16 bytes in %q", name, tugboatv1alpha1.SpokeKeySecretKey)}
+	if msg := checkKeys(secret); msg != "" {
+		return stalledError{reason: tugboatv1alpha1.InvalidSpecReason, msg: fmt.Sprintf("secret %s: %s", name, msg)}
 	}
 	return nil
+}
+
+// checkKeys returns what is wrong with the keys of a Spoke's key Secret,
+// or "": the agent's key is required, every key present is at least
+// receiver.MinKeySize bytes (as the receiver uses them: surrounding
+// whitespace trimmed), and the Flux key is not the agent's.
+func checkKeys(secret *corev1.Secret) string {
+	key := func(k string) []byte { return bytes.TrimSpace(secret.Data[k]) }
+	for _, k := range []string{
+		tugboatv1alpha1.SpokeKeySecretKey, tugboatv1alpha1.SpokePreviousKeySecretKey,
+		tugboatv1alpha1.SpokeFluxKeySecretKey, tugboatv1alpha1.SpokePreviousFluxKeySecretKey,
+	} {
+		v, present := secret.Data[k]
+		if !present && k != tugboatv1alpha1.SpokeKeySecretKey {
+			continue
+		}
+		if n := len(bytes.TrimSpace(v)); n < receiver.MinKeySize {
+			return fmt.Sprintf("key %q holds %d bytes; the hub needs at least %d (for example: openssl rand -hex 32)", k, n, receiver.MinKeySize)
+		}
+	}
+	if flux := key(tugboatv1alpha1.SpokeFluxKeySecretKey); len(flux) > 0 && bytes.Equal(flux, key(tugboatv1alpha1.SpokeKeySecretKey)) {
+		return fmt.Sprintf("key %q must differ from %q: the Flux Provider's key must not be the agent's", tugboatv1alpha1.SpokeFluxKeySecretKey, tugboatv1alpha1.SpokeKeySecretKey)
+	}
+	return ""
 }
 
 // reconcileUniqueName fails when another Spoke in another namespace has the

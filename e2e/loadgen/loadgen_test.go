@@ -63,7 +63,7 @@ func fleetOf(n int) ([]loadgen.Spoke, map[string][]byte) {
 	keys := map[string][]byte{}
 	for i := range spokes {
 		name := loadgen.SpokeName("lg", i)
-		spokes[i] = loadgen.Spoke{Name: name, Key: []byte(fmt.Sprintf("key-of-%s-0123456789abcdef", name))}
+		spokes[i] = loadgen.Spoke{Name: name, Key: []byte(fmt.Sprintf("key-of-%s-0123456789abcdef0123456789", name))}
 		keys[name] = spokes[i].Key
 	}
 	return spokes, keys

@@ -60,7 +60,7 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, namespace, 
 		return nil, "", reasonUnknownPipeline, nil // no such object can exist
 	}
 	p := &tugboatv1alpha1.Pipeline{}
-	if err := h.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, p); err != nil {
+	if err := h.cached.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, p); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, "", reasonUnknownPipeline, nil
 		}
@@ -93,8 +93,8 @@ func (h *Handler) checkRequestCredential(ctx context.Context, r *http.Request, p
 	if p.Spec.SecretRef == nil || p.Spec.SecretRef.Name == "" {
 		return reasonNoSecretRef, nil
 	}
-	secret := &corev1.Secret{}
-	if err := h.reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.SecretRef.Name}, secret); err != nil {
+	secret, err := h.secrets.get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.SecretRef.Name})
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return reasonMissingSecret, nil
 		}
@@ -111,8 +111,8 @@ func (h *Handler) checkApprovalCredential(ctx context.Context, r *http.Request, 
 	if p.Spec.ApprovalSecretRef == nil || p.Spec.ApprovalSecretRef.Name == "" {
 		return "", reasonNoApprovalRef, nil
 	}
-	secret := &corev1.Secret{}
-	if err := h.reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ApprovalSecretRef.Name}, secret); err != nil {
+	secret, err := h.secrets.get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ApprovalSecretRef.Name})
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", reasonMissingApproval, nil
 		}

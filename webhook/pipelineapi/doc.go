@@ -21,8 +21,10 @@
 // environment's gates.approvers.ciCredentials (else 403). The request
 // credential cannot approve: an approval that authenticates with it is
 // answered 403 saying so, and an approval credential cannot request
-// promotions. Secrets are read from the API server on each call (no cache,
-// so a rotated or revoked secret takes effect at once): "Authorization:
+// promotions. The Pipeline is read from the manager's cache and the Secrets
+// from the API server, kept (or their absence) for Options.SecretCacheTTL
+// (10s: a rotated or revoked secret takes effect within it), so anonymous
+// calls cost the API server next to nothing: "Authorization:
 // Bearer <token>" matched in constant time, or the tugboat request
 // signature (X-Tugboat-Timestamp and X-Tugboat-Signature: v1=..., see
 // api/wire) within a ±5 minute window. When an Authorization header is
@@ -31,11 +33,12 @@
 // neither which check failed nor which Pipelines exist; 404 for an
 // unknown Promotion comes only after authentication.
 //
-// Checks run in this order: path (404), method (405), Content-Type (415),
-// body size (413, 64 KiB), authentication (401; 403 for the request
-// credential on approvals), body (400, naming the field), then the
-// request's own outcome (404, 403 for a credential that may not approve,
-// 409). Errors are
+// Checks run in this order: path (404), method (405), the client's rate
+// limit (429 with Retry-After; a token bucket per client address,
+// Options.RateLimit and RateBurst), Content-Type (415), body size (413,
+// 64 KiB), authentication (401; 403 for the request credential on
+// approvals), body (400, naming the field), then the request's own
+// outcome (404, 403 for a credential that may not approve, 409). Errors are
 // wire.ErrorResponse bodies. Credentials are never logged.
 //
 // The handler is mounted on the hub's receiver (webhook/receiver

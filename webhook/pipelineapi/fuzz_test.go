@@ -74,7 +74,7 @@ func FuzzPipelineAPI(f *testing.F) {
 		fx.handler.ServeHTTP(rec, r)
 
 		switch rec.Code {
-		case 200, 201, 400, 401, 403, 404, 405, 409, 413, 415:
+		case 200, 201, 400, 401, 403, 404, 405, 409, 413, 415, 429:
 		default:
 			t.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
@@ -90,7 +90,7 @@ func FuzzPipelineAPI(f *testing.F) {
 		}
 		if !valid {
 			switch rec.Code {
-			case 401, 405, 413, 415:
+			case 401, 405, 413, 415, 429:
 			case 403:
 				if auth%6 != authWrongToken {
 					t.Fatalf("403 without credentials: %s", rec.Body)

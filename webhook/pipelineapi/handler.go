@@ -51,6 +51,16 @@ type Options struct {
 	// RequestTimeout bounds the API server calls of one request
 	// (DefaultRequestTimeout when zero).
 	RequestTimeout time.Duration
+	// RateLimit is each client's sustained rate of requests per second
+	// (DefaultRateLimit when zero), and RateBurst how many it may send at
+	// once (DefaultRateBurst when zero); a client is its address. Past them
+	// the API answers 429 with Retry-After, before reading the body.
+	RateLimit float64
+	// RateBurst: see RateLimit.
+	RateBurst int
+	// SecretCacheTTL is how long a Pipeline's Secret (or its absence) is
+	// kept (DefaultSecretCacheTTL when zero).
+	SecretCacheTTL time.Duration
 	// Clock returns the current time (time.Now when nil).
 	Clock func() time.Time
 	// Logger defaults to controller-runtime's logger named "pipeline-api".
@@ -64,6 +74,9 @@ type Options struct {
 type Handler struct {
 	client  client.Client // writes through c, reads through the API reader
 	reader  client.Reader
+	cached  client.Reader // c's own reads: the manager's cache, for Pipelines
+	secrets *secretCache
+	limits  *clientLimiter
 	opts    Options
 	log     logr.Logger
 	metrics *metrics
@@ -71,10 +84,12 @@ type Handler struct {
 
 var _ http.Handler = (*Handler)(nil)
 
-// New returns the API's handler. It writes (Promotions, approvals) with c
-// and reads every object (Pipelines, Secrets, Promotions) with reader, which
-// should be uncached (the manager's API reader): a Secret is never cached,
-// and a Promotion created a moment ago is found.
+// New returns the API's handler. It writes (Promotions, approvals) with c,
+// reads Pipelines to authenticate a request with c too (the manager's
+// cached client: an anonymous request costs the API server nothing), and
+// reads Secrets and Promotions with reader, which should be uncached (the
+// manager's API reader): the hub does not watch Secrets, which it keeps for
+// Options.SecretCacheTTL, and a Promotion created a moment ago is found.
 func New(c client.Client, reader client.Reader, opts Options) *Handler {
 	if opts.BodyLimit <= 0 {
 		opts.BodyLimit = DefaultBodyLimit
@@ -88,6 +103,15 @@ func New(c client.Client, reader client.Reader, opts Options) *Handler {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
+	if opts.RateLimit <= 0 {
+		opts.RateLimit = DefaultRateLimit
+	}
+	if opts.RateBurst <= 0 {
+		opts.RateBurst = DefaultRateBurst
+	}
+	if opts.SecretCacheTTL <= 0 {
+		opts.SecretCacheTTL = DefaultSecretCacheTTL
+	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = ctrllog.Log.WithName("pipeline-api")
 	}
@@ -97,6 +121,9 @@ func New(c client.Client, reader client.Reader, opts Options) *Handler {
 	return &Handler{
 		client:  readThrough{Client: c, reader: reader},
 		reader:  reader,
+		cached:  c,
+		secrets: newSecretCache(reader, opts.SecretCacheTTL, opts.Clock),
+		limits:  newClientLimiter(opts.RateLimit, opts.RateBurst, opts.Clock),
 		opts:    opts,
 		log:     opts.Logger,
 		metrics: newMetrics(opts.Registerer),
@@ -147,6 +174,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		c.fail(http.StatusMethodNotAllowed, "method "+clip(r.Method, 16)+" not allowed: use POST")
+		return
+	}
+	if ok, wait := h.limits.allow(r); !ok {
+		h.metrics.rateLimited.Inc()
+		w.Header().Set("Retry-After", retryAfterSeconds(wait))
+		c.fail(http.StatusTooManyRequests, "rate limit exceeded for this client: retry after "+retryAfterSeconds(wait)+"s")
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {

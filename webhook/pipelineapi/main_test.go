@@ -98,7 +98,9 @@ func newFixture(t testing.TB, ns string) *fixture {
 		defer f.mu.Unlock()
 		f.logs.WriteString(prefix + " " + args + "\n")
 	}, funcr.Options{Verbosity: 10})
-	f.handler = pipelineapi.New(cluster.Client, cluster.Client, pipelineapi.Options{Logger: log, Registerer: f.reg})
+	// One client sends every request of a test: a burst far above the
+	// default (ratelimit_test.go tests the limit).
+	f.handler = pipelineapi.New(cluster.Client, cluster.Client, pipelineapi.Options{Logger: log, Registerer: f.reg, RateBurst: 10_000})
 	return f
 }
 

@@ -9,6 +9,7 @@ import (
 type metrics struct {
 	requests     *prometheus.CounterVec
 	authFailures *prometheus.CounterVec
+	rateLimited  prometheus.Counter
 }
 
 // newMetrics registers the API's metrics with reg, reusing collectors a
@@ -24,6 +25,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tugboat_pipelineapi_auth_failures_total",
 			Help: "Requests to the hub's pipeline API refused as not authenticated, by reason.",
 		}, []string{"reason"})),
+		rateLimited: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tugboat_pipelineapi_rate_limited_total",
+			Help: "Requests to the hub's pipeline API answered 429: their client exceeded its rate limit.",
+		}, nil)).WithLabelValues(),
 	}
 }
 

@@ -88,10 +88,11 @@ func (s *Server) routeActions(w http.ResponseWriter, r *http.Request, seg []stri
 // limit.
 func (s *Server) serveActions(w http.ResponseWriter, r *http.Request, spoke string) {
 	const ep = endpointActions
-	if !s.authenticate(w, r, ep, spoke, nil) {
+	sp, ok := s.authenticate(w, r, ep, spoke, nil)
+	if !ok {
 		return
 	}
-	store, ctx := s.opts.Actions, r.Context()
+	store, ctx := s.opts.Actions, spokeContext(r.Context(), sp)
 	changed := store.Wait(spoke)
 	acts, err := store.Pending(ctx, spoke)
 	if len(acts) == 0 && err == nil {
@@ -132,8 +133,13 @@ func (s *Server) serveActions(w http.ResponseWriter, r *http.Request, spoke stri
 // one already reported differently.
 func (s *Server) serveActionOutcome(w http.ResponseWriter, r *http.Request, spoke, id string) {
 	const ep = endpointActionOutcome
-	raw, gzipped, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
-	if !ok || !s.authenticate(w, r, ep, spoke, raw) {
+	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
+	if !ok {
+		return
+	}
+	sp, authed := s.authenticate(w, r, ep, spoke, raw)
+	c.release()
+	if !authed {
 		return
 	}
 	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
@@ -149,7 +155,7 @@ func (s *Server) serveActionOutcome(w http.ResponseWriter, r *http.Request, spok
 		s.badInput(w, ep, spoke, &wire.InvalidError{Errors: []wire.FieldError{{Field: "id", Detail: "must equal the action id in the path"}}})
 		return
 	}
-	err = s.opts.Actions.Report(r.Context(), spoke, *o)
+	err = s.opts.Actions.Report(spokeContext(r.Context(), sp), spoke, *o)
 	switch {
 	case errors.Is(err, ErrActionNotFound):
 		s.reject(ep, reasonNotFound, spoke, "action", clip(id))

@@ -21,20 +21,35 @@
 //  1. method (405) and path (404);
 //  2. Content-Encoding: identity or gzip, else 415;
 //  3. the body as sent, at most Options.BodyLimit bytes (StateBodyLimit for
-//     state), else 413;
-//  4. the spoke's keys (Store.SpokeKeys) and the v1 signature over the
-//     method, the escaped path and the body exactly as sent — before
-//     anything decompresses or parses it — else 401. An unknown spoke, a bad
-//     signature and a timestamp outside Options.ReplayWindow get the same
-//     401 body; the reason is only in the rejected_total metric and the
-//     debug log. A store that is not ready gives 503;
-//  5. the spoke's token bucket (Options.RateLimit, RateBurst), else 429 with
-//     Retry-After;
+//     state), else 413. Until its signature is checked a body is anyone's:
+//     its buffer grows with the bytes that arrive (never to a claimed
+//     Content-Length), past Options.PreAuthBodyLimit it needs one of
+//     Options.PreAuthLargeBodies slots, and all such buffers share
+//     Options.PreAuthMemoryLimit; a request that finds no slot or budget
+//     gets 503 with Retry-After;
+//  4. the Spokes of the path's name (Options.Spokes, a SpokeDirectory; in
+//     every namespace) and the v1 signature over the method, the escaped
+//     path and the body exactly as sent — before anything decompresses or
+//     parses it — checked against each one's two keys (current and previous,
+//     padded with random dummy keys; keys shorter than MinKeySize never
+//     match). The request's Spoke is the one candidate whose key verifies:
+//     none, or two, is 401. An unknown spoke, a bad signature, a broken key
+//     and a timestamp outside Options.ReplayWindow get the same 401 body
+//     and the same HMAC work; the reason is only in the rejected_total
+//     metric and the debug log. A directory that is not ready gives 503;
+//  5. a suspended Spoke (spec.suspend) gets 503 with Retry-After and a body
+//     saying so; then the Spoke's token bucket (Options.RateLimit,
+//     RateBurst), else 429 with Retry-After;
 //  6. gzip bodies are decompressed up to Options.DecompressedLimit, else 413;
 //  7. strict decoding and validation (wire.DecodeEventBatch,
 //     wire.DecodeStateSnapshot) and the body's spoke equal to the path's,
 //     else 400 naming the fields;
-//  8. the Store records, else 503 with Retry-After.
+//  8. for state, the snapshot's takenAt must be after the last one recorded
+//     for the Spoke (kept in memory and persisted through the directory),
+//     else 409, and at most Options.ReplayWindow ahead of the hub's clock,
+//     else 400;
+//  9. the Store records, with a context naming the Spoke (WithSpoke), else
+//     503 with Retry-After.
 //
 // With Content-Encoding: gzip, the signature covers the compressed bytes
 // (the HTTP body as sent), so the hub never inflates data from a caller it
@@ -58,9 +73,14 @@
 // # Duplicates and order
 //
 // Event ids (wire.NewEventID) are remembered in a bounded FIFO cache
-// (Options.DedupeCacheSize); an event seen before is counted in Duplicates
-// and not recorded again. Ids are kept only once the store recorded their
-// events, so a batch answered 503 is not a duplicate when it is retried.
+// (Options.DedupeCacheSize; the oldest id is forgotten first); an event
+// seen before is counted in Duplicates and not recorded again. An id counts
+// as seen only once the store committed its event, so a batch answered 503
+// is not a duplicate when it is retried. When a redelivery arrives while
+// another request is still writing the same ids, it waits for that write
+// (up to Options.InFlightWait): committed, the ids are duplicates; failed,
+// the redelivery writes them itself. Past the wait it is answered 503 with
+// Retry-After, never 202, so a 202 always means "recorded".
 //
 // Per spoke and release the receiver remembers the newest revision seen. An
 // event about the release's state (ReleaseStarted, ReleaseStatus,
@@ -74,9 +94,12 @@
 // POST /v1/flux/{spoke} takes what a notification-controller Provider of
 // type generic-hmac sends: a Flux Event (github.com/fluxcd/pkg/apis/event/
 // v1beta1) signed with "X-Signature: sha256=<hex HMAC-SHA256 of the body>"
-// (sha1 and sha512 are accepted too), keyed with the Spoke's current or
-// previous key (the Provider Secret's token). Flux signs no timestamp, so
-// the event's own timestamp must be within Options.ReplayWindow.
+// (sha512 is accepted too; sha1 is refused), keyed with the Spoke's Flux
+// key, current or previous (the Provider Secret's token): Spoke.FluxKeys,
+// never the agent's keys, so whoever reads Flux's Secret on the spoke
+// cannot act as its agent. A Spoke without a Flux key is refused. Flux
+// signs no timestamp, so the event's own timestamp must be within
+// Options.ReplayWindow.
 //
 // Only events whose involvedObject is a HelmRelease are recorded; others
 // are answered 202 with nothing accepted. helm-controller's reasons map to

@@ -3,7 +3,6 @@ package receiver
 import (
 	"bytes"
 	"crypto/hmac"
-	"crypto/sha1" //nolint:gosec // accepted for Flux generic-hmac providers that use it; sha256 is the default
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/hex"
@@ -19,7 +18,7 @@ import (
 
 // FluxSignatureHeader is the header a Flux notification-controller
 // generic-hmac Provider signs its requests in: "<alg>=<hex HMAC of the
-// body>", alg sha256 (Flux's choice), sha1 or sha512.
+// body>", alg sha256 (Flux's choice) or sha512. sha1 is refused.
 const FluxSignatureHeader = "X-Signature"
 
 // maxFluxSignatureHeader bounds the X-Signature value: sha512 in hex is 128
@@ -46,8 +45,6 @@ func parseFluxSignature(h string) (func() hash.Hash, []byte, error) {
 		newHash, size = sha256.New, sha256.Size
 	case "sha512":
 		newHash, size = sha512.New, sha512.Size
-	case "sha1":
-		newHash, size = sha1.New, sha1.Size
 	default:
 		return nil, nil, errFluxSignature
 	}
@@ -151,30 +148,27 @@ func jsonKind(goKind string) string {
 	return "a " + goKind
 }
 
+// authenticateFlux verifies r's X-Signature over raw with the spoke's Flux
+// keys (never the agent's), and returns the request's Spoke (see identify).
+func (s *Server) authenticateFlux(w http.ResponseWriter, r *http.Request, name string, raw []byte) (*Spoke, bool) {
+	return s.identify(w, r, endpointFlux, name, fluxKeys, func(_ string, keys [keysPerVerification][]byte) error {
+		return verifyFluxSignature(r.Header.Get(FluxSignatureHeader), raw, keys[:]...)
+	})
+}
+
 // serveFlux handles POST /v1/flux/{spoke}: a Flux notification-controller
 // generic-hmac Provider's event. Events about HelmReleases are mapped to
 // wire events (see mapFluxEvent and the package doc) and recorded like an agent's; others are
 // acknowledged and ignored.
 func (s *Server) serveFlux(w http.ResponseWriter, r *http.Request, spoke string) {
 	const ep = endpointFlux
-	raw, gzipped, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
+	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
 	if !ok {
 		return
 	}
-	keys, ok := s.spokeKeys(r.Context(), w, ep, spoke)
-	if !ok {
-		return
-	}
-	if err := verifyFluxSignature(r.Header.Get(FluxSignatureHeader), raw, keys.Current, keys.Previous); err != nil {
-		reason := reasonBadSignature
-		if errors.Is(err, errFluxSignature) {
-			reason = "malformed_signature"
-		}
-		s.reject(ep, reason, spoke)
-		writeError(w, http.StatusUnauthorized, unauthorized)
-		return
-	}
-	if !s.allow(w, ep, spoke) {
+	sp, authed := s.authenticateFlux(w, r, spoke, raw)
+	c.release()
+	if !authed {
 		return
 	}
 	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
@@ -204,7 +198,7 @@ func (s *Server) serveFlux(w http.ResponseWriter, r *http.Request, spoke string)
 		s.badInput(w, ep, spoke, err)
 		return
 	}
-	resp, err := s.record(r.Context(), ep, spoke, []wire.Event{mapped})
+	resp, err := s.record(spokeContext(r.Context(), sp), ep, sp.SpokeRef, []wire.Event{mapped})
 	if err != nil {
 		s.unavailable(w, ep, spoke, "recording a Flux event", err)
 		return

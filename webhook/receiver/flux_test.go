@@ -54,13 +54,18 @@ func readCaptures(t *testing.T, name string) []fluxCapture {
 	return out
 }
 
-// fluxKey is the capture's Provider token.
-var fluxKey = []byte("sekrit")
+// captureToken is the capture's Provider token: too short for the hub to
+// accept (receiver.MinKeySize), so the replay re-signs the captured body.
+var captureToken = []byte("sekrit")
 
+// fluxHarness registers Spoke spoke1 (the capture's) and testSpoke, each
+// with agent keys and separate Flux keys.
 func fluxHarness(t *testing.T) *harness {
 	h := newHarness(t)
-	h.store.setKeys("spoke1", fluxKey, nil)
+	h.store.setKeys("spoke1", testKey, nil)
+	h.store.setFluxKeys("spoke1", fluxTestKey, nil)
 	h.store.setKeys(testSpoke, testKey, oldKey)
+	h.store.setFluxKeys(testSpoke, fluxTestKey, fluxOldKey)
 	return h
 }
 
@@ -76,7 +81,11 @@ func TestFlux_replaysTheNotificationControllerCapture(t *testing.T) {
 	raw, err := base64.StdEncoding.DecodeString(c.RawB64)
 	g.Expect(err).NotTo(HaveOccurred())
 
-	send := func() *http.Response {
+	// Our signer is notification-controller's: it reproduces the captured
+	// signature with the capture's token.
+	g.Expect(fluxSign(captureToken, raw)).To(Equal(c.Headers["X-Signature"]))
+
+	send := func(sig string) *http.Response {
 		req, err := http.NewRequest(http.MethodPost, srv.URL+c.Path, bytes.NewReader(raw))
 		g.Expect(err).NotTo(HaveOccurred())
 		for k, v := range c.Headers {
@@ -84,11 +93,22 @@ func TestFlux_replaysTheNotificationControllerCapture(t *testing.T) {
 				req.Header.Set(k, v)
 			}
 		}
+		req.Header.Set(receiver.FluxSignatureHeader, sig)
 		resp, err := srv.Client().Do(req)
 		g.Expect(err).NotTo(HaveOccurred())
 		return resp
 	}
-	resp := send()
+	// The capture's own token is too short for the hub: refused as sent.
+	h.store.setFluxKeys("spoke1", captureToken, nil)
+	resp := send(c.Headers["X-Signature"])
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
+	g.Expect(h.metric("tugboat_receiver_rejected_total", map[string]string{"endpoint": "flux", "reason": "invalid_key"})).To(Equal(1.0))
+
+	// Signed with a key long enough, the captured body is recorded.
+	h.store.setFluxKeys("spoke1", fluxTestKey, nil)
+	sig := fluxSign(fluxTestKey, raw)
+	resp = send(sig)
 	var got wire.AcceptedResponse
 	g.Expect(json.NewDecoder(resp.Body).Decode(&got)).To(Succeed())
 	_ = resp.Body.Close()
@@ -117,7 +137,7 @@ func TestFlux_replaysTheNotificationControllerCapture(t *testing.T) {
 	}))
 
 	// notification-controller retries: the same event is a duplicate.
-	resp = send()
+	resp = send(sig)
 	g.Expect(json.NewDecoder(resp.Body).Decode(&got)).To(Succeed())
 	_ = resp.Body.Close()
 	g.Expect(got).To(Equal(wire.AcceptedResponse{Received: 1, Duplicates: 1}))
@@ -283,7 +303,7 @@ func TestFlux_mapsHelmControllerEvents(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			h := fluxHarness(t)
-			rec := postFlux(h, testSpoke, testKey, tc.event)
+			rec := postFlux(h, testSpoke, fluxTestKey, tc.event)
 			g.Expect(accepted(g, rec)).To(Equal(wire.AcceptedResponse{Received: 1, Accepted: 1}))
 			events := h.store.recorded(testSpoke)
 			g.Expect(events).To(HaveLen(1))
@@ -333,7 +353,7 @@ func TestFlux_upgradeFailureThenRecoveryInOrder(t *testing.T) {
 		helmReleaseEvent("UpgradeSucceeded", "info", "Helm upgrade succeeded for release apps/web.v3 with chart web@1.5.0", map[string]string{"helm.toolkit.fluxcd.io/revision": "1.5.0"}, at.Add(2*time.Second)),
 	}
 	for _, p := range steps {
-		g.Expect(accepted(g, postFlux(h, testSpoke, testKey, p)).Accepted).To(Equal(1))
+		g.Expect(accepted(g, postFlux(h, testSpoke, fluxTestKey, p)).Accepted).To(Equal(1))
 	}
 	events := h.store.recorded(testSpoke)
 	g.Expect(events).To(HaveLen(3))
@@ -343,12 +363,12 @@ func TestFlux_upgradeFailureThenRecoveryInOrder(t *testing.T) {
 	// A late redelivery of the revision-1 install is a duplicate; late news
 	// of revision 1 under another timestamp is recorded (for revision 1;
 	// the store keeps revision 3 current).
-	g.Expect(accepted(g, postFlux(h, testSpoke, testKey, steps[0]))).To(Equal(wire.AcceptedResponse{Received: 1, Duplicates: 1}))
+	g.Expect(accepted(g, postFlux(h, testSpoke, fluxTestKey, steps[0]))).To(Equal(wire.AcceptedResponse{Received: 1, Duplicates: 1}))
 	late := steps[0]
 	late.Timestamp = late.Timestamp.Add(-time.Second)
 	late.Reason = "TestSucceeded"
 	late.Message = "Helm test succeeded for release apps/web.v1 with chart web@1.4.0: done"
-	g.Expect(accepted(g, postFlux(h, testSpoke, testKey, late))).To(Equal(wire.AcceptedResponse{Received: 1, Accepted: 1}))
+	g.Expect(accepted(g, postFlux(h, testSpoke, fluxTestKey, late))).To(Equal(wire.AcceptedResponse{Received: 1, Accepted: 1}))
 }
 
 func TestFlux_ignoresOtherKinds(t *testing.T) {
@@ -356,7 +376,7 @@ func TestFlux_ignoresOtherKinds(t *testing.T) {
 	h := fluxHarness(t)
 	p := helmReleaseEvent("ReconciliationSucceeded", "info", "Applied revision: main@sha1:abc", nil, testNow)
 	p.InvolvedObject["kind"] = "Kustomization"
-	g.Expect(accepted(g, postFlux(h, testSpoke, testKey, p))).To(Equal(wire.AcceptedResponse{Received: 1}))
+	g.Expect(accepted(g, postFlux(h, testSpoke, fluxTestKey, p))).To(Equal(wire.AcceptedResponse{Received: 1}))
 	g.Expect(h.store.total()).To(BeZero())
 }
 
@@ -376,41 +396,41 @@ func TestFlux_rejectsBadRequests(t *testing.T) {
 		{"HMAC of another body", func(t *testing.T) *http.Request {
 			other := valid
 			other.Reason = "UpgradeFailed"
-			return fluxRequest(testSpoke, body(t, valid), fluxSign(testKey, body(t, other)))
+			return fluxRequest(testSpoke, body(t, valid), fluxSign(fluxTestKey, body(t, other)))
 		}, http.StatusUnauthorized, "request not authenticated"},
 		{"no signature", func(t *testing.T) *http.Request {
 			return fluxRequest(testSpoke, body(t, valid), "")
 		}, http.StatusUnauthorized, "request not authenticated"},
 		{"agent scheme", func(t *testing.T) *http.Request {
 			b := body(t, valid)
-			return fluxRequest(testSpoke, b, "v1="+fluxSign(testKey, b)[len("sha256="):])
+			return fluxRequest(testSpoke, b, "v1="+fluxSign(fluxTestKey, b)[len("sha256="):])
 		}, http.StatusUnauthorized, "request not authenticated"},
 		{"unknown spoke", func(t *testing.T) *http.Request {
 			b := body(t, valid)
-			return fluxRequest("nobody", b, fluxSign(testKey, b))
+			return fluxRequest("nobody", b, fluxSign(fluxTestKey, b))
 		}, http.StatusUnauthorized, "request not authenticated"},
 		{"stale event", func(t *testing.T) *http.Request {
 			old := valid
 			old.Timestamp = testNow.Add(-time.Hour)
 			b := body(t, old)
-			return fluxRequest(testSpoke, b, fluxSign(testKey, b))
+			return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
 		}, http.StatusUnauthorized, "request not authenticated"},
 		{"not JSON", func(t *testing.T) *http.Request {
 			b := []byte("hello")
-			return fluxRequest(testSpoke, b, fluxSign(testKey, b))
+			return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
 		}, http.StatusBadRequest, "body must be a JSON object"},
 		{"missing reason", func(t *testing.T) *http.Request {
 			p := valid
 			p.Reason = ""
 			b := body(t, p)
-			return fluxRequest(testSpoke, b, fluxSign(testKey, b))
+			return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
 		}, http.StatusBadRequest, `"field":"reason"`},
 		{"bad release name", func(t *testing.T) *http.Request {
 			p := valid
 			p.Message = "Fulfilling prerequisites"
 			p.InvolvedObject = map[string]string{"kind": "HelmRelease", "namespace": "Apps", "name": "web"}
 			b := body(t, p)
-			return fluxRequest(testSpoke, b, fluxSign(testKey, b))
+			return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
 		}, http.StatusBadRequest, "mapped event namespace"},
 		{"wrong method", func(t *testing.T) *http.Request {
 			return httptest.NewRequest(http.MethodPut, "/v1/flux/"+testSpoke, nil)
@@ -433,7 +453,7 @@ func TestFlux_acceptsOtherAlgorithmsAndThePreviousKey(t *testing.T) {
 	h := fluxHarness(t)
 	p := helmReleaseEvent("UpgradeSucceeded", "info", "Helm upgrade succeeded for release apps/web.v3 with chart web@1.5.0", map[string]string{"revision": "1.5.0"}, testNow)
 	b := mustJSON(t, p)
-	m := hmac.New(sha512.New, oldKey)
+	m := hmac.New(sha512.New, fluxOldKey)
 	m.Write(b)
 	rec := h.do(fluxRequest(testSpoke, b, "SHA512="+hex.EncodeToString(m.Sum(nil))))
 	g.Expect(accepted(g, rec).Accepted).To(Equal(1))

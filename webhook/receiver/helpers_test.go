@@ -26,6 +26,10 @@ var (
 	testKey  = []byte("tugboat-test-key-0123456789abcdef")
 	oldKey   = []byte("tugboat-old-key-fedcba9876543210")
 	wrongKey = []byte("tugboat-wrong-key-000000000000000")
+	// fluxTestKey and fluxOldKey are Flux Provider keys, separate from the
+	// agent's.
+	fluxTestKey = []byte("tugboat-flux-key-0123456789abcdef")
+	fluxOldKey  = []byte("tugboat-flux-old-key-0123456789ab")
 	// testNow is the receiver's clock in tests: a little after the Flux
 	// fixture was captured.
 	testNow = time.Date(2026, 11, 22, 0, 11, 40, 0, time.UTC)
@@ -44,10 +48,18 @@ func newHarness(t testing.TB, mutate ...func(*receiver.Options)) *harness {
 	t.Helper()
 	store := newMemStore()
 	store.setKeys(testSpoke, testKey, nil)
+	return newHarnessWithStore(t, store, mutate...)
+}
+
+// newHarnessWithStore is a receiver over an existing store: a restarted
+// hub, with nothing in memory but what the store persisted.
+func newHarnessWithStore(t testing.TB, store *memStore, mutate ...func(*receiver.Options)) *harness {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts := receiver.NewOptions()
 	opts.Clock = func() time.Time { return testNow }
 	opts.Registerer = reg
+	opts.Spokes = store
 	if tt, ok := t.(*testing.T); ok {
 		opts.Logger = testr.NewWithOptions(tt, testr.Options{Verbosity: 1})
 	} else {
@@ -146,6 +158,14 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 func batchOf(events ...wire.Event) *wire.EventBatch {
 	return &wire.EventBatch{Spoke: testSpoke, AgentVersion: "v0.1.0", SentAt: testNow, Events: events}
+}
+
+// snapshotAt is snapshot() taken at testNow plus d: each snapshot of a
+// spoke must be taken after the last one recorded.
+func snapshotAt(d time.Duration) *wire.StateSnapshot {
+	s := snapshot()
+	s.TakenAt = testNow.Add(d)
+	return s
 }
 
 func snapshot() *wire.StateSnapshot {

@@ -3,37 +3,134 @@ package receiver_test
 import (
 	"context"
 	"sync"
+	"time"
 
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
-// memStore is an in-memory receiver.Store: a map behind a mutex.
+// testNamespace is the namespace of the spokes setKeys registers.
+const testNamespace = "tenant-a"
+
+// memStore is an in-memory receiver.Store and receiver.SpokeDirectory:
+// maps behind a mutex.
 type memStore struct {
-	mu        sync.Mutex
-	keys      map[string]receiver.SpokeKeys
-	events    map[string][]wire.Event
+	mu     sync.Mutex
+	spokes []receiver.Spoke
+	events map[string][]wire.Event
+	// into counts the events recorded into each Spoke (namespace/name), as
+	// the receiver named it in the context.
+	into      map[string]int
 	snapshots map[string][]*wire.StateSnapshot
 	// keysErr and recordErr, when set, are returned by SpokeKeys and the
 	// Record methods.
 	keysErr   error
 	recordErr error
+	// onRecord, when set, runs at the start of every RecordEvents call,
+	// outside the lock; an error it returns fails the call, which then
+	// records nothing.
+	onRecord func(events []wire.Event) error
 }
 
-var _ receiver.Store = (*memStore)(nil)
+var (
+	_ receiver.Store          = (*memStore)(nil)
+	_ receiver.SpokeDirectory = (*memStore)(nil)
+)
 
 func newMemStore() *memStore {
 	return &memStore{
-		keys:      make(map[string]receiver.SpokeKeys),
 		events:    make(map[string][]wire.Event),
+		into:      make(map[string]int),
 		snapshots: make(map[string][]*wire.StateSnapshot),
 	}
 }
 
+// spoke returns the Spoke name in testNamespace, added when missing. The
+// caller holds the lock.
+func (m *memStore) spoke(name string) *receiver.Spoke {
+	for i := range m.spokes {
+		if m.spokes[i].Name == name && m.spokes[i].Namespace == testNamespace {
+			return &m.spokes[i]
+		}
+	}
+	m.spokes = append(m.spokes, receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: testNamespace, Name: name}})
+	return &m.spokes[len(m.spokes)-1]
+}
+
+// setKeys sets the agent keys of Spoke spoke in testNamespace.
 func (m *memStore) setKeys(spoke string, current, previous []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.keys[spoke] = receiver.SpokeKeys{Current: current, Previous: previous}
+	m.spoke(spoke).Keys = receiver.SpokeKeys{Current: current, Previous: previous}
+}
+
+// setFluxKeys sets the Flux keys of Spoke spoke in testNamespace.
+func (m *memStore) setFluxKeys(spoke string, current, previous []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.spoke(spoke).FluxKeys = receiver.SpokeKeys{Current: current, Previous: previous}
+}
+
+// suspend sets spec.suspend of Spoke spoke in testNamespace.
+func (m *memStore) suspend(spoke string, suspended bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.spoke(spoke).Suspended = suspended
+}
+
+// addSpoke registers another Spoke (another namespace, say).
+func (m *memStore) addSpoke(sp receiver.Spoke) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.spokes = append(m.spokes, sp)
+}
+
+// lastSnapshotTakenAt is the snapshot time persisted for the Spoke ref.
+func (m *memStore) lastSnapshotTakenAt(ref receiver.SpokeRef) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, sp := range m.spokes {
+		if sp.SpokeRef == ref {
+			return sp.LastSnapshotTakenAt
+		}
+	}
+	return time.Time{}
+}
+
+// Spokes implements receiver.SpokeDirectory.
+func (m *memStore) Spokes(_ context.Context, name string) ([]receiver.Spoke, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.keysErr != nil {
+		return nil, m.keysErr
+	}
+	var out []receiver.Spoke
+	for _, sp := range m.spokes {
+		if sp.Name == name {
+			out = append(out, sp)
+		}
+	}
+	return out, nil
+}
+
+// StateRecorded implements receiver.SpokeDirectory: it persists takenAt on
+// the Spoke, as the hub does on its status.
+func (m *memStore) StateRecorded(_ context.Context, ref receiver.SpokeRef, takenAt time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.spokes {
+		if m.spokes[i].SpokeRef == ref {
+			m.spokes[i].LastSnapshotTakenAt = takenAt
+		}
+	}
+	return nil
+}
+
+// hookRecord sets onRecord.
+func (m *memStore) hookRecord(fn func(events []wire.Event) error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onRecord = fn
 }
 
 func (m *memStore) fail(keysErr, recordErr error) {
@@ -48,20 +145,36 @@ func (m *memStore) SpokeKeys(_ context.Context, spoke string) (receiver.SpokeKey
 	if m.keysErr != nil {
 		return receiver.SpokeKeys{}, m.keysErr
 	}
-	k, ok := m.keys[spoke]
-	if !ok {
+	var found []receiver.SpokeKeys
+	for _, sp := range m.spokes {
+		if sp.Name == spoke {
+			found = append(found, sp.Keys)
+		}
+	}
+	if len(found) != 1 {
 		return receiver.SpokeKeys{}, receiver.ErrUnknownSpoke
 	}
-	return k, nil
+	return found[0], nil
 }
 
-func (m *memStore) RecordEvents(_ context.Context, spoke string, events []wire.Event) error {
+func (m *memStore) RecordEvents(ctx context.Context, spoke string, events []wire.Event) error {
+	m.mu.Lock()
+	hook := m.onRecord
+	m.mu.Unlock()
+	if hook != nil {
+		if err := hook(events); err != nil {
+			return err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.recordErr != nil {
 		return m.recordErr
 	}
 	m.events[spoke] = append(m.events[spoke], events...)
+	if ref, ok := receiver.SpokeFrom(ctx); ok {
+		m.into[ref.String()] += len(events)
+	}
 	return nil
 }
 
@@ -94,6 +207,13 @@ func (m *memStore) total() int {
 		n += len(s)
 	}
 	return n
+}
+
+// recordedInto counts the events recorded into the Spoke ref.
+func (m *memStore) recordedInto(ref receiver.SpokeRef) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.into[ref.String()]
 }
 
 func (m *memStore) snapshotsOf(spoke string) []*wire.StateSnapshot {

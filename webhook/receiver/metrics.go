@@ -30,6 +30,12 @@ const (
 	reasonStoreUnavailable    = "store_unavailable"
 	reasonNotFound            = "not_found"
 	reasonMethodNotAllowed    = "method_not_allowed"
+	reasonInFlight            = "in_flight"
+	reasonPreAuthBusy         = "preauth_busy"
+	reasonInvalidKey          = "invalid_key"
+	reasonAmbiguousSpoke      = "ambiguous_spoke"
+	reasonSuspended           = "suspended"
+	reasonStaleSnapshot       = "stale_snapshot"
 )
 
 // metrics are the receiver's Prometheus collectors.
@@ -39,6 +45,9 @@ type metrics struct {
 	rejected  *prometheus.CounterVec   // endpoint, reason
 	latency   *prometheus.HistogramVec // endpoint
 	bodyBytes *prometheus.HistogramVec // endpoint
+	// verifications counts the keys requests were verified with, by
+	// endpoint: the same per request whether the spoke exists or not.
+	verifications *prometheus.CounterVec // endpoint
 }
 
 // Results of the events_total metric.
@@ -48,6 +57,9 @@ const (
 	resultDuplicate = "duplicate"
 	resultStale     = "stale"
 	resultIgnored   = "ignored"
+	// resultWaited counts events whose request waited for another request
+	// writing the same ids (a concurrent redelivery).
+	resultWaited = "waited"
 )
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -58,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"endpoint", "code"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "tugboat", Subsystem: "receiver", Name: "events_total",
-			Help: "Events the receiver handled, by endpoint and result (received, accepted, duplicate, stale, ignored).",
+			Help: "Events the receiver handled, by endpoint and result (received, accepted, duplicate, stale, ignored, waited).",
 		}, []string{"endpoint", "result"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "tugboat", Subsystem: "receiver", Name: "rejected_total",
@@ -74,6 +86,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Size of request bodies as sent, by endpoint.",
 			Buckets: prometheus.ExponentialBuckets(256, 4, 9), // 256 B .. 16 MiB
 		}, []string{"endpoint"}),
+		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "tugboat", Subsystem: "receiver", Name: "signature_verifications_total",
+			Help: "Keys requests were verified with (HMACs computed per signature), by endpoint; an unknown spoke costs the same as a known one.",
+		}, []string{"endpoint"}),
 	}
 	var err error
 	m.requests = register(reg, m.requests, &err)
@@ -81,6 +97,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.rejected = register(reg, m.rejected, &err)
 	m.latency = register(reg, m.latency, &err)
 	m.bodyBytes = register(reg, m.bodyBytes, &err)
+	m.verifications = register(reg, m.verifications, &err)
 	return m, err
 }
 

@@ -29,6 +29,15 @@ const (
 	// DefaultDecompressedLimit is the largest a gzip-encoded body may grow to
 	// once decompressed, in bytes.
 	DefaultDecompressedLimit int64 = 8 << 20
+	// DefaultPreAuthBodyLimit is how much of a body the receiver buffers
+	// before it authenticated the request without taking a large-body slot.
+	DefaultPreAuthBodyLimit int64 = 64 << 10
+	// DefaultPreAuthLargeBodies is how many requests not yet authenticated
+	// may buffer more than PreAuthBodyLimit at once.
+	DefaultPreAuthLargeBodies = 8
+	// DefaultPreAuthMemoryLimit bounds the memory of every body not yet
+	// authenticated, together.
+	DefaultPreAuthMemoryLimit int64 = 64 << 20
 	// DefaultRateLimit is each spoke's sustained request rate, per second.
 	DefaultRateLimit = 50.0
 	// DefaultRateBurst is how many requests a spoke may send at once.
@@ -38,6 +47,9 @@ const (
 	DefaultReplayWindow = wire.DefaultWindow
 	// DefaultDedupeCacheSize is how many event ids the receiver remembers.
 	DefaultDedupeCacheSize = 100_000
+	// DefaultInFlightWait is how long a request waits for another request's
+	// write of the same event ids before it is told to retry.
+	DefaultInFlightWait = 10 * time.Second
 	// DefaultShutdownTimeout bounds the graceful shutdown.
 	DefaultShutdownTimeout = 30 * time.Second
 )
@@ -65,6 +77,19 @@ type Options struct {
 	// to, in bytes (413 past it).
 	DecompressedLimit int64
 
+	// PreAuthBodyLimit is how many bytes of a body, not yet authenticated,
+	// the receiver buffers before the request needs one of the
+	// PreAuthLargeBodies slots.
+	PreAuthBodyLimit int64
+	// PreAuthLargeBodies is how many requests, not yet authenticated, may
+	// buffer more than PreAuthBodyLimit at once; others get 503 with
+	// Retry-After.
+	PreAuthLargeBodies int
+	// PreAuthMemoryLimit bounds the buffers of all the bodies not yet
+	// authenticated, together, in bytes; past it requests get 503 with
+	// Retry-After. It must hold the largest body (StateBodyLimit).
+	PreAuthMemoryLimit int64
+
 	// RateLimit is each spoke's sustained rate of authenticated requests per
 	// second; past it (and the burst) the receiver answers 429 with
 	// Retry-After.
@@ -78,6 +103,12 @@ type Options struct {
 	// DedupeCacheSize is how many event ids the receiver remembers to drop
 	// redeliveries (memory is about 100 bytes per id).
 	DedupeCacheSize int
+	// InFlightWait is how long a redelivery waits for a concurrent request
+	// that is writing the same events: once that write commits they are
+	// duplicates, and when it fails the redelivery writes them itself. Past
+	// InFlightWait the redelivery is answered 503 with Retry-After. Not a
+	// flag.
+	InFlightWait time.Duration
 	// ShutdownTimeout bounds how long Start waits for requests in flight once
 	// its context ends.
 	ShutdownTimeout time.Duration
@@ -105,6 +136,11 @@ type Options struct {
 	// limits and answers on its own; the receiver only counts its requests
 	// (endpoint label "mount"). Not a flag.
 	Mounts map[string]http.Handler
+	// Spokes finds the Spokes a request names, with their keys, Flux keys,
+	// suspension and the time of their last recorded snapshot. When nil,
+	// Store.SpokeKeys is used: one spoke per name, no Flux keys (the Flux
+	// endpoint then refuses every request), never suspended. Not a flag.
+	Spokes SpokeDirectory
 	// Actions hands spoke agents their actions (GET /v1/spokes/{spoke}/actions)
 	// and records their outcomes (POST /v1/spokes/{spoke}/actions/{id});
 	// when nil, those endpoints answer 404. Not a flag.
@@ -114,16 +150,20 @@ type Options struct {
 // NewOptions returns Options with every default set.
 func NewOptions() Options {
 	return Options{
-		BindAddress:       DefaultBindAddress,
-		BodyLimit:         DefaultBodyLimit,
-		StateBodyLimit:    DefaultStateBodyLimit,
-		DecompressedLimit: DefaultDecompressedLimit,
-		RateLimit:         DefaultRateLimit,
-		RateBurst:         DefaultRateBurst,
-		ReplayWindow:      DefaultReplayWindow,
-		DedupeCacheSize:   DefaultDedupeCacheSize,
-		ShutdownTimeout:   DefaultShutdownTimeout,
-		ActionPollTimeout: DefaultActionPollTimeout,
+		BindAddress:        DefaultBindAddress,
+		BodyLimit:          DefaultBodyLimit,
+		StateBodyLimit:     DefaultStateBodyLimit,
+		DecompressedLimit:  DefaultDecompressedLimit,
+		PreAuthBodyLimit:   DefaultPreAuthBodyLimit,
+		PreAuthLargeBodies: DefaultPreAuthLargeBodies,
+		PreAuthMemoryLimit: DefaultPreAuthMemoryLimit,
+		RateLimit:          DefaultRateLimit,
+		RateBurst:          DefaultRateBurst,
+		ReplayWindow:       DefaultReplayWindow,
+		DedupeCacheSize:    DefaultDedupeCacheSize,
+		InFlightWait:       DefaultInFlightWait,
+		ShutdownTimeout:    DefaultShutdownTimeout,
+		ActionPollTimeout:  DefaultActionPollTimeout,
 	}
 }
 
@@ -142,6 +182,12 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Largest state snapshot body accepted, in bytes, as sent.")
 	fs.Int64Var(&o.DecompressedLimit, "receiver-decompressed-limit", o.DecompressedLimit,
 		"Largest size a gzip-encoded body may decompress to, in bytes.")
+	fs.Int64Var(&o.PreAuthBodyLimit, "receiver-preauth-body-limit", o.PreAuthBodyLimit,
+		"Bytes of a body buffered before its signature is checked without taking a large-body slot.")
+	fs.IntVar(&o.PreAuthLargeBodies, "receiver-preauth-large-bodies", o.PreAuthLargeBodies,
+		"Requests not yet authenticated that may buffer more than --receiver-preauth-body-limit at once.")
+	fs.Int64Var(&o.PreAuthMemoryLimit, "receiver-preauth-memory-limit", o.PreAuthMemoryLimit,
+		"Bytes all bodies not yet authenticated may hold together; past it requests get 503 with Retry-After.")
 	fs.Float64Var(&o.RateLimit, "receiver-rate-limit", o.RateLimit,
 		"Authenticated requests per second allowed per spoke.")
 	fs.IntVar(&o.RateBurst, "receiver-rate-burst", o.RateBurst,
@@ -174,6 +220,11 @@ func (o *Options) Validate() error {
 	positive("state body limit", o.StateBodyLimit)
 	positive("decompressed limit", o.DecompressedLimit)
 	positive("rate burst", int64(o.RateBurst))
+	positive("pre-auth body limit", o.PreAuthBodyLimit)
+	positive("pre-auth large bodies", int64(o.PreAuthLargeBodies))
+	if largest := max(o.BodyLimit, o.StateBodyLimit); o.PreAuthMemoryLimit <= largest {
+		errs = append(errs, fmt.Errorf("receiver pre-auth memory limit (%d) must be more than the largest body limit (%d)", o.PreAuthMemoryLimit, largest))
+	}
 	positive("dedupe cache size", int64(o.DedupeCacheSize))
 	if o.DecompressedLimit > 0 && o.DecompressedLimit < o.BodyLimit {
 		errs = append(errs, fmt.Errorf("receiver decompressed limit (%d) must be at least the body limit (%d)", o.DecompressedLimit, o.BodyLimit))
@@ -191,6 +242,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ActionPollTimeout <= 0 || o.ActionPollTimeout > maxActionPollTimeout {
 		errs = append(errs, fmt.Errorf("receiver action poll timeout: must be positive and at most %s, got %s", maxActionPollTimeout, o.ActionPollTimeout))
+	}
+	if o.InFlightWait <= 0 {
+		errs = append(errs, fmt.Errorf("receiver in-flight wait: must be positive, got %s", o.InFlightWait))
 	}
 	if o.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("receiver shutdown timeout: must not be negative, got %s", o.ShutdownTimeout))

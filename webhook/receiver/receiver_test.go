@@ -425,10 +425,10 @@ func TestReceiver_rateLimitsEachSpoke(t *testing.T) {
 	h := newHarness(t, func(o *receiver.Options) { o.RateLimit, o.RateBurst = 0.5, 2 })
 	h.store.setKeys("prod-1", testKey, nil)
 	for i := range 2 {
-		rec := h.do(signed(wire.StatePath(testSpoke), testKey, mustJSON(t, snapshot()), testNow))
+		rec := h.do(signed(wire.StatePath(testSpoke), testKey, mustJSON(t, snapshotAt(time.Duration(i)*time.Second)), testNow))
 		g.Expect(rec.Code).To(Equal(http.StatusAccepted), "request %d", i)
 	}
-	rec := h.do(signed(wire.StatePath(testSpoke), testKey, mustJSON(t, snapshot()), testNow))
+	rec := h.do(signed(wire.StatePath(testSpoke), testKey, mustJSON(t, snapshotAt(time.Minute)), testNow))
 	g.Expect(rec.Code).To(Equal(http.StatusTooManyRequests))
 	g.Expect(rec.Header().Get("Retry-After")).To(Equal("2"))
 	g.Expect(errorBody(g, rec.Body.Bytes()).Error).To(ContainSubstring("rate limit"))

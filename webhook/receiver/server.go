@@ -22,16 +22,20 @@ import (
 // de-duplicates and orders it, and hands it to a Store. Add it to the
 // manager (mgr.Add); every replica serves, so it needs no leader election.
 type Server struct {
-	opts    Options
-	store   Store
-	log     logr.Logger
-	now     func() time.Time
-	metrics *metrics
-	ids     *idCache
-	revs    *revisionTracker
-	limits  *limiter
-	keys    *verifierCache
-	handler http.Handler
+	opts      Options
+	store     Store
+	log       logr.Logger
+	now       func() time.Time
+	metrics   *metrics
+	ids       *idCache
+	revs      *revisionTracker
+	limits    *limiter
+	spokes    SpokeDirectory
+	verifiers *verifierCache
+	dummyKeys [keysPerVerification][]byte
+	states    *stateFloors
+	preAuth   *preAuthBudget
+	handler   http.Handler
 
 	// stopPolls is closed when the server shuts down, to end the polls
 	// for actions being held.
@@ -70,17 +74,24 @@ func New(store Store, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("receiver: registering metrics: %w", err)
 	}
 	s := &Server{
-		opts:    opts,
-		store:   store,
-		log:     opts.Logger,
-		now:     opts.Clock,
-		metrics: m,
-		ids:     newIDCache(opts.DedupeCacheSize),
-		revs:    newRevisionTracker(max(opts.DedupeCacheSize/10, 1024)),
-		limits:  newLimiter(opts.RateLimit, opts.RateBurst, opts.Clock),
-		keys:    newVerifierCache(opts.ReplayWindow, opts.Clock),
+		opts:      opts,
+		store:     store,
+		log:       opts.Logger,
+		now:       opts.Clock,
+		metrics:   m,
+		ids:       newIDCache(opts.DedupeCacheSize),
+		revs:      newRevisionTracker(max(opts.DedupeCacheSize/10, 1024)),
+		limits:    newLimiter(opts.RateLimit, opts.RateBurst, opts.Clock),
+		spokes:    opts.Spokes,
+		verifiers: newVerifierCache(opts.ReplayWindow, opts.Clock),
+		dummyKeys: newDummyKeys(),
+		states:    newStateFloors(),
+		preAuth:   newPreAuthBudget(&opts),
 
 		stopPolls: make(chan struct{}),
+	}
+	if s.spokes == nil {
+		s.spokes = storeDirectory{store: store}
 	}
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s, nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"tugboat.dev/tugboat/api/wire"
@@ -27,112 +26,15 @@ func (s *Server) reject(endpoint, reason, spoke string, kv ...any) {
 	s.log.V(1).Info("Rejected request", append([]any{"endpoint", endpoint, "reason", reason, "spoke", clip(spoke)}, kv...)...)
 }
 
-// verifierCache keeps one wire.Verifier per spoke, rebuilt when the spoke's
-// keys change.
-type verifierCache struct {
-	window time.Duration
-	now    func() time.Time
-	mu     sync.RWMutex
-	m      map[string]*cachedVerifier
-}
-
-type cachedVerifier struct {
-	current, previous []byte
-	v                 *wire.Verifier
-}
-
-func newVerifierCache(window time.Duration, now func() time.Time) *verifierCache {
-	return &verifierCache{window: window, now: now, m: make(map[string]*cachedVerifier)}
-}
-
-// get returns a verifier for spoke's keys.
-func (c *verifierCache) get(spoke string, keys SpokeKeys) (*wire.Verifier, error) {
-	c.mu.RLock()
-	cv := c.m[spoke]
-	c.mu.RUnlock()
-	if cv != nil && bytes.Equal(cv.current, keys.Current) && bytes.Equal(cv.previous, keys.Previous) {
-		return cv.v, nil
-	}
-	v, err := wire.NewVerifier(keys.Current, keys.Previous, wire.WithWindow(c.window), wire.WithClock(c.now))
-	if err != nil {
-		return nil, err
-	}
-	cv = &cachedVerifier{current: bytes.Clone(keys.Current), previous: bytes.Clone(keys.Previous), v: v}
-	c.mu.Lock()
-	if len(c.m) >= maxCachedVerifiers {
-		clear(c.m)
-	}
-	c.m[spoke] = cv
-	c.mu.Unlock()
-	return v, nil
-}
-
-// spokeKeys looks up spoke's keys. It answers 401 for an unknown spoke (or
-// a name that cannot be one) and 503 when the store cannot tell yet, and
-// then returns ok false.
-func (s *Server) spokeKeys(ctx context.Context, w http.ResponseWriter, endpoint, spoke string) (SpokeKeys, bool) {
-	if !isDNSLabel(spoke) {
-		s.reject(endpoint, reasonUnknownSpoke, spoke)
-		writeError(w, http.StatusUnauthorized, unauthorized)
-		return SpokeKeys{}, false
-	}
-	keys, err := s.store.SpokeKeys(ctx, spoke)
-	switch {
-	case errors.Is(err, ErrUnknownSpoke):
-		s.reject(endpoint, reasonUnknownSpoke, spoke)
-		writeError(w, http.StatusUnauthorized, unauthorized)
-		return SpokeKeys{}, false
-	case err != nil:
-		s.unavailable(w, endpoint, spoke, "looking up the spoke's keys", err)
-		return SpokeKeys{}, false
-	}
-	return keys, true
-}
-
-// authenticate verifies r's v1 signature over raw, the body as sent, before
-// anything parses it, then takes a token from the spoke's rate limit. It
-// answers 401, 429 or 503 and returns false when the request may not go on.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, endpoint, spoke string, raw []byte) bool {
-	keys, ok := s.spokeKeys(r.Context(), w, endpoint, spoke)
-	if !ok {
-		return false
-	}
-	v, err := s.keys.get(spoke, keys)
-	if err != nil {
-		// A key too short to trust: the Spoke's Secret is misconfigured.
-		// Logged at debug level only, as anyone can name the spoke; the
-		// invalid_key reason in rejected_total tells the operator.
-		s.reject(endpoint, "invalid_key", spoke, "error", err.Error())
-		writeError(w, http.StatusUnauthorized, unauthorized)
-		return false
-	}
-	if err := v.VerifyRequest(r, raw); err != nil {
-		reason := reasonBadSignature
-		var ve *wire.VerifyError
-		if errors.As(err, &ve) && ve.Reason() != wire.ErrSignatureMismatch.Error() {
-			reason = ve.Reason()
-		}
-		s.reject(endpoint, reason, spoke)
-		writeError(w, http.StatusUnauthorized, unauthorized)
-		return false
-	}
-	return s.allow(w, endpoint, spoke)
-}
-
-// allow takes a token from spoke's bucket, or answers 429.
-func (s *Server) allow(w http.ResponseWriter, endpoint, spoke string) bool {
-	ok, wait := s.limits.allow(spoke)
-	if !ok {
-		s.reject(endpoint, reasonRateLimited, spoke)
-		retryAfter(w, wait)
-		writeError(w, http.StatusTooManyRequests, errorf("rate limit exceeded for spoke %q: retry later", spoke))
-	}
-	return ok
-}
-
 // unavailable answers 503 with Retry-After for a store that is not ready or
 // failed.
 func (s *Server) unavailable(w http.ResponseWriter, endpoint, spoke, doing string, err error) {
+	if errors.Is(err, errInFlight) {
+		s.reject(endpoint, reasonInFlight, spoke)
+		retryAfter(w, time.Second)
+		writeError(w, http.StatusServiceUnavailable, errorf("%v", err))
+		return
+	}
 	if errors.Is(err, ErrNotReady) {
 		s.reject(endpoint, reasonStoreUnavailable, spoke, "error", err.Error())
 	} else {
@@ -167,8 +69,13 @@ func (s *Server) spokeMismatch(w http.ResponseWriter, endpoint, pathSpoke, bodyS
 // serveEvents handles POST /v1/spokes/{spoke}/events.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke string) {
 	const ep = endpointEvents
-	raw, gzipped, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
-	if !ok || !s.authenticate(w, r, ep, spoke, raw) {
+	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
+	if !ok {
+		return
+	}
+	sp, authed := s.authenticate(w, r, ep, spoke, raw)
+	c.release()
+	if !authed {
 		return
 	}
 	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
@@ -184,7 +91,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke strin
 		s.spokeMismatch(w, ep, spoke, batch.Spoke)
 		return
 	}
-	resp, err := s.record(r.Context(), ep, spoke, batch.Events)
+	resp, err := s.record(spokeContext(r.Context(), sp), ep, sp.SpokeRef, batch.Events)
 	if err != nil {
 		s.unavailable(w, ep, spoke, "recording events", err)
 		return
@@ -195,8 +102,13 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke strin
 // serveState handles POST /v1/spokes/{spoke}/state.
 func (s *Server) serveState(w http.ResponseWriter, r *http.Request, spoke string) {
 	const ep = endpointState
-	raw, gzipped, ok := s.readBody(w, r, ep, s.opts.StateBodyLimit)
-	if !ok || !s.authenticate(w, r, ep, spoke, raw) {
+	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.StateBodyLimit)
+	if !ok {
+		return
+	}
+	sp, authed := s.authenticate(w, r, ep, spoke, raw)
+	c.release()
+	if !authed {
 		return
 	}
 	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
@@ -212,67 +124,81 @@ func (s *Server) serveState(w http.ResponseWriter, r *http.Request, spoke string
 		s.spokeMismatch(w, ep, spoke, snap.Spoke)
 		return
 	}
-	if err := s.store.RecordState(r.Context(), spoke, snap); err != nil {
-		s.unavailable(w, ep, spoke, "recording state", err)
+	if !s.recordState(r.Context(), w, sp, snap) {
 		return
 	}
-	s.revs.observeSnapshot(spoke, snap)
 	n := len(snap.Releases)
 	writeJSON(w, http.StatusAccepted, wire.AcceptedResponse{Received: n, Accepted: n})
 }
 
-// record drops the events already recorded (by id) and those that would
-// overwrite a newer revision's state, hands the rest to the store, and
-// counts. The ids are remembered only once the store took the events, so a
-// batch the store failed is not a duplicate when it comes again.
+// errInFlight is a redelivery that waited Options.InFlightWait for another
+// request's write of the same events: it is told to retry.
+var errInFlight = errors.New("events of this batch are being recorded by another request: retry later")
+
+// record drops the events already recorded (by id), hands the rest to the
+// store, and counts. An id counts as recorded only once the store committed
+// it: ids another request is writing right now are waited for (up to
+// Options.InFlightWait, else errInFlight) and then are duplicates when that
+// write committed, or written by this request when it failed. So a batch
+// answered 202 is always recorded, whatever happens to a concurrent
+// delivery of it.
 //
 // Received = Accepted + Duplicates; stale events (older revisions) are
 // among the accepted and also counted in the events_total metric.
-func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wire.Event) (wire.AcceptedResponse, error) {
+func (s *Server) record(ctx context.Context, endpoint string, ref SpokeRef, events []wire.Event) (wire.AcceptedResponse, error) {
+	spoke := ref.Name
 	n := len(events)
 	resp := wire.AcceptedResponse{Received: n}
 	keys := make([]eventKey, n)
-	dup := make([]bool, n)
 	for i := range events {
-		k, ok := keyOf(events[i].ID)
-		if !ok { // cannot happen for validated or computed ids
-			k, _ = keyOf(events[i].ComputeID())
-		}
-		keys[i] = k
+		keys[i] = keyFor(ref, &events[i])
 	}
-	s.ids.reserve(keys, dup)
-
-	fresh := make([]wire.Event, 0, n)
-	freshKeys := make([]eventKey, 0, n)
-	for i := range events {
-		if dup[i] {
-			resp.Duplicates++
-			continue
-		}
-		fresh = append(fresh, events[i])
-		freshKeys = append(freshKeys, keys[i])
-	}
-	// Events about revisions older than the newest seen are counted as
-	// stale but still recorded: they carry the older revision's own truth
-	// (Helm marking it superseded), and the store guarantees that they never
-	// move a release's current revision back.
-	stale := make([]bool, len(fresh))
-	s.revs.stale(spoke, fresh, stale)
+	var deadline <-chan time.Time
 	nStale := 0
-	for _, st := range stale {
-		if st {
-			nStale++
+	for len(events) > 0 {
+		states := make([]idState, len(events))
+		mine, busy := s.ids.reserve(keys, states)
+		var owned, waiting []wire.Event
+		var ownedKeys, waitingKeys []eventKey
+		for i, st := range states {
+			switch st {
+			case idDuplicate:
+				resp.Duplicates++
+			case idOwned:
+				owned = append(owned, events[i])
+				ownedKeys = append(ownedKeys, keys[i])
+			case idBusy:
+				waiting = append(waiting, events[i])
+				waitingKeys = append(waitingKeys, keys[i])
+			}
 		}
-	}
-	accepted := fresh
-	if len(accepted) > 0 {
-		if err := s.store.RecordEvents(ctx, spoke, accepted); err != nil {
-			s.ids.release(freshKeys)
+		stale, err := s.write(ctx, ref, owned)
+		s.ids.finish(mine, ownedKeys, err == nil)
+		if err != nil {
 			return wire.AcceptedResponse{}, err
 		}
-		s.revs.observe(spoke, accepted)
+		resp.Accepted += len(owned)
+		nStale += stale
+		if len(busy) == 0 {
+			break
+		}
+		s.metrics.events.WithLabelValues(endpoint, resultWaited).Add(float64(len(waiting)))
+		if deadline == nil {
+			t := time.NewTimer(s.opts.InFlightWait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		for _, f := range busy {
+			select {
+			case <-f.done:
+			case <-deadline:
+				return wire.AcceptedResponse{}, errInFlight
+			case <-ctx.Done():
+				return wire.AcceptedResponse{}, errInFlight
+			}
+		}
+		events, keys = waiting, waitingKeys
 	}
-	resp.Accepted = len(accepted)
 	s.metrics.events.WithLabelValues(endpoint, resultReceived).Add(float64(n))
 	s.metrics.events.WithLabelValues(endpoint, resultAccepted).Add(float64(resp.Accepted))
 	s.metrics.events.WithLabelValues(endpoint, resultDuplicate).Add(float64(resp.Duplicates))
@@ -281,6 +207,30 @@ func (s *Server) record(ctx context.Context, endpoint, spoke string, events []wi
 		s.log.V(1).Info("Duplicate or stale events", "endpoint", endpoint, "spoke", spoke, "duplicates", resp.Duplicates, "stale", nStale)
 	}
 	return resp, nil
+}
+
+// write hands events to the store and, once recorded, to the revision
+// tracker; it returns how many were stale. Events about revisions older
+// than the newest seen are counted as stale but still recorded: they carry
+// the older revision's own truth (Helm marking it superseded), and the
+// store guarantees that they never move a release's current revision back.
+func (s *Server) write(ctx context.Context, ref SpokeRef, events []wire.Event) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	stale := make([]bool, len(events))
+	s.revs.stale(ref.String(), events, stale)
+	if err := s.store.RecordEvents(ctx, ref.Name, events); err != nil {
+		return 0, err
+	}
+	s.revs.observe(ref.String(), events)
+	n := 0
+	for _, st := range stale {
+		if st {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // isDNSLabel reports whether s is an RFC 1123 label, the shape of a spoke

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 // severity is how bad a finding is.
@@ -516,7 +517,7 @@ func (d *doctor) checkSpokes(ctx context.Context, spokes []tugboatv1alpha1.Spoke
 			case "DuplicateName":
 				hint = "spoke names must be unique across the hub: delete or rename one of them"
 			case tugboatv1alpha1.InvalidSpecReason.String():
-				hint = fmt.Sprintf("put a key of at least 16 bytes under %q in Secret %s/%s", tugboatv1alpha1.SpokeKeySecretKey, sp.Namespace, sp.Spec.KeySecretRef.Name)
+				hint = fmt.Sprintf("put keys of at least %d bytes (openssl rand -hex 32) in Secret %s/%s: %q, and %q if Flux reports for the spoke, different from it", receiver.MinKeySize, sp.Namespace, sp.Spec.KeySecretRef.Name, tugboatv1alpha1.SpokeKeySecretKey, tugboatv1alpha1.SpokeFluxKeySecretKey)
 			}
 			d.add(checkSpoke, severityError, obj, fmt.Sprintf("not Ready (%s): %s", ready.Reason, ready.Message), hint)
 		default:

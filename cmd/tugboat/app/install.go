@@ -26,6 +26,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/config"
+	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 const (
@@ -444,8 +445,8 @@ func (o *agentInstall) waitForKey(ctx context.Context, out io.Writer, hub *clust
 		return "", errors.New(msg)
 	}
 	raw := secret.Data[tugboatv1alpha1.SpokeKeySecretKey]
-	if len(strings.TrimSpace(string(raw))) < 16 {
-		return "", fmt.Errorf("the key Secret %s/%s on the hub has no key of at least 16 bytes under %q (see the Spoke's conditions)", ns, name, tugboatv1alpha1.SpokeKeySecretKey)
+	if len(strings.TrimSpace(string(raw))) < receiver.MinKeySize {
+		return "", fmt.Errorf("the key Secret %s/%s on the hub has no key of at least %d bytes under %q (see the Spoke's conditions)", ns, name, receiver.MinKeySize, tugboatv1alpha1.SpokeKeySecretKey)
 	}
 	return base64.StdEncoding.EncodeToString(raw), nil
 }

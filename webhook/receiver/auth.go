@@ -1,0 +1,243 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"tugboat.dev/tugboat/api/wire"
+)
+
+// Authentication, the same for every endpoint:
+//
+//  1. the path's name gives the candidate Spokes (SpokeDirectory.Spokes):
+//     none when the name is unknown, several when Spokes of one name live in
+//     several namespaces;
+//  2. the request is verified against each candidate's two keys (current
+//     and previous). A candidate with one key, a key shorter than
+//     MinKeySize, or no candidate at all is verified against the server's
+//     dummy keys (random, never known to anyone) instead, so an unknown
+//     spoke, a known one with a bad signature and one with a broken key do
+//     the same HMAC work and get the same 401: neither the body nor the
+//     response time says whether the spoke exists;
+//  3. exactly one candidate must match: it is the request's Spoke
+//     (SpokeRef, passed to the Store with WithSpoke). Two matching
+//     candidates (Spokes of one name sharing a key) are refused as
+//     ambiguous. A Spoke squatting on another's name in another namespace
+//     therefore never blocks it: the squatter does not hold its key;
+//  4. a suspended Spoke is answered 503 with a body that says so;
+//  5. the Spoke's token bucket (by namespace and name), else 429.
+
+// keysPerVerification is how many keys every verification tries: a
+// spoke's current and previous key, padded with dummy keys.
+const keysPerVerification = 2
+
+// suspendedRetryAfter is the Retry-After of a suspended spoke's 503.
+const suspendedRetryAfter = time.Minute
+
+// keyKind selects the agent's keys or the Flux Provider's.
+type keyKind int
+
+const (
+	agentKeys keyKind = iota
+	fluxKeys
+)
+
+func (k keyKind) of(sp *Spoke) SpokeKeys {
+	if k == fluxKeys {
+		return sp.FluxKeys
+	}
+	return sp.Keys
+}
+
+// newDummyKeys returns keysPerVerification random keys of MinKeySize.
+func newDummyKeys() [keysPerVerification][]byte {
+	var keys [keysPerVerification][]byte
+	for i := range keys {
+		keys[i] = make([]byte, MinKeySize)
+		_, _ = rand.Read(keys[i]) // crypto/rand.Read never fails
+	}
+	return keys
+}
+
+// verificationKeys returns exactly keysPerVerification keys to verify with:
+// keys's own where they are long enough, dummy ones in the other places,
+// and the reason, if any, why keys cannot authenticate anything.
+func (s *Server) verificationKeys(keys SpokeKeys) (out [keysPerVerification][]byte, problem string) {
+	out = s.dummyKeys
+	switch {
+	case len(keys.Current) == 0:
+		return out, "no key"
+	case len(keys.Current) < MinKeySize:
+		return out, fmt.Sprintf("the current key is %d bytes; at least %d are required", len(keys.Current), MinKeySize)
+	}
+	out[0] = keys.Current
+	if len(keys.Previous) >= MinKeySize {
+		out[1] = keys.Previous
+	}
+	return out, ""
+}
+
+// verifierCache keeps one wire.Verifier per key pair.
+type verifierCache struct {
+	window time.Duration
+	now    func() time.Time
+	mu     sync.RWMutex
+	m      map[string]*cachedVerifier
+}
+
+type cachedVerifier struct {
+	keys [keysPerVerification][]byte
+	v    *wire.Verifier
+}
+
+func newVerifierCache(window time.Duration, now func() time.Time) *verifierCache {
+	return &verifierCache{window: window, now: now, m: make(map[string]*cachedVerifier)}
+}
+
+// get returns a verifier for keys, cached under id.
+func (c *verifierCache) get(id string, keys [keysPerVerification][]byte) (*wire.Verifier, error) {
+	c.mu.RLock()
+	cv := c.m[id]
+	c.mu.RUnlock()
+	if cv != nil && bytes.Equal(cv.keys[0], keys[0]) && bytes.Equal(cv.keys[1], keys[1]) {
+		return cv.v, nil
+	}
+	v, err := wire.NewVerifier(keys[0], keys[1], wire.WithWindow(c.window), wire.WithClock(c.now))
+	if err != nil {
+		return nil, err
+	}
+	cv = &cachedVerifier{keys: [keysPerVerification][]byte{bytes.Clone(keys[0]), bytes.Clone(keys[1])}, v: v}
+	c.mu.Lock()
+	if len(c.m) >= maxCachedVerifiers {
+		clear(c.m)
+	}
+	c.m[id] = cv
+	c.mu.Unlock()
+	return v, nil
+}
+
+// verifyFunc verifies the request with exactly keysPerVerification keys and
+// returns nil on a match, else an error whose reason labels the metric.
+type verifyFunc func(id string, keys [keysPerVerification][]byte) error
+
+// identify finds the one Spoke named name whose keys of kind verify the
+// request, as the package doc and the comment above describe. It answers
+// 401, 503 (directory not ready, spoke suspended) or 429 and returns false
+// when the request may not go on.
+func (s *Server) identify(w http.ResponseWriter, r *http.Request, endpoint, name string, kind keyKind, verify verifyFunc) (*Spoke, bool) {
+	var candidates []Spoke
+	if isDNSLabel(name) {
+		var err error
+		candidates, err = s.spokes.Spokes(r.Context(), name)
+		if err != nil {
+			s.unavailable(w, endpoint, name, "looking up the spoke", err)
+			return nil, false
+		}
+	}
+	var (
+		matched []*Spoke
+		reason  = reasonUnknownSpoke
+		kv      []any
+	)
+	if len(candidates) == 0 {
+		s.countVerification(endpoint)
+		_ = verify("", s.dummyKeys)
+	}
+	for i := range candidates {
+		sp := &candidates[i]
+		keys, problem := s.verificationKeys(kind.of(sp))
+		s.countVerification(endpoint)
+		err := verify(sp.String(), keys)
+		switch {
+		case problem != "":
+			reason, kv = reasonInvalidKey, []any{"spoke", sp.String(), "problem", problem}
+		case err == nil:
+			matched = append(matched, sp)
+		default:
+			reason = verifyReason(err)
+		}
+	}
+	switch len(matched) {
+	case 0:
+		s.reject(endpoint, reason, name, append(kv, "candidates", len(candidates))...)
+		writeError(w, http.StatusUnauthorized, unauthorized)
+		return nil, false
+	case 1:
+	default:
+		s.reject(endpoint, reasonAmbiguousSpoke, name, "candidates", len(candidates))
+		s.log.Info("Refused a request that the keys of several Spokes of one name verify: give each Spoke its own key",
+			"spoke", name, "namespaces", namespaces(matched))
+		writeError(w, http.StatusUnauthorized, unauthorized)
+		return nil, false
+	}
+	sp := matched[0]
+	if sp.Suspended {
+		s.reject(endpoint, reasonSuspended, sp.String())
+		retryAfter(w, suspendedRetryAfter)
+		writeError(w, http.StatusServiceUnavailable, errorf("spoke %s is suspended (spec.suspend is true): the hub ignores its requests until it is resumed", sp.String()))
+		return nil, false
+	}
+	if !s.allow(w, endpoint, sp.SpokeRef) {
+		return nil, false
+	}
+	return sp, true
+}
+
+// verifyReason is the rejected_total reason of a failed verification.
+func verifyReason(err error) string {
+	var ve *wire.VerifyError
+	switch {
+	case errors.Is(err, errFluxSignature):
+		return wire.ErrMalformedSignature.Error()
+	case errors.As(err, &ve) && ve.Reason() != wire.ErrSignatureMismatch.Error():
+		return ve.Reason()
+	}
+	return reasonBadSignature
+}
+
+// countVerification counts one verification with keysPerVerification keys.
+func (s *Server) countVerification(endpoint string) {
+	s.metrics.verifications.WithLabelValues(endpoint).Add(keysPerVerification)
+}
+
+func namespaces(spokes []*Spoke) []string {
+	out := make([]string, len(spokes))
+	for i, sp := range spokes {
+		out[i] = sp.Namespace
+	}
+	return out
+}
+
+// authenticate verifies r's v1 signature over raw, the body as sent, before
+// anything parses it (see identify), and returns the request's Spoke.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, endpoint, name string, raw []byte) (*Spoke, bool) {
+	return s.identify(w, r, endpoint, name, agentKeys, func(id string, keys [keysPerVerification][]byte) error {
+		v, err := s.verifiers.get(id, keys)
+		if err != nil { // cannot happen: every key is at least MinKeySize
+			return err
+		}
+		return v.VerifyRequest(r, raw)
+	})
+}
+
+// allow takes a token from the spoke's bucket, or answers 429.
+func (s *Server) allow(w http.ResponseWriter, endpoint string, ref SpokeRef) bool {
+	ok, wait := s.limits.allow(ref.String())
+	if !ok {
+		s.reject(endpoint, reasonRateLimited, ref.String())
+		retryAfter(w, wait)
+		writeError(w, http.StatusTooManyRequests, errorf("rate limit exceeded for spoke %q: retry later", ref.Name))
+	}
+	return ok
+}
+
+// spokeContext is the request's context carrying its Spoke, for the Store.
+func spokeContext(ctx context.Context, sp *Spoke) context.Context {
+	return WithSpoke(ctx, sp.SpokeRef)
+}

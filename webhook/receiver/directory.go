@@ -1,0 +1,98 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// MinKeySize is the shortest key, agent or Flux, the receiver verifies
+// with, in bytes. A Spoke whose Secret holds a shorter one cannot
+// authenticate: every request is answered 401 and counted as invalid_key.
+// The hub generates 32 random bytes (64 hex characters).
+const MinKeySize = 32
+
+// SpokeRef identifies a Spoke object: its namespace and name.
+type SpokeRef struct {
+	Namespace string
+	Name      string
+}
+
+// String returns namespace/name, or the name alone when the namespace is
+// not known (a Store without a SpokeDirectory).
+func (r SpokeRef) String() string {
+	if r.Namespace == "" {
+		return r.Name
+	}
+	return r.Namespace + "/" + r.Name
+}
+
+// Spoke is what the receiver needs to know of one Spoke object.
+type Spoke struct {
+	SpokeRef
+	// Keys are the keys the spoke's agent signs with.
+	Keys SpokeKeys
+	// FluxKeys are the keys of the spoke's Flux notification-controller
+	// Provider (generic-hmac), separate from the agent's: whoever reads the
+	// Provider's Secret on the spoke cannot act as its agent. Empty: the
+	// Flux endpoint refuses the spoke.
+	FluxKeys SpokeKeys
+	// Suspended is spec.suspend: the receiver answers the spoke's
+	// authenticated requests 503.
+	Suspended bool
+	// LastSnapshotTakenAt is the takenAt of the newest state snapshot recorded
+	// for the spoke, as persisted (zero when none): a snapshot must be
+	// taken after it.
+	LastSnapshotTakenAt time.Time
+}
+
+// SpokeDirectory finds the Spokes a request path names. Spoke names are
+// unique per namespace only, so one name may match Spokes in several
+// namespaces (a tenant may squat on another's name); the receiver tells
+// them apart by the key that verifies the request, and records into that
+// one Spoke (see WithSpoke). The hub implements it over the API server
+// (webhook/receiver/spokedir).
+type SpokeDirectory interface {
+	// Spokes returns every live Spoke named name, in any namespace (none
+	// for an unknown name), or ErrNotReady.
+	Spokes(ctx context.Context, name string) ([]Spoke, error)
+	// StateRecorded persists that the state snapshot of ref taken at
+	// takenAt was recorded, so that an older one is refused even after a
+	// restart.
+	StateRecorded(ctx context.Context, ref SpokeRef, takenAt time.Time) error
+}
+
+// storeDirectory is the SpokeDirectory of a receiver without
+// Options.Spokes: Store.SpokeKeys gives one spoke per name, with no Flux
+// keys (the Flux endpoint refuses every request), never suspended, and
+// snapshot times kept in memory only.
+type storeDirectory struct{ store Store }
+
+func (d storeDirectory) Spokes(ctx context.Context, name string) ([]Spoke, error) {
+	keys, err := d.store.SpokeKeys(ctx, name)
+	switch {
+	case errors.Is(err, ErrUnknownSpoke):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return []Spoke{{SpokeRef: SpokeRef{Name: name}, Keys: keys}}, nil
+}
+
+func (storeDirectory) StateRecorded(context.Context, SpokeRef, time.Time) error { return nil }
+
+type spokeContextKey struct{}
+
+// WithSpoke returns ctx carrying the Spoke a request was authenticated as.
+// The receiver calls the Store with such a context, so a Store can record
+// into exactly that Spoke even when another namespace has a Spoke of the
+// same name.
+func WithSpoke(ctx context.Context, ref SpokeRef) context.Context {
+	return context.WithValue(ctx, spokeContextKey{}, ref)
+}
+
+// SpokeFrom returns the Spoke ctx was authenticated as (see WithSpoke).
+func SpokeFrom(ctx context.Context) (SpokeRef, bool) {
+	ref, ok := ctx.Value(spokeContextKey{}).(SpokeRef)
+	return ref, ok
+}

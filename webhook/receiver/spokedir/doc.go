@@ -1,0 +1,12 @@
+// Package spokedir is the hub's receiver.SpokeDirectory: it finds the
+// Spokes a request path names (every namespace), reads their agent and Flux
+// keys from their key Secrets, and persists the takenAt of the last state
+// snapshot recorded on the Spoke's status (status.lastSnapshotTakenAt).
+//
+// It is not the recorder (controllers/releasehistory writes what spokes
+// report) and it decides nothing: the receiver picks, among the Spokes of a
+// name, the one whose key verifies the request.
+//
+// RBAC: get, list and watch spokes, patch spokes/status and get secrets, which
+// the hub's role already grants (markers in controllers/releasehistory).
+package spokedir
