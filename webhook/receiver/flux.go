@@ -8,10 +8,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	"hash"
 	"net/http"
 	"strings"
-	"time"
 
 	"tugboat.dev/tugboat/api/wire"
 )
@@ -80,30 +80,10 @@ func verifyFluxSignature(header string, body []byte, keys ...[]byte) error {
 	return nil
 }
 
-// fluxEvent is the body a notification-controller Provider posts: a Flux
-// Event (github.com/fluxcd/pkg/apis/event/v1beta1), decoded leniently:
-// fields Flux may add later are ignored.
-type fluxEvent struct {
-	InvolvedObject      fluxObjectRef     `json:"involvedObject"`
-	Severity            string            `json:"severity"`
-	Timestamp           time.Time         `json:"timestamp"`
-	Message             string            `json:"message"`
-	Reason              string            `json:"reason"`
-	Metadata            map[string]string `json:"metadata,omitempty"`
-	ReportingController string            `json:"reportingController"`
-	ReportingInstance   string            `json:"reportingInstance,omitempty"`
-}
-
-// fluxObjectRef is the Event's involvedObject (a core/v1 ObjectReference).
-type fluxObjectRef struct {
-	Kind            string `json:"kind,omitempty"`
-	Namespace       string `json:"namespace,omitempty"`
-	Name            string `json:"name,omitempty"`
-	UID             string `json:"uid,omitempty"`
-	APIVersion      string `json:"apiVersion,omitempty"`
-	ResourceVersion string `json:"resourceVersion,omitempty"`
-	FieldPath       string `json:"fieldPath,omitempty"`
-}
+// fluxEvent is the body a notification-controller Provider posts: Flux's
+// own Event type (github.com/fluxcd/pkg/apis/event/v1beta1), decoded
+// leniently: fields Flux may add later are ignored.
+type fluxEvent = eventv1.Event
 
 // decodeFluxEvent decodes and checks the parts of a Flux Event the receiver
 // relies on.
@@ -182,7 +162,7 @@ func (s *Server) serveFlux(w http.ResponseWriter, r *http.Request, spoke string)
 	}
 	// Flux signs no timestamp; the event's own bounds replays of old,
 	// authentic events once their ids have left the dedupe cache.
-	if now := s.now(); ev.Timestamp.Before(now.Add(-s.opts.ReplayWindow)) || ev.Timestamp.After(now.Add(s.opts.ReplayWindow)) {
+	if now := s.now(); ev.Timestamp.Time.Before(now.Add(-s.opts.ReplayWindow)) || ev.Timestamp.Time.After(now.Add(s.opts.ReplayWindow)) {
 		s.reject(ep, wire.ErrStaleTimestamp.Error(), spoke)
 		writeError(w, http.StatusUnauthorized, unauthorized)
 		return

@@ -178,7 +178,7 @@ func mapFluxEvent(spoke string, ev *fluxEvent) (wire.Event, error) {
 		Kind:      wire.EventKubernetes,
 		Type:      wire.EventTypeNormal,
 		Reason:    ev.Reason,
-		Object:    &wire.ObjectRef{Kind: hr.Kind, Namespace: hr.Namespace, Name: hr.Name, UID: hr.UID},
+		Object:    &wire.ObjectRef{Kind: hr.Kind, Namespace: hr.Namespace, Name: hr.Name, UID: string(hr.UID)},
 		Message:   sanitizeText(ev.Message, wire.MaxMessageLength),
 		Time:      ev.Timestamp.UTC(),
 		Sequence:  fluxSequence(ev),
