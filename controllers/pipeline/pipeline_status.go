@@ -221,6 +221,8 @@ func spokeProblem(ns, name string, sp *tugboatv1alpha1.Spoke, err error) string 
 		return fmt.Sprintf("spoke %s: %v", name, err)
 	case sp == nil:
 		return fmt.Sprintf("spoke %s is not registered in namespace %s", name, ns)
+	case sp.Spec.Suspend:
+		return "" // its heartbeats are refused; the Pipeline reports it as suspended instead
 	}
 	if c := apimeta.FindStatusCondition(sp.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); c == nil || c.Status != metav1.ConditionTrue {
 		msg := "no heartbeat yet"

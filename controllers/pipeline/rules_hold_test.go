@@ -167,6 +167,8 @@ func TestRules_suspend(t *testing.T) {
 		g := NewWithT(t)
 		w := setup()
 		w.f.spokes["prod-1"].Spec.Suspend = true
+		// The hub refuses a suspended spoke's heartbeats: it turns not Ready.
+		w.f.spokes["prod-1"].Status.Conditions[0].Status = "Unknown"
 		got, _, _ := w.reconcile(t0)
 		g.Expect(got).To(BeEmpty())
 		g.Expect(w.ready().Reason).To(Equal(tugboatv1alpha1.SuspendedReason.String()))
