@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/e2e/harness"
@@ -31,15 +32,15 @@ func TestReconciler_mapRetriesAFailedList(t *testing.T) {
 	r.init()
 	rh := &tugboatv1alpha1.ReleaseHistory{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "dev-1.apps.web"}}
 	g.Expect(r.pipelinesForHistory(ctx, rh)).To(BeEmpty())
-	var again client.Object
+	var again event.GenericEvent
 	g.Eventually(r.remap).WithTimeout(5 * time.Second).Should(Receive(&again))
-	g.Expect(client.ObjectKeyFromObject(again)).To(Equal(client.ObjectKeyFromObject(rh)))
+	g.Expect(client.ObjectKeyFromObject(again.Object)).To(Equal(client.ObjectKeyFromObject(rh)))
 
 	// Mapped again, it fails again and is retried again: never dropped.
-	g.Expect(r.pipelinesForObject(ctx, again)).To(BeEmpty())
+	g.Expect(r.pipelinesForObject(ctx, again.Object)).To(BeEmpty())
 	g.Eventually(r.remap).WithTimeout(5 * time.Second).Should(Receive())
 	sp := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "dev-1"}}
 	g.Expect(r.pipelinesForSpoke(ctx, sp)).To(BeEmpty())
 	g.Eventually(r.remap).WithTimeout(5 * time.Second).Should(Receive(&again))
-	g.Expect(again).To(BeAssignableToTypeOf(&tugboatv1alpha1.Spoke{}))
+	g.Expect(again.Object).To(BeAssignableToTypeOf(&tugboatv1alpha1.Spoke{}))
 }
