@@ -39,14 +39,21 @@ func newHangingAPIServer(t *testing.T) *hangingAPIServer {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.Transport = transport
 	h := &hangingAPIServer{}
+	done := make(chan struct{})
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.hang.Load() {
-			<-r.Context().Done() // until the client gives up
+			select { // until the client gives up
+			case <-r.Context().Done():
+			case <-done:
+			}
 			return
 		}
 		proxy.ServeHTTP(w, r)
 	}))
-	t.Cleanup(h.Close)
+	t.Cleanup(func() {
+		close(done)
+		h.Close()
+	})
 	return h
 }
 
