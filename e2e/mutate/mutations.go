@@ -4,8 +4,11 @@ package main
 // must hold. Keep Old unique in its file.
 var mutations = []mutation{
 	// controllers/pipeline: the promotion rules (plan, summarize).
-	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_decide.go", Name: "promote from an unconverged environment",
-		Old: "if !src.converged {", New: "if false && !src.converged {"},
+	// (Dropping plan's `!src.converged` guard alone is an equivalent
+	// mutant: an unconverged environment has no version, and upToDate
+	// refuses an empty one. The convergence rule itself is mutated here.)
+	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_status.go", Name: "converged while a target is not deployed or healthy",
+		Old: "if converged {\n\t\t\tev.converged, ev.version", New: "if len(es.Versions) == 1 {\n\t\t\tev.converged, ev.version"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_decide.go", Name: "soak time ignored",
 		Old: "soakTime(src.env) > 0 && wait > 0", New: "soakTime(src.env) > 0 && wait < 0"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_decide.go", Name: "hold checked on the destination only",
@@ -29,7 +32,7 @@ var mutations = []mutation{
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_status.go", Name: "hold never released",
 		Old: "if !had || resumed(p, h.Name, h.Since.Time) {", New: "if !had {"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_status.go", Name: "a resume before the hold releases it",
-		Old: "return err == nil && !t.Before(since.Truncate(time.Second))", New: "return err == nil"},
+		Old: "return err == nil && !t.Before(since.Truncate(time.Second))", New: "return err == nil && !t.IsZero() || since.IsZero()"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_status.go", Name: "a redeploy of the same version is a rollback",
 		Old: "compareVersions(cur.ChartVersion, before.ChartVersion) >= 0", New: "compareVersions(cur.ChartVersion, before.ChartVersion) > 0"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_status.go", Name: "an uninstalled target is not absent",
