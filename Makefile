@@ -54,6 +54,10 @@ k8s-bins: ## Build the pinned etcd, kube-apiserver, kube-controller-manager, kub
 test: k8s-bins ## Run every test, including the multi-cluster e2e suites against real control planes.
 	go test $(GO_TEST_FLAGS) $(PKGS)
 
+.PHONY: mutate
+mutate: k8s-bins ## Mutation test: apply deliberate bugs to the pipeline, recorder, receiver and reporter rules one at a time and count those the tests catch (score in docs/reliability.md; not part of test).
+	go run ./e2e/mutate
+
 .PHONY: bench
 bench: k8s-bins ## Run the benchmarks (figures go to docs/benchmarks.md).
 	go test -count=1 -timeout=60m -run='^$$' -bench=. -benchmem $(PKGS)

@@ -221,6 +221,26 @@ func testRejectsInvalid(ctx context.Context, t *testing.T, c client.Client) {
 			want: []string{"spec.kubeConfigSecretRef", "mutually exclusive"},
 		},
 		{
+			// Issue 12, High 1: another namespace's Cluster is another
+			// tenant's.
+			name: "spoke with a clusterRef into another namespace",
+			obj: func() client.Object {
+				s := minimalSpoke("other-tenant")
+				s.Spec.ClusterRef = &tugboatv1.ObjectReference{Namespace: "tenant-b", Name: "prod-1"}
+				return s
+			}(),
+			want: []string{"spec.clusterRef", "a Spoke only reaches clusters in its own namespace"},
+		},
+		{
+			name: "spoke with a clusterRef naming its own namespace (unset is the only spelling)",
+			obj: func() client.Object {
+				s := minimalSpoke("own-ns")
+				s.Spec.ClusterRef = &tugboatv1.ObjectReference{Namespace: ns, Name: "prod-1"}
+				return s
+			}(),
+			want: []string{"spec.clusterRef", "clusterRef.namespace must be unset"},
+		},
+		{
 			name: "spoke name with a dot",
 			obj:  minimalSpoke("staging.one"),
 			want: []string{"metadata.name must be a DNS label"},
@@ -341,7 +361,7 @@ func testRoundTrips(ctx context.Context, t *testing.T, c client.Client) {
 	spoke := minimalSpoke("staging-1")
 	spoke.Spec.KubeConfigSecretRef = &tugboatv1.SecretKeyReference{Name: "staging-1-kubeconfig", Key: "config"}
 	capiSpoke := minimalSpoke("prod-1")
-	capiSpoke.Spec.ClusterRef = &tugboatv1.ObjectReference{Namespace: "clusters", Name: "prod-1"}
+	capiSpoke.Spec.ClusterRef = &tugboatv1.ObjectReference{Name: "prod-1"}
 
 	rh := minimalReleaseHistory("staging-1.apps.web")
 	rh.Spec.HelmRelease = &tugboatv1.ObjectReference{Namespace: "apps", Name: "web"}

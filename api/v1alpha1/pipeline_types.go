@@ -220,9 +220,9 @@ type PipelineStatus struct {
 	// +kubebuilder:validation:MaxItems=10
 	Environments []EnvironmentStatus `json:"environments,omitempty"`
 
-	// heldEnvironments are environments into which automatic promotion is held
-	// because a person rolled them back; `tugboat promote --resume` releases
-	// the hold.
+	// heldEnvironments are environments into and out of which automatic
+	// promotion is held because a person rolled back or uninstalled one of
+	// their targets; only `tugboat promote --resume` releases the hold.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -373,13 +373,30 @@ type TargetStatus struct {
 	LastDeployed *metav1.Time `json:"lastDeployed,omitempty"`
 
 	// absent is true when the target's Spoke is Ready and reports no such
-	// release: a promotion into the environment installs it (helm
-	// strategy) or fails to find it.
+	// release, or the release was uninstalled: a promotion into the
+	// environment installs it (helm strategy) or fails to find it.
 	// +optional
 	Absent bool `json:"absent,omitempty"`
 }
 
-// HeldEnvironment records a rollback hold.
+// HoldReason says what a person did that holds an environment.
+// +kubebuilder:validation:Enum=Rollback;Uninstall
+type HoldReason string
+
+const (
+	// HoldRollback: a target was rolled back to an older chart version.
+	HoldRollback HoldReason = "Rollback"
+	// HoldUninstall: a target's release was uninstalled.
+	HoldUninstall HoldReason = "Uninstall"
+)
+
+// HeldAfterUninstallReason: a person uninstalled a target's release;
+// automatic promotion into and out of its environment is held until someone
+// resumes it.
+const HeldAfterUninstallReason ConditionReason = "HeldAfterUninstall"
+
+// HeldEnvironment records a hold: automatic promotion into and out of the
+// environment stops until someone resumes it (`tugboat promote --resume`).
 type HeldEnvironment struct {
 	// name of the held environment.
 	// +required
@@ -387,7 +404,14 @@ type HeldEnvironment struct {
 	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name"`
 
-	// since is when the rollback was seen.
+	// reason is what was seen: Rollback (a target runs an older chart version
+	// than before) or Uninstall (a target's release was uninstalled). Empty in
+	// holds recorded before this field existed, which are rollbacks.
+	// +optional
+	Reason HoldReason `json:"reason,omitempty"`
+
+	// since is when the rollback or uninstall happened; a resume dated at or
+	// after it releases the hold.
 	// +required
 	Since metav1.Time `json:"since"`
 

@@ -50,11 +50,15 @@ type SpokeSpec struct {
 	// +required
 	KeySecretRef LocalSecretReference `json:"keySecretRef"`
 
-	// clusterRef names a Cluster API Cluster. When set, the hub reaches the
-	// spoke's API server (for strategies that need it, such as kubernetes)
-	// through the kubeconfig in Secret <cluster>-kubeconfig, key "value", in the
-	// Cluster's namespace. Mutually exclusive with kubeConfigSecretRef.
+	// clusterRef names a Cluster API Cluster in the Spoke's namespace. When
+	// set, the hub reaches the spoke's API server (for strategies that need
+	// it, such as kubernetes) through the kubeconfig in Secret
+	// <cluster>-kubeconfig, key "value", in the Spoke's namespace. Its
+	// namespace must be unset: a Spoke only reaches clusters and Secrets in
+	// its own namespace (the hub refuses any other too). Mutually exclusive
+	// with kubeConfigSecretRef.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.__namespace__)",message="clusterRef.namespace must be unset: a Spoke only reaches clusters in its own namespace"
 	ClusterRef *ObjectReference `json:"clusterRef,omitempty"`
 
 	// kubeConfigSecretRef names a Secret, in the Spoke's namespace, holding a

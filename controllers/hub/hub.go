@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -157,8 +158,13 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	}
 	// The recorder and the action store look a request's Spoke up by name;
 	// scoped, they see only the Spoke the receiver authenticated (namespace,
-	// name and key), so a same-named Spoke elsewhere cannot block it.
-	rec := releasehistory.NewRecorder(spokedir.Scoped(mgr.GetClient()), mgr.GetAPIReader(), opts.History)
+	// name and key), so a same-named Spoke elsewhere cannot block it. Every
+	// call of the recorder is bounded (recorderClients).
+	recClient, recAPI, err := recorderClients(cfg, mgr, opts.History.APITimeout)
+	if err != nil {
+		return nil, err
+	}
+	rec := releasehistory.NewRecorder(spokedir.Scoped(recClient), recAPI, opts.History)
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
@@ -218,6 +224,27 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 		return nil, err
 	}
 	return &Hub{Manager: mgr, Receiver: srv, Recorder: rec}, nil
+}
+
+// recorderClients returns the recorder's clients: reads from the manager's
+// cache (the first) or uncached (the second), writes direct, every request
+// bounded by rest.Config.Timeout = timeout, so a hung API server cannot
+// freeze ingestion. The manager's own config keeps no timeout: its watches
+// are long-lived.
+func recorderClients(cfg *rest.Config, mgr ctrl.Manager, timeout time.Duration) (client.Client, client.Reader, error) {
+	wcfg := rest.CopyConfig(cfg)
+	if wcfg.Timeout == 0 || wcfg.Timeout > timeout {
+		wcfg.Timeout = timeout
+	}
+	api, err := client.New(wcfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the recorder's client: %w", err)
+	}
+	cached, err := client.New(wcfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), Cache: &client.CacheOptions{Reader: mgr.GetCache()}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the recorder's client: %w", err)
+	}
+	return cached, api, nil
 }
 
 // Start runs the hub until ctx ends.

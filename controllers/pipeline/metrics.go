@@ -12,6 +12,10 @@ var (
 		Name: "tugboat_promotions_total",
 		Help: "Promotions entering each phase.",
 	}, []string{"phase"})
+	mapErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tugboat_pipeline_map_errors_total",
+		Help: "Failed lookups of the Pipelines a ReleaseHistory or Spoke change concerns (each is retried).",
+	})
 	decisionLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "tugboat_promotion_decision_seconds",
 		Help:    "Time from the source environment first seen converged and healthy (after the soak time) to the Promotion's creation.",
@@ -24,5 +28,5 @@ var (
 func PromotionPhaseTransitions() *prometheus.CounterVec { return promotionsTotal }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(promotionsTotal, decisionLatency)
+	ctrlmetrics.Registry.MustRegister(promotionsTotal, decisionLatency, mapErrors)
 }

@@ -14,9 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
@@ -34,6 +37,16 @@ type Reconciler struct {
 	// queues a burst of releases (100 pipelines converging together) for
 	// seconds.
 	MaxConcurrentReconciles int
+	// MapRetry is how long after a failed lookup of the Pipelines a
+	// ReleaseHistory or Spoke concerns it is looked up again; defaults to
+	// 2s.
+	MapRetry time.Duration
+
+	// remap receives a ReleaseHistory or Spoke whose Pipelines could not be
+	// listed, MapRetry later, to map it again (a map function cannot
+	// return an error, and dropping the event would leave a Pipeline
+	// undecided until its next change).
+	remap chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=tugboat.dev,resources=pipelines,verbs=get;list;watch
@@ -88,27 +101,58 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MaxConcurrentReconciles <= 0 {
 		r.MaxConcurrentReconciles = 4
 	}
+	r.init()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&tugboatv1alpha1.Pipeline{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&tugboatv1alpha1.Promotion{}).
 		Watches(&tugboatv1alpha1.ReleaseHistory{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesForHistory)).
 		Watches(&tugboatv1alpha1.Spoke{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesForSpoke)).
+		WatchesRawSource(source.Channel(r.remap, handler.EnqueueRequestsFromMapFunc(r.pipelinesForObject))).
 		Named("pipeline").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
 
+func (r *Reconciler) init() {
+	if r.MapRetry <= 0 {
+		r.MapRetry = 2 * time.Second
+	}
+	if r.remap == nil {
+		r.remap = make(chan event.GenericEvent, 1024)
+	}
+}
+
 func (r *Reconciler) pipelinesForHistory(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.pipelinesBy(ctx, o.GetNamespace(), TargetIndex, o.GetName())
+	return r.pipelinesBy(ctx, o, TargetIndex)
 }
 
 func (r *Reconciler) pipelinesForSpoke(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.pipelinesBy(ctx, o.GetNamespace(), SpokeIndex, o.GetName())
+	return r.pipelinesBy(ctx, o, SpokeIndex)
 }
 
-func (r *Reconciler) pipelinesBy(ctx context.Context, ns, index, value string) []reconcile.Request {
+// pipelinesForObject maps an object sent to remap again.
+func (r *Reconciler) pipelinesForObject(ctx context.Context, o client.Object) []reconcile.Request {
+	if _, ok := o.(*tugboatv1alpha1.Spoke); ok {
+		return r.pipelinesForSpoke(ctx, o)
+	}
+	return r.pipelinesForHistory(ctx, o)
+}
+
+// pipelinesBy lists the Pipelines of o's namespace whose index holds o's
+// name. When the list fails it logs the error and maps o again MapRetry
+// later, for as long as it fails.
+func (r *Reconciler) pipelinesBy(ctx context.Context, o client.Object, index string) []reconcile.Request {
 	var list tugboatv1alpha1.PipelineList
-	if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing the pipelines concerned; retrying", "kind", fmt.Sprintf("%T", o), "object", client.ObjectKeyFromObject(o), "retryIn", r.MapRetry)
+		mapErrors.Inc()
+		r.init()
+		time.AfterFunc(r.MapRetry, func() {
+			select {
+			case r.remap <- event.GenericEvent{Object: o}:
+			case <-ctx.Done():
+			}
+		})
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))

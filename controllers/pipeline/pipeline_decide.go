@@ -18,35 +18,74 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
+// step is one Promotion plan decided: version from src into dst, whose
+// gates opened at readyAt (the source converged plus its soak time).
+type step struct {
+	from    string
+	dst     *tugboatv1alpha1.Environment
+	version string
+	readyAt time.Time
+}
+
 // decide creates the Promotions the environments qualify for and returns
 // when to look again (a soak time still running).
 func (r *Reconciler) decide(ctx context.Context, p *tugboatv1alpha1.Pipeline, v *view, promos []tugboatv1alpha1.Promotion) (time.Duration, error) {
-	if p.Spec.Suspend {
-		return 0, nil
-	}
 	now := r.Now()
-	var requeue time.Duration
+	steps, requeue := plan(p, v, promos, now)
 	var collisions []error
+	for _, s := range steps {
+		if err := r.supersede(ctx, promos, s.dst.Name, s.version); err != nil {
+			return 0, err
+		}
+		name, created, err := r.createPromotion(ctx, p, s.from, s.dst, s.version)
+		var collision *NameCollisionError
+		if errors.As(err, &collision) {
+			collisions = append(collisions, err) // the other environments go ahead
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if !created {
+			continue // created by an earlier reconcile that the cache had not shown yet
+		}
+		decisionLatency.Observe(now.Sub(s.readyAt).Seconds())
+		log.FromContext(ctx).Info("promotion created", "promotion", name, "from", s.from, "to", s.dst.Name, "version", s.version)
+	}
+	return requeue, errors.Join(collisions...)
+}
+
+// plan decides which Promotions to create from what observe saw and the
+// Pipeline's Promotions, and when to look again (a soak time still
+// running). It reads nothing but its arguments.
+func plan(p *tugboatv1alpha1.Pipeline, v *view, promos []tugboatv1alpha1.Promotion, now time.Time) ([]step, time.Duration) {
+	if p.Spec.Suspend {
+		return nil, 0
+	}
+	var steps []step
+	var requeue time.Duration
 	byName := map[string]*tugboatv1alpha1.Promotion{}
 	for i := range promos {
 		byName[promos[i].Name] = &promos[i]
 	}
-	for i := 0; i+1 < len(v.envs); i++ {
+	for i := 0; i+1 < len(v.envs) && i+1 < len(p.Status.Environments); i++ {
 		src, dst := v.envs[i], v.envs[i+1]
 		if !src.converged {
 			continue
 		}
 		version := src.version
-		if soak := soakTime(src.env); soak > 0 {
-			if wait := src.healthySince.Add(soak).Sub(now); wait > 0 {
-				if requeue == 0 || wait < requeue {
-					requeue = wait
-				}
-				continue
+		readyAt := src.healthySince.Add(soakTime(src.env))
+		if wait := readyAt.Sub(now); soakTime(src.env) > 0 && wait > 0 {
+			if requeue == 0 || wait < requeue {
+				requeue = wait
 			}
-		}
-		if held(p, dst.env.Name) != nil {
 			continue
+		}
+		if held(p, src.env.Name) != nil || held(p, dst.env.Name) != nil {
+			continue // a person rolled back or uninstalled: neither into nor out of
+		}
+		if len(src.suspended) > 0 || len(dst.suspended) > 0 {
+			continue // a suspended Spoke is neither promoted into nor from
 		}
 		dstStatus := p.Status.Environments[i+1]
 		if !reported(dstStatus) {
@@ -61,25 +100,9 @@ func (r *Reconciler) decide(ctx context.Context, p *tugboatv1alpha1.Pipeline, v 
 		if running := activeRunning(promos, dst.env.Name); running != "" {
 			continue // promoted once the running one finishes
 		}
-		if err := r.supersede(ctx, promos, dst.env.Name, version); err != nil {
-			return 0, err
-		}
-		name, created, err := r.createPromotion(ctx, p, src.env.Name, dst.env, version)
-		var collision *NameCollisionError
-		if errors.As(err, &collision) {
-			collisions = append(collisions, err) // the other environments go ahead
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		if !created {
-			continue // created by an earlier reconcile that the cache had not shown yet
-		}
-		decisionLatency.Observe(now.Sub(src.healthySince.Add(soakTime(src.env))).Seconds())
-		log.FromContext(ctx).Info("promotion created", "promotion", name, "from", src.env.Name, "to", dst.env.Name, "version", version)
+		steps = append(steps, step{from: src.env.Name, dst: dst.env, version: version, readyAt: readyAt})
 	}
-	return requeue, errors.Join(collisions...)
+	return steps, requeue
 }
 
 // promoted reports whether the Pipeline already has its Promotion of
@@ -286,10 +309,14 @@ func (r *Reconciler) prune(ctx context.Context, p *tugboatv1alpha1.Pipeline, pro
 // setReady summarizes the Pipeline in its Ready condition.
 func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
 	cond := metav1.Condition{Type: tugboatv1alpha1.ReadyCondition.String(), ObservedGeneration: p.Generation}
-	var active []string
+	var active, suspended []string
 	for _, ev := range v.envs {
 		if ev.active != "" {
 			active = append(active, ev.active)
+		}
+		if len(ev.suspended) > 0 {
+			suspended = append(suspended, fmt.Sprintf("automatic promotion into and out of %s is paused: spoke %s is suspended (spec.suspend)",
+				ev.env.Name, strings.Join(ev.suspended, ", ")))
 		}
 	}
 	switch {
@@ -298,8 +325,10 @@ func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
 		cond.Message = strings.Join(v.problems, "; ")
 	case len(p.Status.HeldEnvironments) > 0:
 		h := p.Status.HeldEnvironments[0]
-		cond.Status, cond.Reason = metav1.ConditionTrue, tugboatv1alpha1.HeldAfterRollbackReason.String()
-		cond.Message = fmt.Sprintf("automatic promotion into %s is held after a rollback (%s); resume with `tugboat promote --resume %s`", h.Name, h.Message, h.Name)
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, holdReason(h).String(), HoldMessage(p.Name, h)
+	case len(suspended) > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, tugboatv1alpha1.SuspendedReason.String()
+		cond.Message = strings.Join(suspended, "; ")
 	case len(active) > 0:
 		cond.Status, cond.Reason = metav1.ConditionTrue, tugboatv1alpha1.PromotionInProgressReason.String()
 		cond.Message = "promoting: " + strings.Join(active, ", ")
@@ -310,4 +339,23 @@ func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
 		cond.Message = cond.Message[:1021] + "..."
 	}
 	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
+}
+
+// holdReason is the Ready reason of a hold.
+func holdReason(h tugboatv1alpha1.HeldEnvironment) tugboatv1alpha1.ConditionReason {
+	if h.Reason == tugboatv1alpha1.HoldUninstall {
+		return tugboatv1alpha1.HeldAfterUninstallReason
+	}
+	return tugboatv1alpha1.HeldAfterRollbackReason
+}
+
+// HoldMessage says why environment h.Name is held and how to release it,
+// for the Pipeline's Ready condition and `tugboat status`.
+func HoldMessage(pipeline string, h tugboatv1alpha1.HeldEnvironment) string {
+	what := "a rollback"
+	if h.Reason == tugboatv1alpha1.HoldUninstall {
+		what = "an uninstall"
+	}
+	return fmt.Sprintf("automatic promotion into and out of %s is held after %s (%s); resume with `tugboat promote %s --resume %s`",
+		h.Name, what, h.Message, pipeline, h.Name)
 }

@@ -27,10 +27,14 @@ type envView struct {
 	healthySince time.Time
 	// notReady says why the environment is not converged.
 	notReady []string
-	// rollback is set when a target's current revision runs an older chart
-	// version than the revision before it (a person rolled it back).
-	rollback *tugboatv1alpha1.HeldEnvironment
-	active   string
+	// hold is set when a person rolled a target back (its current revision
+	// runs an older chart version than the revision before it) or
+	// uninstalled it.
+	hold *tugboatv1alpha1.HeldEnvironment
+	// suspended names the environment's Spokes with spec.suspend: nothing
+	// is promoted into or out of the environment while there is one.
+	suspended []string
+	active    string
 }
 
 type view struct {
@@ -40,10 +44,57 @@ type view struct {
 	problems []string
 }
 
+// facts is what observe reads from the API for one reconcile: the Spokes
+// and ReleaseHistories the targets name. summarize turns it into status
+// without an API server, so the rules are unit-tested directly.
+type facts struct {
+	// spokes by name: nil when the Spoke is not registered.
+	spokes map[string]*tugboatv1alpha1.Spoke
+	// spokeErrs by name: a Spoke that could not be read.
+	spokeErrs map[string]error
+	// histories by ReleaseHistory name; missing when not found.
+	histories map[string]*tugboatv1alpha1.ReleaseHistory
+}
+
 // observe fills status.environments from the targets' ReleaseHistories and
 // returns what the decision needs.
 func (r *Reconciler) observe(ctx context.Context, p *tugboatv1alpha1.Pipeline, promos []tugboatv1alpha1.Promotion) (*view, error) {
-	now := r.Now()
+	f := facts{spokes: map[string]*tugboatv1alpha1.Spoke{}, spokeErrs: map[string]error{}, histories: map[string]*tugboatv1alpha1.ReleaseHistory{}}
+	for i := range p.Spec.Environments {
+		for j := range p.Spec.Environments[i].Targets {
+			t := &p.Spec.Environments[i].Targets[j]
+			if _, ok := f.spokes[t.Spoke]; !ok {
+				if _, failed := f.spokeErrs[t.Spoke]; !failed {
+					sp := &tugboatv1alpha1.Spoke{}
+					err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: t.Spoke}, sp)
+					switch {
+					case apierrors.IsNotFound(err):
+						f.spokes[t.Spoke] = nil
+					case err != nil:
+						f.spokeErrs[t.Spoke] = err
+					default:
+						f.spokes[t.Spoke] = sp
+					}
+				}
+			}
+			name := HistoryName(p, t)
+			rh := &tugboatv1alpha1.ReleaseHistory{}
+			err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, rh)
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return nil, err
+			default:
+				f.histories[name] = rh
+			}
+		}
+	}
+	return summarize(p, f, promos, r.Now()), nil
+}
+
+// summarize fills status.environments and status.heldEnvironments from f
+// and returns what the decision needs. It reads nothing but its arguments.
+func summarize(p *tugboatv1alpha1.Pipeline, f facts, promos []tugboatv1alpha1.Promotion, now time.Time) *view {
 	prev := map[string]tugboatv1alpha1.EnvironmentStatus{}
 	for _, es := range p.Status.Environments {
 		prev[es.Name] = es
@@ -64,16 +115,18 @@ func (r *Reconciler) observe(ctx context.Context, p *tugboatv1alpha1.Pipeline, p
 			id := fmt.Sprintf("%s/%s/%s", t.Spoke, t.Namespace, ts.Release)
 			spokeMsg, seen := spokeSeen[t.Spoke]
 			if !seen {
-				spokeMsg = r.spokeProblem(ctx, p.Namespace, t.Spoke)
+				spokeMsg = spokeProblem(p.Namespace, t.Spoke, f.spokes[t.Spoke], f.spokeErrs[t.Spoke])
 				spokeSeen[t.Spoke] = spokeMsg
 				if spokeMsg != "" {
 					v.problems = append(v.problems, spokeMsg)
 				}
 			}
-			rh := &tugboatv1alpha1.ReleaseHistory{}
-			err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: HistoryName(p, t)}, rh)
+			if sp := f.spokes[t.Spoke]; sp != nil && sp.Spec.Suspend && !containsString(ev.suspended, t.Spoke) {
+				ev.suspended = append(ev.suspended, t.Spoke)
+			}
+			rh, found := f.histories[HistoryName(p, t)]
 			switch {
-			case apierrors.IsNotFound(err):
+			case !found:
 				converged = false
 				if spokeMsg == "" {
 					// The Spoke is Ready, so its snapshot is recorded: the
@@ -84,11 +137,20 @@ func (r *Reconciler) observe(ctx context.Context, p *tugboatv1alpha1.Pipeline, p
 					ev.notReady = append(ev.notReady, id+" has not reported")
 					v.problems = append(v.problems, fmt.Sprintf("target %s has not reported a release", id))
 				}
-			case err != nil:
-				return nil, err
-			case rh.Status.Current == nil || rh.Status.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled:
+			case rh.Status.Current == nil:
 				converged = false
-				ev.notReady = append(ev.notReady, id+" is not installed")
+				ev.notReady = append(ev.notReady, id+" has not reported a revision")
+			case rh.Status.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled:
+				// Recorded as uninstalled: absent, like a release never
+				// installed, and the environment is held (uninstallOf).
+				converged = false
+				ts.Absent = true
+				ev.notReady = append(ev.notReady, id+" was uninstalled")
+				if hold := uninstallOf(rh, now); hold != nil && ev.hold == nil {
+					hold.Name = env.Name
+					hold.Message = id + ": " + hold.Message
+					ev.hold = hold
+				}
 			default:
 				c := rh.Status.Current
 				ts.Revision, ts.Version, ts.Health, ts.LastDeployed = c.Revision, c.ChartVersion, c.Health, c.LastDeployed
@@ -100,10 +162,10 @@ func (r *Reconciler) observe(ctx context.Context, p *tugboatv1alpha1.Pipeline, p
 					converged = false
 					ev.notReady = append(ev.notReady, fmt.Sprintf("%s is %s", id, orUnknown(string(c.Health))))
 				}
-				if hold := rollbackOf(rh); hold != nil && ev.rollback == nil {
+				if hold := rollbackOf(rh, now); hold != nil && ev.hold == nil {
 					hold.Name = env.Name
 					hold.Message = id + ": " + hold.Message
-					ev.rollback = hold
+					ev.hold = hold
 				}
 			}
 			es.Targets = append(es.Targets, ts)
@@ -138,18 +200,29 @@ func (r *Reconciler) observe(ctx context.Context, p *tugboatv1alpha1.Pipeline, p
 		v.envs = append(v.envs, ev)
 	}
 	p.Status.Environments = statuses
-	r.updateHolds(p, v)
-	return v, nil
+	updateHolds(p, v)
+	return v
 }
 
-// spokeProblem describes a Spoke that is unknown or not Ready, or "".
-func (r *Reconciler) spokeProblem(ctx context.Context, ns, name string) string {
-	sp := &tugboatv1alpha1.Spoke{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, sp); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Sprintf("spoke %s is not registered in namespace %s", name, ns)
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
 		}
+	}
+	return false
+}
+
+// spokeProblem describes a Spoke that is unknown, unreadable or not Ready,
+// or "". sp is nil when the Spoke is not registered.
+func spokeProblem(ns, name string, sp *tugboatv1alpha1.Spoke, err error) string {
+	switch {
+	case err != nil:
 		return fmt.Sprintf("spoke %s: %v", name, err)
+	case sp == nil:
+		return fmt.Sprintf("spoke %s is not registered in namespace %s", name, ns)
+	case sp.Spec.Suspend:
+		return "" // its heartbeats are refused; the Pipeline reports it as suspended instead
 	}
 	if c := apimeta.FindStatusCondition(sp.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); c == nil || c.Status != metav1.ConditionTrue {
 		msg := "no heartbeat yet"
@@ -163,8 +236,10 @@ func (r *Reconciler) spokeProblem(ctx context.Context, ns, name string) string {
 
 // rollbackOf reports a rollback: the current revision runs an older chart
 // version than the revision before it. tugboat never promotes a downgrade,
-// so such a revision was made by a person (or Flux remediation).
-func rollbackOf(rh *tugboatv1alpha1.ReleaseHistory) *tugboatv1alpha1.HeldEnvironment {
+// so such a revision was made by a person (or Flux remediation). The hold's
+// since is when the rollback revision was deployed, a fact of the history
+// (so a resume dated after it keeps releasing the same rollback).
+func rollbackOf(rh *tugboatv1alpha1.ReleaseHistory, now time.Time) *tugboatv1alpha1.HeldEnvironment {
 	revs := rh.Status.Revisions
 	if len(revs) < 2 || rh.Status.Current == nil || revs[0].Revision != rh.Status.Current.Revision {
 		return nil
@@ -173,34 +248,66 @@ func rollbackOf(rh *tugboatv1alpha1.ReleaseHistory) *tugboatv1alpha1.HeldEnviron
 	if cur.Status != tugboatv1alpha1.ReleaseStatusDeployed || compareVersions(cur.ChartVersion, before.ChartVersion) >= 0 {
 		return nil
 	}
-	since := metav1.Now()
-	if cur.LastDeployed != nil {
+	since := metav1.Time{Time: now}
+	switch {
+	case cur.LastDeployed != nil:
 		since = *cur.LastDeployed
+	case cur.FirstDeployed != nil:
+		since = *cur.FirstDeployed
+	case rh.Status.LastEventTime != nil:
+		since = *rh.Status.LastEventTime
 	}
 	return &tugboatv1alpha1.HeldEnvironment{
 		Since:   since,
+		Reason:  tugboatv1alpha1.HoldRollback,
 		Version: cur.ChartVersion,
 		Message: fmt.Sprintf("rolled back from %s (revision %d) to %s (revision %d)", before.ChartVersion, before.Revision, cur.ChartVersion, cur.Revision),
 	}
 }
 
-// updateHolds records rollback holds; a hold ends when the Pipeline carries
-// a resume annotation for the environment dated after the rollback.
-func (r *Reconciler) updateHolds(p *tugboatv1alpha1.Pipeline, v *view) {
+// uninstallOf reports the uninstall of a release whose ReleaseHistory
+// records it (current revision uninstalled). A person removed it: the
+// environment is held, like after a rollback, so automation does not
+// install it again behind their back. since is when the history turned
+// Uninstalled (its Ready condition), a fact of the history.
+func uninstallOf(rh *tugboatv1alpha1.ReleaseHistory, now time.Time) *tugboatv1alpha1.HeldEnvironment {
+	c := rh.Status.Current
+	if c == nil || c.Status != tugboatv1alpha1.ReleaseStatusUninstalled {
+		return nil
+	}
+	since := metav1.Time{Time: now}
+	if cond := apimeta.FindStatusCondition(rh.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); cond != nil && !cond.LastTransitionTime.IsZero() {
+		since = cond.LastTransitionTime
+	} else if c.LastDeployed != nil {
+		since = *c.LastDeployed
+	}
+	return &tugboatv1alpha1.HeldEnvironment{
+		Since:   since,
+		Reason:  tugboatv1alpha1.HoldUninstall,
+		Version: c.ChartVersion,
+		Message: fmt.Sprintf("uninstalled (was %s, revision %d)", c.ChartVersion, c.Revision),
+	}
+}
+
+// updateHolds records holds. The rule (docs/pipelines.md): a rollback or an
+// uninstall seen in an environment holds automatic promotion into and out
+// of that environment until the Pipeline carries a resume annotation for it
+// dated at or after the hold's since. A hold stays when the environment
+// moves on (a later upgrade, a reinstall): only a resume lifts it. A
+// rollback or uninstall already resumed does not hold again; a newer one
+// (since after the resume) does.
+func updateHolds(p *tugboatv1alpha1.Pipeline, v *view) {
 	prev := map[string]tugboatv1alpha1.HeldEnvironment{}
 	for _, h := range p.Status.HeldEnvironments {
 		prev[h.Name] = h
 	}
 	var holds []tugboatv1alpha1.HeldEnvironment
 	for _, ev := range v.envs {
-		if ev.rollback == nil {
-			continue
+		h, had := prev[ev.env.Name]
+		if ev.hold != nil && (!had || h.Version != ev.hold.Version || h.Reason != ev.hold.Reason) {
+			h, had = *ev.hold, true
 		}
-		h := *ev.rollback
-		if old, ok := prev[h.Name]; ok && old.Version == h.Version {
-			h.Since = old.Since
-		}
-		if resumed(p, h.Name, h.Since.Time) {
+		if !had || resumed(p, h.Name, h.Since.Time) {
 			continue
 		}
 		holds = append(holds, h)

@@ -114,33 +114,34 @@ func rev(n int32, version string, status tugboatv1alpha1.ReleaseStatus, deployed
 func TestRollbackOf(t *testing.T) {
 	g := NewWithT(t)
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	rollbackAt := func(rh *tugboatv1alpha1.ReleaseHistory) *tugboatv1alpha1.HeldEnvironment { return rollbackOf(rh, t0) }
 	dep, sup, failed := tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.ReleaseStatusSuperseded, tugboatv1alpha1.ReleaseStatusFailed
 
-	g.Expect(rollbackOf(history())).To(BeNil(), "nothing reported")
-	g.Expect(rollbackOf(history(rev(1, "1.0.0", dep, t0)))).To(BeNil(), "a first install")
-	g.Expect(rollbackOf(history(rev(1, "1.0.0", sup, t0), rev(2, "1.1.0", dep, t0)))).To(BeNil(), "an upgrade")
-	g.Expect(rollbackOf(history(rev(1, "1.0.0", sup, t0), rev(2, "1.0.0", dep, t0)))).To(BeNil(), "a redeploy of the same version")
-	g.Expect(rollbackOf(history(rev(1, "1.0.0-rc.1", sup, t0), rev(2, "1.0.0", dep, t0)))).To(BeNil(), "a prerelease to its release is an upgrade")
+	g.Expect(rollbackAt(history())).To(BeNil(), "nothing reported")
+	g.Expect(rollbackAt(history(rev(1, "1.0.0", dep, t0)))).To(BeNil(), "a first install")
+	g.Expect(rollbackAt(history(rev(1, "1.0.0", sup, t0), rev(2, "1.1.0", dep, t0)))).To(BeNil(), "an upgrade")
+	g.Expect(rollbackAt(history(rev(1, "1.0.0", sup, t0), rev(2, "1.0.0", dep, t0)))).To(BeNil(), "a redeploy of the same version")
+	g.Expect(rollbackAt(history(rev(1, "1.0.0-rc.1", sup, t0), rev(2, "1.0.0", dep, t0)))).To(BeNil(), "a prerelease to its release is an upgrade")
 
 	// helm rollback: revision 3 runs 1.0.0 again after 1.1.0.
-	hold := rollbackOf(history(rev(1, "1.0.0", sup, t0), rev(2, "1.1.0", sup, t0.Add(time.Minute)), rev(3, "1.0.0", dep, t0.Add(2*time.Minute))))
+	hold := rollbackAt(history(rev(1, "1.0.0", sup, t0), rev(2, "1.1.0", sup, t0.Add(time.Minute)), rev(3, "1.0.0", dep, t0.Add(2*time.Minute))))
 	g.Expect(hold).NotTo(BeNil())
 	g.Expect(hold.Version).To(Equal("1.0.0"))
 	g.Expect(hold.Since.Time).To(Equal(t0.Add(2 * time.Minute)))
 	g.Expect(hold.Message).To(Equal("rolled back from 1.1.0 (revision 2) to 1.0.0 (revision 3)"))
 
 	// A rollback after a failed upgrade is a rollback too.
-	g.Expect(rollbackOf(history(rev(1, "1.0.0", sup, t0), rev(2, "1.1.0", failed, t0), rev(3, "1.0.0", dep, t0)))).NotTo(BeNil())
+	g.Expect(rollbackAt(history(rev(1, "1.0.0", sup, t0), rev(2, "1.1.0", failed, t0), rev(3, "1.0.0", dep, t0)))).NotTo(BeNil())
 	// Semver, not string order: 1.10.0 → 1.9.0 is a rollback, 1.9.0 → 1.10.0 is not.
-	g.Expect(rollbackOf(history(rev(1, "1.10.0", sup, t0), rev(2, "1.9.0", dep, t0)))).NotTo(BeNil())
-	g.Expect(rollbackOf(history(rev(1, "1.9.0", sup, t0), rev(2, "1.10.0", dep, t0)))).To(BeNil())
+	g.Expect(rollbackAt(history(rev(1, "1.10.0", sup, t0), rev(2, "1.9.0", dep, t0)))).NotTo(BeNil())
+	g.Expect(rollbackAt(history(rev(1, "1.9.0", sup, t0), rev(2, "1.10.0", dep, t0)))).To(BeNil())
 
 	// A rollback in progress (not deployed yet) holds nothing yet.
-	g.Expect(rollbackOf(history(rev(1, "1.0.0", sup, t0), rev(2, "1.1.0", sup, t0), rev(3, "1.0.0", tugboatv1alpha1.ReleaseStatusPendingRollback, t0)))).To(BeNil())
+	g.Expect(rollbackAt(history(rev(1, "1.0.0", sup, t0), rev(2, "1.1.0", sup, t0), rev(3, "1.0.0", tugboatv1alpha1.ReleaseStatusPendingRollback, t0)))).To(BeNil())
 
 	// The newest revision is not the current one (an uninstall, or a stale
 	// list): no hold.
 	rh := history(rev(1, "1.1.0", sup, t0), rev(2, "1.0.0", dep, t0))
 	rh.Status.Current = &tugboatv1alpha1.RevisionSummary{Revision: 1, ChartVersion: "1.1.0", Status: dep}
-	g.Expect(rollbackOf(rh)).To(BeNil())
+	g.Expect(rollbackAt(rh)).To(BeNil())
 }

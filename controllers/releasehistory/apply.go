@@ -2,16 +2,54 @@ package releasehistory
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"sort"
 	"time"
 	"unicode/utf8"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 )
+
+// recordEvent applies one event (and the release state it carries) to
+// status, and reports whether anything changed. A redelivered event changes
+// nothing, however often and in whatever order it comes (see applyEvent).
+func recordEvent(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec, e *wire.Event, limit int) bool {
+	if hasEvent(st, e.ID) {
+		return false // a redelivery (another replica, or after a restart)
+	}
+	changed := false
+	rev := clampRevision(e.Revision)
+	if e.State != nil {
+		before := st.DeepCopy()
+		rev = applyState(st, e.State)
+		changed = !apiequality.Semantic.DeepEqual(before, st)
+		if e.State.HelmRelease != nil && spec.HelmRelease == nil {
+			spec.HelmRelease = &tugboatv1alpha1.ObjectReference{Namespace: e.State.HelmRelease.Namespace, Name: e.State.HelmRelease.Name}
+		}
+	} else if rev == 0 && st.Current != nil {
+		rev = st.Current.Revision
+	}
+	return applyEvent(st, withOwnMessage(e), rev, limit) || changed
+}
+
+// withOwnMessage drops the Helm description from the message of a status
+// event for a superseded or uninstalled revision: Helm keeps the
+// description of the action that made the revision ("Upgrade complete"),
+// which is not what happened now.
+func withOwnMessage(e *wire.Event) *wire.Event {
+	if e.Kind != wire.EventReleaseStatus || e.State == nil ||
+		(e.State.Status != wire.StatusSuperseded && e.State.Status != wire.StatusUninstalled) {
+		return e
+	}
+	c := *e
+	c.Message = fmt.Sprintf("revision %d (%s %s) %s", e.Revision, e.State.Chart, e.State.ChartVersion, e.State.Status)
+	return &c
+}
 
 // applyState records a release's state into status. A state with revision 0
 // comes from a source that does not know Helm's revision (Flux events): it
@@ -51,7 +89,12 @@ func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) 
 		r.ManifestDigest = s.ManifestDigest
 	}
 	r.Status = tugboatv1alpha1.ReleaseStatus(s.Status)
-	if s.Health != "" {
+	switch {
+	case s.Status == wire.StatusUninstalled:
+		// Whatever health the agent last knew belongs to the release
+		// before its uninstall.
+		r.Health, r.HealthReason = tugboatv1alpha1.HealthUnknown, "the release was uninstalled"
+	case s.Health != "":
 		r.Health = tugboatv1alpha1.Health(s.Health)
 		r.HealthReason = truncate(s.HealthReason, 512)
 	}
@@ -149,20 +192,32 @@ func applyEvent(st *tugboatv1alpha1.ReleaseHistoryStatus, e *wire.Event, rev int
 	if r == nil {
 		return false
 	}
-	for i := range r.Events {
-		if r.Events[i].ID == e.ID {
-			return false // already recorded
-		}
-	}
 	t := metav1.Time{Time: e.Time.UTC().Truncate(time.Second)}
 	var obj *tugboatv1alpha1.EventObjectReference
 	if e.Object != nil {
 		obj = &tugboatv1alpha1.EventObjectReference{Kind: e.Object.Kind, Namespace: e.Object.Namespace, Name: e.Object.Name}
 	}
 	msg := truncate(e.Message, tugboatv1alpha1.MaxEventMessageLength)
+	same := func(x *tugboatv1alpha1.ReleaseEvent) bool {
+		return x.Reason == e.Reason && x.Message == msg && x.Type == tugboatv1alpha1.EventType(e.Type) && sameObject(x.Object, obj)
+	}
+	for i := range r.Events {
+		if r.Events[i].ID == e.ID {
+			return false // already recorded
+		}
+		// A compacted entry keeps only its latest id: an event like it
+		// and not after it is one it already counts (a redelivery whose id
+		// was overwritten, or a repeat within the same second, which
+		// counts once). This keeps a redelivered batch from counting
+		// twice; its price is that a repeat arriving out of order, older
+		// than the entry, is not counted.
+		if same(&r.Events[i]) && !t.After(r.Events[i].Time.Time) {
+			return false
+		}
+	}
 	if n := len(r.Events); n > 0 {
 		last := &r.Events[n-1]
-		if last.Reason == e.Reason && last.Message == msg && last.Type == tugboatv1alpha1.EventType(e.Type) && sameObject(last.Object, obj) {
+		if same(last) {
 			if last.Count == 0 {
 				last.Count = 1
 			}

@@ -26,6 +26,12 @@ type Options struct {
 	MaxStatusBytes int
 	// Workers is the number of concurrent writers.
 	Workers int
+	// APITimeout bounds each write of a ReleaseHistory (its read, create
+	// and status update together), each heartbeat and each key read; a call
+	// that runs out of it marks the recorder stalled (/readyz fails) until
+	// one succeeds. The hub also sets it as rest.Config.Timeout of the
+	// recorder's client.
+	APITimeout time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -37,6 +43,7 @@ func NewOptions() Options {
 		KeyCacheTTL:    10 * time.Second,
 		MaxStatusBytes: 256 << 10,
 		Workers:        8,
+		APITimeout:     15 * time.Second,
 	}
 }
 
@@ -47,6 +54,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.WriteInterval, "history-write-interval", o.WriteInterval, "least time between two writes of one ReleaseHistory")
 	fs.DurationVar(&o.KeyCacheTTL, "spoke-key-cache-ttl", o.KeyCacheTTL, "how long spoke keys are cached (rotation takes effect within it)")
 	fs.IntVar(&o.Workers, "history-writers", o.Workers, "concurrent ReleaseHistory writers")
+	fs.DurationVar(&o.APITimeout, "history-api-timeout", o.APITimeout, "deadline of each ReleaseHistory write, heartbeat and key read; running out of it makes /readyz fail until a call succeeds")
 }
 
 // Validate reports the first invalid option.
@@ -60,6 +68,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--history-write-interval must not be negative")
 	case o.KeyCacheTTL < 0:
 		return fmt.Errorf("--spoke-key-cache-ttl must not be negative")
+	case o.APITimeout <= 0:
+		return fmt.Errorf("--history-api-timeout must be positive")
 	case o.Workers < 1:
 		return fmt.Errorf("--history-writers must be at least 1")
 	case o.MaxStatusBytes < 16<<10:

@@ -40,6 +40,7 @@ type Recorder struct {
 	now    func() time.Time
 
 	ready atomic.Bool
+	stall stall
 	queue workqueue.TypedDelayingInterface[types.NamespacedName]
 
 	mu      sync.Mutex
@@ -105,6 +106,11 @@ func (r *Recorder) Start(ctx context.Context) error {
 	r.ready.Store(true)
 	defer r.ready.Store(false)
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.probe(ctx)
+	}()
 	for i := 0; i < r.opts.Workers; i++ {
 		wg.Add(1)
 		go func() {
@@ -119,8 +125,17 @@ func (r *Recorder) Start(ctx context.Context) error {
 	return nil
 }
 
-// Ready reports nil once the Recorder's writers run.
+// Ready reports nil once the Recorder's writers run, unless its calls to
+// the API server time out (ErrStalled).
 func (r *Recorder) Ready() error {
+	if err := r.started(); err != nil {
+		return err
+	}
+	return r.stalled()
+}
+
+// started reports nil once the Recorder's writers run.
+func (r *Recorder) started() error {
 	if !r.ready.Load() {
 		return receiver.ErrNotReady
 	}
@@ -177,7 +192,7 @@ func (r *Recorder) SpokeKeys(ctx context.Context, spoke string) (receiver.SpokeK
 func (r *Recorder) readKeys(ctx context.Context, sp *tugboatv1alpha1.Spoke) (receiver.SpokeKeys, error) {
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: sp.Namespace, Name: sp.Spec.KeySecretRef.Name}
-	if err := r.api.Get(ctx, key, secret); err != nil {
+	if err := r.bounded(ctx, func(ctx context.Context) error { return r.api.Get(ctx, key, secret) }); err != nil {
 		if apierrors.IsNotFound(err) {
 			// The Spoke controller generates it; until then the spoke
 			// cannot authenticate.
@@ -199,7 +214,7 @@ func (r *Recorder) readKeys(ctx context.Context, sp *tugboatv1alpha1.Spoke) (rec
 // RecordEvents applies events to their ReleaseHistories and returns once
 // they are persisted.
 func (r *Recorder) RecordEvents(ctx context.Context, spoke string, events []wire.Event) error {
-	if err := r.Ready(); err != nil {
+	if err := r.started(); err != nil {
 		return err
 	}
 	sp, err := r.lookupSpoke(ctx, spoke)
@@ -210,22 +225,7 @@ func (r *Recorder) RecordEvents(ctx context.Context, spoke string, events []wire
 	for i := range events {
 		e := events[i]
 		waits = append(waits, r.enqueue(sp, e.Namespace, e.Release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
-			if hasEvent(st, e.ID) {
-				return false // a redelivery (another replica, or after a restart)
-			}
-			changed := false
-			rev := clampRevision(e.Revision)
-			if e.State != nil {
-				before := st.DeepCopy()
-				rev = applyState(st, e.State)
-				changed = !apiequality.Semantic.DeepEqual(before, st)
-				if e.State.HelmRelease != nil && spec.HelmRelease == nil {
-					spec.HelmRelease = &tugboatv1alpha1.ObjectReference{Namespace: e.State.HelmRelease.Namespace, Name: e.State.HelmRelease.Name}
-				}
-			} else if rev == 0 && st.Current != nil {
-				rev = st.Current.Revision
-			}
-			return applyEvent(st, &e, rev, r.opts.EventLimit) || changed
+			return recordEvent(st, spec, &e, r.opts.EventLimit)
 		}))
 	}
 	return wait(ctx, waits)
@@ -234,7 +234,7 @@ func (r *Recorder) RecordEvents(ctx context.Context, spoke string, events []wire
 // RecordState reconciles the spoke's releases with snap, records the
 // heartbeat on the Spoke, and returns once everything is persisted.
 func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.StateSnapshot) error {
-	if err := r.Ready(); err != nil {
+	if err := r.started(); err != nil {
 		return err
 	}
 	sp, err := r.lookupSpoke(ctx, spoke)
@@ -285,7 +285,9 @@ func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, sna
 	patch.Status.ReleaseCount = clampRevision(len(snap.Releases))
 	data := fmt.Sprintf(`{"status":{"lastSeen":%q,"agentVersion":%q,"kubernetesVersion":%q,"releaseCount":%d}}`,
 		patch.Status.LastSeen.Format(time.RFC3339), patch.Status.AgentVersion, patch.Status.KubernetesVersion, patch.Status.ReleaseCount)
-	if err := r.client.Status().Patch(ctx, sp, client.RawPatch(types.MergePatchType, []byte(data))); err != nil {
+	if err := r.bounded(ctx, func(ctx context.Context) error {
+		return r.client.Status().Patch(ctx, sp, client.RawPatch(types.MergePatchType, []byte(data)))
+	}); err != nil {
 		return fmt.Errorf("recording heartbeat of spoke %s: %w", sp.Name, err)
 	}
 	return nil
@@ -362,7 +364,7 @@ func (r *Recorder) processNext(ctx context.Context) bool {
 func (r *Recorder) write(ctx context.Context, key types.NamespacedName, spec tugboatv1alpha1.ReleaseHistorySpec, owner metav1.OwnerReference, ops []op) error {
 	var reader client.Reader = r.client
 	for attempt := 0; ; attempt++ {
-		err := r.tryWrite(ctx, reader, key, spec, owner, ops)
+		err := r.bounded(ctx, func(ctx context.Context) error { return r.tryWrite(ctx, reader, key, spec, owner, ops) })
 		if err == nil || attempt >= 5 || (!apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err)) {
 			if err != nil {
 				return fmt.Errorf("writing ReleaseHistory %s: %w", key, err)

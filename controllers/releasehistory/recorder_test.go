@@ -29,6 +29,7 @@ import (
 var (
 	hub      *harness.Cluster
 	recorder *releasehistory.Recorder
+	manager  ctrl.Manager
 )
 
 // TestMain starts one real hub cluster (with the garbage collector, for
@@ -56,6 +57,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	manager = mgr
 	opts := releasehistory.NewOptions()
 	opts.WriteInterval = 200 * time.Millisecond
 	recorder = releasehistory.NewRecorder(mgr.GetClient(), mgr.GetAPIReader(), opts)

@@ -185,7 +185,11 @@ func printPipeline(w io.Writer, v pipelineView) {
 			if t.Revision > 0 {
 				rev = strconv.Itoa(int(t.Revision))
 			}
-			row(tw, ev.Name, t.Spoke, t.Namespace, t.Release, rev, t.Version, string(t.Health), timestamp(t.LastDeployed))
+			version := t.Version
+			if t.Absent && version == "" {
+				version = "(absent)"
+			}
+			row(tw, ev.Name, t.Spoke, t.Namespace, t.Release, rev, version, string(t.Health), timestamp(t.LastDeployed))
 		}
 		if len(ev.Targets) == 0 {
 			row(tw, ev.Name, "(not reported yet)", "", "", "", "", "", "")

@@ -163,13 +163,14 @@ func TestKubernetes_clusterAPIKubeconfigAndSeveralTargets(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t, g)
-	capi := newNamespace(t, g)
-	kubeconfigSecret(g, capi, "prod-eu-kubeconfig", "value")
+	// The Cluster is in the Spoke's namespace: a Spoke reaches no other
+	// (issue 12, High 1; spokeaccess tests the refusal).
+	kubeconfigSecret(g, ns, "prod-eu-kubeconfig", "value")
 	helmRelease(g, ns, "web", "1.0.0")
 	helmRelease(g, ns, "web-canary", "1.1.0")
 	spoke := &tugboatv1alpha1.Spoke{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod-eu"},
-		Spec:       tugboatv1alpha1.SpokeSpec{ClusterRef: &tugboatv1alpha1.ObjectReference{Namespace: capi, Name: "prod-eu"}},
+		Spec:       tugboatv1alpha1.SpokeSpec{ClusterRef: &tugboatv1alpha1.ObjectReference{Name: "prod-eu"}},
 	}
 	canary := target(spoke, ns, "web-canary")
 	canary.Release = "web-canary"

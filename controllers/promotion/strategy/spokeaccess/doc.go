@@ -4,7 +4,8 @@
 // The kubeconfig comes from the Spoke: spec.kubeConfigSecretRef (a Secret in
 // the Spoke's namespace, key "value" unless set) or spec.clusterRef (the
 // Cluster API convention: Secret <cluster>-kubeconfig, key "value", in the
-// Cluster's namespace, which defaults to the Spoke's). A Spoke with neither
+// Spoke's namespace: a clusterRef into another namespace, another tenant's,
+// is refused). A Spoke with neither
 // has no hub access at all; that is a configuration error for strategies that
 // need it, never something to retry.
 //

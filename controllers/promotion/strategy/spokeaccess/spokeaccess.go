@@ -59,11 +59,16 @@ func Source(spoke *tugboatv1alpha1.Spoke) (SecretKey, error) {
 		return SecretKey{Namespace: spoke.Namespace, Name: ref.Name, Key: key}, nil
 	case spoke.Spec.ClusterRef != nil:
 		ref := spoke.Spec.ClusterRef
-		ns := ref.Namespace
-		if ns == "" {
-			ns = spoke.Namespace
+		if ref.Namespace != "" && ref.Namespace != spoke.Namespace {
+			// The API server refuses this (CEL); a Spoke written before
+			// the rule, or a hub on an older CRD, is refused here too:
+			// reading another namespace's kubeconfig would reach another
+			// tenant's cluster.
+			return SecretKey{}, strategy.Terminal(fmt.Errorf(
+				"spoke %s/%s: spec.clusterRef names a Cluster in namespace %q; a Spoke only reaches clusters in its own namespace",
+				spoke.Namespace, spoke.Name, ref.Namespace))
 		}
-		return SecretKey{Namespace: ns, Name: ref.Name + ClusterAPISecretSuffix, Key: tugboatv1alpha1.DefaultKubeConfigSecretKey}, nil
+		return SecretKey{Namespace: spoke.Namespace, Name: ref.Name + ClusterAPISecretSuffix, Key: tugboatv1alpha1.DefaultKubeConfigSecretKey}, nil
 	default:
 		return SecretKey{}, strategy.Terminal(fmt.Errorf(
 			"spoke %s/%s has no kubeconfig for the hub: set spec.kubeConfigSecretRef or spec.clusterRef, or use the helm strategy which needs no hub credentials",
@@ -181,29 +186,54 @@ type secretVersion struct {
 // NewClientFunc builds a client for a spoke from its config.
 type NewClientFunc func(cfg *rest.Config) (client.Client, error)
 
+// DefaultMaxClients is how many spoke clients a Cache keeps by default.
+const DefaultMaxClients = 64
+
 // Cache hands out clients for spokes and reuses one while the spoke's
 // kubeconfig Secret keeps its resourceVersion, so the client's discovery and
 // connections are shared between promotions. It holds at most one client per
-// Spoke. It is safe for concurrent use.
+// Spoke and at most MaxClients in all, dropping the least recently used
+// beyond that (a deleted Spoke's client goes that way too). It is safe for
+// concurrent use.
 type Cache struct {
 	newClient NewClientFunc
+	max       int
 
 	mu      sync.Mutex
-	clients map[types.NamespacedName]cached
+	clients map[types.NamespacedName]*cached
+	clock   uint64 // counts uses, for least-recently-used eviction
 }
 
 type cached struct {
 	version secretVersion
 	client  client.Client
+	used    uint64
 }
 
 // NewCache returns a Cache that builds clients with newClient; nil means
-// client.New with client-go's scheme (enough for unstructured objects).
+// client.New with client-go's scheme (enough for unstructured objects). It
+// keeps DefaultMaxClients clients at most.
 func NewCache(newClient NewClientFunc) *Cache {
 	if newClient == nil {
 		newClient = func(cfg *rest.Config) (client.Client, error) { return client.New(cfg, client.Options{}) }
 	}
-	return &Cache{newClient: newClient, clients: map[types.NamespacedName]cached{}}
+	return &Cache{newClient: newClient, max: DefaultMaxClients, clients: map[types.NamespacedName]*cached{}}
+}
+
+// WithMaxClients sets how many clients c keeps (at least 1) and returns c.
+func (c *Cache) WithMaxClients(n int) *Cache {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.max = max(n, 1)
+	c.evictLocked()
+	return c
+}
+
+// Len is how many clients c holds.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.clients)
 }
 
 // Client returns a client for spoke's API server. It reads the kubeconfig
@@ -211,15 +241,18 @@ func NewCache(newClient NewClientFunc) *Cache {
 // builds a new client only when the Secret changed. Errors are those of
 // RESTConfig.
 func (c *Cache) Client(ctx context.Context, hub client.Reader, spoke *tugboatv1alpha1.Spoke) (client.Client, error) {
+	key := types.NamespacedName{Namespace: spoke.Namespace, Name: spoke.Name}
 	secret, src, err := readSecret(ctx, hub, spoke)
 	if err != nil {
+		c.Forget(key) // nothing to reuse for a Spoke that has no usable kubeconfig
 		return nil, err
 	}
 	version := secretVersion{src: src, uid: secret.UID, resourceVersion: secret.ResourceVersion}
-	key := types.NamespacedName{Namespace: spoke.Namespace, Name: spoke.Name}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.clock++
 	if e, ok := c.clients[key]; ok && e.version == version {
+		e.used = c.clock
 		return e.client, nil
 	}
 	cfg, err := configFrom(spoke, secret, src)
@@ -231,8 +264,24 @@ func (c *Cache) Client(ctx context.Context, hub client.Reader, spoke *tugboatv1a
 	if err != nil {
 		return nil, fmt.Errorf("client for spoke %s/%s: %w", spoke.Namespace, spoke.Name, err)
 	}
-	c.clients[key] = cached{version: version, client: cl}
+	c.clients[key] = &cached{version: version, client: cl, used: c.clock}
+	c.evictLocked()
 	return cl, nil
+}
+
+// evictLocked drops the least recently used clients beyond max.
+func (c *Cache) evictLocked() {
+	for len(c.clients) > c.max {
+		var oldest types.NamespacedName
+		var used uint64
+		first := true
+		for k, e := range c.clients {
+			if first || e.used < used {
+				oldest, used, first = k, e.used, false
+			}
+		}
+		delete(c.clients, oldest)
+	}
 }
 
 // Forget drops the cached client of a Spoke (e.g. when it is deleted).

@@ -112,11 +112,26 @@ func TestRESTConfig_fromClusterAPISecret(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	reaches(g, cfg)
 
+	// Its own namespace, spelled out, is the same.
 	cfg, err = spokeaccess.RESTConfig(ctx, cluster.Client, spoke(ns, tugboatv1alpha1.SpokeSpec{
-		ClusterRef: &tugboatv1alpha1.ObjectReference{Namespace: capi, Name: "remote"},
+		ClusterRef: &tugboatv1alpha1.ObjectReference{Namespace: ns, Name: "local"},
 	}))
 	g.Expect(err).NotTo(HaveOccurred())
 	reaches(g, cfg)
+
+	// Issue 12, High 1: another namespace's Cluster (another tenant's) is
+	// refused, terminally, without reading its Secret, although it exists
+	// and the hub could read it.
+	cfg, err = spokeaccess.RESTConfig(ctx, cluster.Client, spoke(ns, tugboatv1alpha1.SpokeSpec{
+		ClusterRef: &tugboatv1alpha1.ObjectReference{Namespace: capi, Name: "remote"},
+	}))
+	g.Expect(cfg).To(BeNil())
+	g.Expect(strategy.IsTerminal(err)).To(BeTrue())
+	g.Expect(err).To(MatchError(ContainSubstring(`spec.clusterRef names a Cluster in namespace "` + capi + `"; a Spoke only reaches clusters in its own namespace`)))
+	_, err = spokeaccess.NewCache(nil).Client(ctx, cluster.Client, spoke(ns, tugboatv1alpha1.SpokeSpec{
+		ClusterRef: &tugboatv1alpha1.ObjectReference{Namespace: capi, Name: "remote"},
+	}))
+	g.Expect(strategy.IsTerminal(err)).To(BeTrue())
 }
 
 func TestRESTConfig_errors(t *testing.T) {
