@@ -55,6 +55,10 @@ func (e *Executor) setHelmReleaseVersion(ctx context.Context, log logr.Logger, l
 	if _, hasChart, _ := unstructured.NestedMap(cur.Object, "spec", "chart"); !hasChart {
 		return "", fmt.Errorf("HelmRelease %s has no spec.chart (it may use spec.chartRef, whose version is set on the referenced source)", key)
 	}
+	hrChart, _, _ := unstructured.NestedString(cur.Object, "spec", "chart", "spec", "chart")
+	if err := checkChartName(hrChart, a.Chart.Name, "HelmRelease "+key.String()); err != nil {
+		return "", err
+	}
 	was, _, _ := unstructured.NestedString(cur.Object, "spec", "chart", "spec", "version")
 	if was == a.Version {
 		return fmt.Sprintf("HelmRelease %s is already at chart version %s", key, a.Version), nil
