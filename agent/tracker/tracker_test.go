@@ -1,0 +1,355 @@
+package tracker
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"tugboat.dev/tugboat/agent/release"
+	"tugboat.dev/tugboat/api/wire"
+)
+
+// recorder is the tracker's sink.
+type recorder struct {
+	mu     sync.Mutex
+	events []wire.Event
+}
+
+func (r *recorder) Enqueue(events ...wire.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, events...)
+}
+
+func (r *recorder) all() []wire.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]wire.Event(nil), r.events...)
+}
+
+// helmSpoke runs real Helm SDK actions (install, upgrade, uninstall) whose
+// release Secrets go, through Helm's own Secrets driver, to a client-go
+// clientset that, like an API server, gives every new object a UID; a
+// shared informer on it feeds the tracker as the agent's does. Helm's
+// FailingKubeClient stands in for applying the rendered objects, so an
+// install can be made to fail.
+type helmSpoke struct {
+	t       *testing.T
+	ns      string
+	cs      *fake.Clientset
+	kube    *kubefake.FailingKubeClient
+	tracker *Tracker
+	sink    *recorder
+}
+
+func newHelmSpoke(t *testing.T) *helmSpoke {
+	t.Helper()
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		obj := a.(k8stesting.CreateAction).GetObject().(*corev1.Secret)
+		obj.UID = uuid.NewUUID()
+		obj.CreationTimestamp = metav1.Now()
+		return false, nil, nil // go on to the tracker, with the UID
+	})
+	// An update keeps the object's UID, as the API server does (Helm's
+	// driver sends a new object without one).
+	cs.PrependReactor("update", "secrets", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().(*corev1.Secret)
+		if old, err := cs.Tracker().Get(corev1.SchemeGroupVersion.WithResource("secrets"), a.GetNamespace(), obj.Name); err == nil {
+			m := old.(*corev1.Secret)
+			obj.UID, obj.CreationTimestamp = m.UID, m.CreationTimestamp
+		}
+		return false, nil, nil
+	})
+	sink := &recorder{}
+	tr := New(Options{Spoke: "spoke-1", Settle: time.Millisecond}, sink,
+		func(context.Context, release.Key) ([]*unstructured.Unstructured, error) { return nil, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = tr.Start(ctx) }()
+	f := informers.NewSharedInformerFactory(cs, 0)
+	inf := f.Core().V1().Secrets().Informer()
+	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(o any, initial bool) { tr.ObserveStorage(o, initial) },
+		UpdateFunc: func(_, o any) { tr.ObserveStorage(o, false) },
+		DeleteFunc: func(o any) {
+			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			tr.ForgetStorage(o)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	return &helmSpoke{
+		t: t, ns: "apps", cs: cs, tracker: tr, sink: sink,
+		kube: &kubefake.FailingKubeClient{PrintingKubeClient: kubefake.PrintingKubeClient{Out: io.Discard}},
+	}
+}
+
+func (h *helmSpoke) config() *action.Configuration {
+	return &action.Configuration{
+		Releases:     storage.Init(driver.NewSecrets(h.cs.CoreV1().Secrets(h.ns))),
+		KubeClient:   h.kube,
+		Capabilities: chartutil.DefaultCapabilities,
+		Log:          func(string, ...any) {},
+	}
+}
+
+func testChart(t *testing.T, name, version string) *chart.Chart {
+	t.Helper()
+	ch, err := loader.Load("../testdata/charts/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Metadata.Name, ch.Metadata.Version = name, version
+	return ch
+}
+
+func (h *helmSpoke) install(name string, ch *chart.Chart) error {
+	in := action.NewInstall(h.config())
+	in.ReleaseName, in.Namespace = name, h.ns
+	in.Wait = true // fails when the kube client's WaitError is set
+	_, err := in.Run(ch, nil)
+	return err
+}
+
+func (h *helmSpoke) upgrade(name string, ch *chart.Chart) error {
+	up := action.NewUpgrade(h.config())
+	up.Namespace = h.ns
+	_, err := up.Run(name, ch, nil)
+	return err
+}
+
+func (h *helmSpoke) uninstall(name string) error {
+	_, err := action.NewUninstall(h.config()).Run(name)
+	return err
+}
+
+// waitFor waits until the tracker has announced revision rev of name
+// reaching reason (a status event's reason), in the current occurrence:
+// after the n-th such event.
+func (h *helmSpoke) waitFor(g Gomega, name string, rev int, reason string, n int) {
+	g.Eventually(func() int {
+		c := 0
+		for _, e := range h.sink.all() {
+			if e.Release == name && e.Revision == rev && e.Reason == reason {
+				c++
+			}
+		}
+		return c
+	}).WithTimeout(10*time.Second).Should(BeNumerically(">=", n), "%s revision %d %s #%d", name, rev, reason, n)
+}
+
+// Issue 13, bug 7: an uninstall and a reinstall make a new revision 1
+// (in a new storage Secret); its events must get ids of their own, or the
+// hub drops them as redeliveries of the old revision 1's. Each occurrence
+// of "revision 1 installed" (of the same chart, of another chart, a failed
+// one) gets its own ids; no two events the tracker emits share an id.
+func TestTracker_eventIDsAreUniquePerOccurrence(t *testing.T) {
+	g := NewWithT(t)
+	h := newHelmSpoke(t)
+	web1, web2 := testChart(t, "web", "1.0.0"), testChart(t, "web", "1.1.0")
+
+	g.Expect(h.install("demo", web1)).To(Succeed())
+	h.waitFor(g, "demo", 1, "Deployed", 1)
+	g.Expect(h.upgrade("demo", web2)).To(Succeed())
+	h.waitFor(g, "demo", 2, "Deployed", 1)
+	g.Expect(h.uninstall("demo")).To(Succeed())
+	h.waitFor(g, "demo", 2, "Uninstalled", 1)
+
+	// Reinstalled, same chart and version: the same revision numbers and
+	// statuses as the first time.
+	g.Expect(h.install("demo", web1)).To(Succeed())
+	h.waitFor(g, "demo", 1, "Deployed", 2)
+	g.Expect(h.upgrade("demo", web2)).To(Succeed())
+	h.waitFor(g, "demo", 2, "Deployed", 2)
+	g.Expect(h.uninstall("demo")).To(Succeed())
+	h.waitFor(g, "demo", 2, "Uninstalled", 2)
+
+	// Reinstalled with another chart.
+	g.Expect(h.install("demo", testChart(t, "api", "1.0.0"))).To(Succeed())
+	h.waitFor(g, "demo", 1, "Deployed", 3)
+	g.Expect(h.uninstall("demo")).To(Succeed())
+	h.waitFor(g, "demo", 1, "Uninstalled", 1)
+
+	// An install that fails, twice.
+	h.kube.WaitError = errors.New("context deadline exceeded")
+	for i := 1; i <= 2; i++ {
+		g.Expect(h.install("demo", web1)).NotTo(Succeed())
+		h.waitFor(g, "demo", 1, "Failed", i)
+		g.Expect(h.uninstall("demo")).To(Succeed())
+		h.waitFor(g, "demo", 1, "Uninstalled", 1+i)
+	}
+
+	events := h.sink.all()
+	byID := map[string]wire.Event{}
+	for _, e := range events {
+		g.Expect(e.ID).To(Equal(e.ComputeID()), "the hub recomputes the id and must find the same")
+		g.Expect(e.Validate()).To(Succeed())
+		g.Expect(e.ReleaseUID).NotTo(BeEmpty(), "%s %s", e.Reason, e.Message)
+		if prev, dup := byID[e.ID]; dup {
+			t.Fatalf("two events share id %s:\n  %s: %s\n  %s: %s", e.ID, prev.Reason, prev.Message, e.Reason, e.Message)
+		}
+		byID[e.ID] = e
+	}
+	// Five occurrences of revision 1 started, each with its own storage
+	// Secret.
+	uids := map[string]bool{}
+	for _, e := range events {
+		if e.Revision == 1 && e.Reason == "InstallStarted" {
+			uids[e.ReleaseUID] = true
+		}
+	}
+	g.Expect(uids).To(HaveLen(5))
+}
+
+// Issue 13, bug 4: the tracker forgets what it remembered about revisions
+// and releases once their storage objects are gone. 10,000 releases are
+// installed, upgraded past the history limit (Helm prunes the oldest
+// revision), and uninstalled: while they exist, what the tracker holds is
+// bounded by what is stored; afterwards its maps are empty and the heap is
+// back to its baseline.
+func TestTracker_forgetsWhatIsNoLongerStored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("churns 10,000 releases")
+	}
+	g := NewWithT(t)
+	sink := &recorder{}
+	tr := New(Options{Spoke: "spoke-1"}, sink, nil)
+	const (
+		releases   = 10_000
+		upgrades   = 6
+		historyMax = 2 // revisions kept, as helm upgrade --history-max 2
+	)
+	baseline := heapInUse()
+	uid := 0
+	secret := func(name string, rev int, status string, uidOf int) *corev1.Secret {
+		return releaseSecret(name, rev, status, types.UID(fmt.Sprintf("uid-%d", uidOf)))
+	}
+	uids := map[string]int{}
+	for i := range releases {
+		name := fmt.Sprintf("r%05d", i)
+		for rev := 1; rev <= upgrades; rev++ {
+			uid++
+			uids[fmt.Sprint(name, rev)] = uid
+			tr.ObserveStorage(secret(name, rev, pendingOf(rev), uid), false)
+			tr.ObserveStorage(secret(name, rev, "deployed", uid), false)
+			if rev > 1 {
+				tr.ObserveStorage(secret(name, rev-1, "superseded", uids[fmt.Sprint(name, rev-1)]), false)
+			}
+			if old := rev - historyMax; old >= 1 {
+				tr.ForgetStorage(secret(name, old, "superseded", uids[fmt.Sprint(name, old)]))
+			}
+		}
+		// A decode failure of another object, reported once.
+		bad := secret(name+"-broken", 1, "deployed", 0)
+		bad.Data["release"] = []byte("not base64 !")
+		tr.ObserveStorage(bad, false)
+		tr.ForgetStorage(bad)
+	}
+	rels, revs, seen, reported := tr.remembered()
+	g.Expect(rels).To(Equal(releases))
+	g.Expect(revs).To(Equal(releases * historyMax))
+	g.Expect(reported).To(BeZero())
+	// Per stored revision: at most pending, deployed and superseded.
+	g.Expect(seen).To(BeNumerically("<=", releases*historyMax*3), "seen holds only stored revisions")
+
+	for i := range releases {
+		name := fmt.Sprintf("r%05d", i)
+		for rev := upgrades - historyMax + 1; rev <= upgrades; rev++ {
+			tr.ForgetStorage(secret(name, rev, "superseded", uids[fmt.Sprint(name, rev)]))
+		}
+	}
+	rels, revs, seen, reported = tr.remembered()
+	g.Expect([]int{rels, revs, seen, reported}).To(Equal([]int{0, 0, 0, 0}))
+	sink.mu.Lock()
+	sink.events = nil // the reporter's outbox is bounded on its own
+	sink.mu.Unlock()
+	uids = nil
+	// A small tracker's worth of slack: maps keep no buckets they no
+	// longer need once emptied and reallocated.
+	g.Expect(heapInUse()).To(BeNumerically("<", baseline+8<<20), "heap back near its baseline of %d bytes", baseline)
+}
+
+func pendingOf(rev int) string {
+	if rev == 1 {
+		return "pending-install"
+	}
+	return "pending-upgrade"
+}
+
+// payloads caches encoded releases by revision and status: the release's
+// name and revision come from the Secret's name, as Helm's decoders allow.
+var payloads sync.Map
+
+// releaseSecret is the storage Secret of revision rev of release name in
+// status, encoded as Helm encodes it (JSON, gzip, base64).
+func releaseSecret(name string, rev int, status string, uid types.UID) *corev1.Secret {
+	key := fmt.Sprint(rev, status)
+	payload, ok := payloads.Load(key)
+	if !ok {
+		rls := map[string]any{
+			"namespace": "apps",
+			"info":      map[string]any{"status": status, "description": "Upgrade complete"},
+			"chart":     map[string]any{"metadata": map[string]any{"name": "web", "version": fmt.Sprintf("1.%d.0", rev)}},
+		}
+		b, err := json.Marshal(rls)
+		if err != nil {
+			panic(err)
+		}
+		var gz bytes.Buffer
+		w := gzip.NewWriter(&gz)
+		_, _ = w.Write(b)
+		_ = w.Close()
+		payload, _ = payloads.LoadOrStore(key, []byte(base64.StdEncoding.EncodeToString(gz.Bytes())))
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "apps", Name: release.StorageName(name, rev), UID: uid,
+			Labels: map[string]string{"owner": "helm", "name": name, "status": status},
+		},
+		Type: release.SecretType,
+		Data: map[string][]byte{"release": payload.([]byte)},
+	}
+}
+
+// heapInUse is the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
