@@ -181,7 +181,7 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 			return nil, err
 		}
 		a.Webhooks = srv
-		if err := mgr.Add(srv); err != nil {
+		if err := mgr.Add(mustRun{name: "webhook server", runnable: srv}); err != nil {
 			return nil, err
 		}
 	}
@@ -324,16 +324,16 @@ func (r *runner) Start(ctx context.Context) error {
 	}
 	a.log.Info("informers synced", "releases", a.Tracker.Releases())
 
-	errc := make(chan error, 3)
-	go func() { errc <- a.Tracker.Start(ctx) }()
-	go func() { errc <- a.Reporter.Start(ctx) }()
-	running := 2
+	components := []component{{"tracker", a.Tracker.Start}, {"reporter", a.Reporter.Start}}
 	if a.Actions != nil {
 		// After the sync, like the reporter: the hub hears the spoke's
 		// releases before the agent acts on them.
-		go func() { errc <- a.Actions.Start(ctx) }()
-		running++
+		components = append(components, component{"action poller", a.Actions.Start})
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- runComponents(ctx, a.log, components...) }()
 	// The webhooks are registered once their server serves (with
 	// certificate rotation, when the rotator's certificates are mounted,
 	// which can take a minute): the tracker and reporter do not wait for
@@ -355,6 +355,10 @@ func (r *runner) Start(ctx context.Context) error {
 	case <-ctx.Done():
 	case err := <-regErr:
 		return err // the manager stops the rest
+	case err := <-stopped:
+		// A component ended early: the error stops the manager, and the
+		// process ends non-zero.
+		return err
 	}
 	if a.Webhooks != nil && a.opts.Webhook.Register && a.opts.Webhook.URLHost != "" {
 		// An agent outside the cluster (dev) takes its registration with it,
@@ -363,12 +367,7 @@ func (r *runner) Start(ctx context.Context) error {
 		defer cancel()
 		_ = r.registration().Delete(dctx, a.Manager.GetClient())
 	}
-	for range running {
-		if err := <-errc; err != nil {
-			a.log.Error(err, "agent component stopped with an error")
-		}
-	}
-	return nil
+	return <-stopped
 }
 
 func (r *runner) registration() admission.Registration {
