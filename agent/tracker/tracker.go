@@ -504,4 +504,3 @@ func healthRank(h wire.Health) int {
 	}
 	return 0
 }
-
