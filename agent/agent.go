@@ -157,6 +157,9 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 			BindAddress: opts.Webhook.BindAddress,
 			CertDir:     opts.Webhook.CertDir,
 			CertsReady:  certsReady,
+			// The API server's client certificate, where configured.
+			ClientCAFile: opts.Webhook.ClientCAFile,
+			ClientNames:  opts.Webhook.ClientNames,
 			Webhooks: &admission.Webhooks{
 				Index:    a.Index,
 				Fallback: ownership.NewFallback(meta, a.Index, ownership.FallbackOptions{Mapper: mgr.GetRESTMapper()}),
