@@ -40,12 +40,24 @@ import (
 	"tugboat.dev/tugboat/webhook/admission"
 )
 
-// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods;services;serviceaccounts;configmaps,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch;patch
-// The webhook configurations are deployed as manifests (config/agent/webhook); the certificate rotator injects their CA.
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update
+// RBAC of the agent's default ClusterRole: read-only, plus updating its own
+// webhook configurations (docs/security.md, "Agent", gives the reason of
+// every rule). Helm stores releases in Secrets (and ConfigMaps) labeled
+// owner=helm; the informers select that label, but RBAC cannot restrict a
+// list or watch by label, so list and watch on Secrets are cluster-wide (no
+// get: the agent reads them only through its label-selected cache). Writes
+// live in separate roles under config/agent: rbac/backfill.yaml (patch of
+// the labels on pre-existing objects, bound by default, replaceable by
+// per-namespace RoleBindings) and helm-strategy/ (the helm strategy's
+// upgrades, opt-in, per namespace).
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps;pods,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=list
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list
+// The webhook configurations are deployed as manifests (config/agent/webhook); the certificate rotator watches them and injects its CA into the agent's own (named tugboat-agent, --webhook-configuration-name) only.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,resourceNames=tugboat-agent,verbs=update
 
 // workloads are the kinds the agent follows for health, with the label
 // selector that limits the informers to tracked objects.

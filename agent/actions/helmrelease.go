@@ -16,7 +16,9 @@ import (
 	"tugboat.dev/tugboat/api/wire"
 )
 
-// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;patch
+// The helm strategy's rights (get and patch of HelmReleases, and Helm's own
+// for upgrades) are not in the agent's default role: they are the opt-in
+// config/agent/helm-strategy, bound per allowed namespace.
 
 // setHelmReleaseVersion sets spec.chart.spec.version of the Flux HelmRelease
 // the action names, by server-side apply with the field manager tugboat,
