@@ -250,7 +250,7 @@ func TestTracker_forgetsWhatIsNoLongerStored(t *testing.T) {
 	tr := New(Options{Spoke: "spoke-1"}, sink, nil)
 	const (
 		releases   = 10_000
-		upgrades   = 6
+		upgrades   = 4
 		historyMax = 2 // revisions kept, as helm upgrade --history-max 2
 	)
 	baseline := heapInUse()
