@@ -6,10 +6,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,23 +18,19 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	kubefake "helm.sh/helm/v3/pkg/kube/fake"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"tugboat.dev/tugboat/agent/release"
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/e2e/harness"
 )
 
 // recorder is the tracker's sink.
@@ -55,49 +51,76 @@ func (r *recorder) all() []wire.Event {
 	return append([]wire.Event(nil), r.events...)
 }
 
-// helmSpoke runs real Helm SDK actions (install, upgrade, uninstall) whose
-// release Secrets go, through Helm's own Secrets driver, to a client-go
-// clientset that, like an API server, gives every new object a UID; a
-// shared informer on it feeds the tracker as the agent's does. Helm's
-// FailingKubeClient stands in for applying the rendered objects, so an
-// install can be made to fail.
+// The occurrence test runs Helm against a real API server (etcd and
+// kube-apiserver of the e2e harness), started on first use.
+var apiServer struct {
+	once    sync.Once
+	cluster *harness.Cluster
+	err     error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if c := apiServer.cluster; c != nil {
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "cluster logs kept in %s\n", c.LogDir)
+			_ = c.StopKeepLogs()
+		} else {
+			_ = c.Stop()
+		}
+	}
+	os.Exit(code)
+}
+
+func realCluster(t *testing.T) *harness.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a local API server; skipped with -short")
+	}
+	apiServer.once.Do(func() {
+		apiServer.cluster, apiServer.err = harness.Start(context.Background(), harness.Options{Name: "tracker", ControlPlaneOnly: true})
+	})
+	if apiServer.err != nil {
+		t.Fatalf("starting the API server: %v", apiServer.err)
+	}
+	return apiServer.cluster
+}
+
+// helmSpoke runs real Helm SDK actions (install, upgrade, uninstall)
+// against a real API server, and feeds the tracker from a shared informer
+// on Helm's release Secrets, as the agent does. The API server has no
+// controllers, so a Deployment never becomes available: an install that
+// waits for it fails, as a broken rollout does.
 type helmSpoke struct {
 	t       *testing.T
 	ns      string
-	cs      *fake.Clientset
-	kube    *kubefake.FailingKubeClient
+	cluster *harness.Cluster
 	tracker *Tracker
 	sink    *recorder
 }
 
 func newHelmSpoke(t *testing.T) *helmSpoke {
 	t.Helper()
-	cs := fake.NewClientset()
-	cs.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
-		obj := a.(k8stesting.CreateAction).GetObject().(*corev1.Secret)
-		obj.UID = uuid.NewUUID()
-		obj.CreationTimestamp = metav1.Now()
-		return false, nil, nil // go on to the tracker, with the UID
-	})
-	// An update keeps the object's UID, as the API server does (Helm's
-	// driver sends a new object without one).
-	cs.PrependReactor("update", "secrets", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
-		obj := a.(k8stesting.UpdateAction).GetObject().(*corev1.Secret)
-		if old, err := cs.Tracker().Get(corev1.SchemeGroupVersion.WithResource("secrets"), a.GetNamespace(), obj.Name); err == nil {
-			m := old.(*corev1.Secret)
-			obj.UID, obj.CreationTimestamp = m.UID, m.CreationTimestamp
-		}
-		return false, nil, nil
-	})
+	c := realCluster(t)
+	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "_", "-"))
+	ns = strings.Trim(ns[max(0, len(ns)-40):], "-") + "-" + string(uuid.NewUUID())[:6]
+	if err := c.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sink := &recorder{}
 	tr := New(Options{Spoke: "spoke-1", Settle: time.Millisecond}, sink,
 		func(context.Context, release.Key) ([]*unstructured.Unstructured, error) { return nil, nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() { _ = tr.Start(ctx) }()
-	f := informers.NewSharedInformerFactory(cs, 0)
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "owner=helm" }))
 	inf := f.Core().V1().Secrets().Informer()
-	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(o any, initial bool) { tr.ObserveStorage(o, initial) },
 		UpdateFunc: func(_, o any) { tr.ObserveStorage(o, false) },
 		DeleteFunc: func(o any) {
@@ -106,25 +129,23 @@ func newHelmSpoke(t *testing.T) *helmSpoke {
 			}
 			tr.ForgetStorage(o)
 		},
-	})
-	if err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
-	return &helmSpoke{
-		t: t, ns: "apps", cs: cs, tracker: tr, sink: sink,
-		kube: &kubefake.FailingKubeClient{PrintingKubeClient: kubefake.PrintingKubeClient{Out: io.Discard}},
-	}
+	return &helmSpoke{t: t, ns: ns, cluster: c, tracker: tr, sink: sink}
 }
 
 func (h *helmSpoke) config() *action.Configuration {
-	return &action.Configuration{
-		Releases:     storage.Init(driver.NewSecrets(h.cs.CoreV1().Secrets(h.ns))),
-		KubeClient:   h.kube,
-		Capabilities: chartutil.DefaultCapabilities,
-		Log:          func(string, ...any) {},
+	h.t.Helper()
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig, flags.Namespace = &h.cluster.KubeconfigPath, &h.ns
+	cfg := new(action.Configuration)
+	if err := cfg.Init(flags, h.ns, "secret", func(string, ...any) {}); err != nil {
+		h.t.Fatal(err)
 	}
+	return cfg
 }
 
 func testChart(t *testing.T, name, version string) *chart.Chart {
@@ -137,10 +158,12 @@ func testChart(t *testing.T, name, version string) *chart.Chart {
 	return ch
 }
 
-func (h *helmSpoke) install(name string, ch *chart.Chart) error {
+// install installs the chart; with wait, it waits (2 s) for the Deployment,
+// which never becomes available here: the install fails.
+func (h *helmSpoke) install(name string, ch *chart.Chart, wait bool) error {
 	in := action.NewInstall(h.config())
 	in.ReleaseName, in.Namespace = name, h.ns
-	in.Wait = true // fails when the kube client's WaitError is set
+	in.Wait, in.Timeout = wait, 2*time.Second
 	_, err := in.Run(ch, nil)
 	return err
 }
@@ -182,7 +205,7 @@ func TestTracker_eventIDsAreUniquePerOccurrence(t *testing.T) {
 	h := newHelmSpoke(t)
 	web1, web2 := testChart(t, "web", "1.0.0"), testChart(t, "web", "1.1.0")
 
-	g.Expect(h.install("demo", web1)).To(Succeed())
+	g.Expect(h.install("demo", web1, false)).To(Succeed())
 	h.waitFor(g, "demo", 1, "Deployed", 1)
 	g.Expect(h.upgrade("demo", web2)).To(Succeed())
 	h.waitFor(g, "demo", 2, "Deployed", 1)
@@ -191,7 +214,7 @@ func TestTracker_eventIDsAreUniquePerOccurrence(t *testing.T) {
 
 	// Reinstalled, same chart and version: the same revision numbers and
 	// statuses as the first time.
-	g.Expect(h.install("demo", web1)).To(Succeed())
+	g.Expect(h.install("demo", web1, false)).To(Succeed())
 	h.waitFor(g, "demo", 1, "Deployed", 2)
 	g.Expect(h.upgrade("demo", web2)).To(Succeed())
 	h.waitFor(g, "demo", 2, "Deployed", 2)
@@ -199,15 +222,14 @@ func TestTracker_eventIDsAreUniquePerOccurrence(t *testing.T) {
 	h.waitFor(g, "demo", 2, "Uninstalled", 2)
 
 	// Reinstalled with another chart.
-	g.Expect(h.install("demo", testChart(t, "api", "1.0.0"))).To(Succeed())
+	g.Expect(h.install("demo", testChart(t, "api", "1.0.0"), false)).To(Succeed())
 	h.waitFor(g, "demo", 1, "Deployed", 3)
 	g.Expect(h.uninstall("demo")).To(Succeed())
 	h.waitFor(g, "demo", 1, "Uninstalled", 1)
 
 	// An install that fails, twice.
-	h.kube.WaitError = errors.New("context deadline exceeded")
 	for i := 1; i <= 2; i++ {
-		g.Expect(h.install("demo", web1)).NotTo(Succeed())
+		g.Expect(h.install("demo", web1, true)).NotTo(Succeed())
 		h.waitFor(g, "demo", 1, "Failed", i)
 		g.Expect(h.uninstall("demo")).To(Succeed())
 		h.waitFor(g, "demo", 1, "Uninstalled", 1+i)
@@ -218,11 +240,13 @@ func TestTracker_eventIDsAreUniquePerOccurrence(t *testing.T) {
 	for _, e := range events {
 		g.Expect(e.ID).To(Equal(e.ComputeID()), "the hub recomputes the id and must find the same")
 		g.Expect(e.Validate()).To(Succeed())
-		g.Expect(e.ReleaseUID).NotTo(BeEmpty(), "%s %s", e.Reason, e.Message)
 		if prev, dup := byID[e.ID]; dup {
 			t.Fatalf("two events share id %s:\n  %s: %s\n  %s: %s", e.ID, prev.Reason, prev.Message, e.Reason, e.Message)
 		}
 		byID[e.ID] = e
+	}
+	for _, e := range events {
+		g.Expect(e.ReleaseUID).NotTo(BeEmpty(), "%s %s", e.Reason, e.Message)
 	}
 	// Five occurrences of revision 1 started, each with its own storage
 	// Secret.
