@@ -241,8 +241,8 @@ func (s *Server) Start(ctx context.Context) error {
 	tlsConfig := s.tls.Clone()
 	tlsConfig.GetCertificate = getCert
 	srv := &http.Server{
-		Handler:   s.handler,
-		TLSConfig: tlsConfig,
+		Handler:           s.handler,
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,
