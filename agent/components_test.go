@@ -9,6 +9,9 @@ import (
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"tugboat.dev/tugboat/agent/release"
 	"tugboat.dev/tugboat/agent/tracker"
@@ -89,3 +92,24 @@ func TestMustRun_anEarlyReturnIsAnError(t *testing.T) {
 type runnableFunc func(context.Context) error
 
 func (f runnableFunc) Start(ctx context.Context) error { return f(ctx) }
+
+// Wrapped in mustRun, a runnable that returns early stops a real
+// controller-runtime manager with its error (the manager alone would keep
+// running: it stops only for a runnable's error).
+func TestMustRun_stopsTheManager(t *testing.T) {
+	g := NewWithT(t)
+	mgr, err := ctrl.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Logger:                 testr.New(t),
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(mgr.Add(mustRun{name: "webhook server", runnable: runnableFunc(func(context.Context) error { return nil })})).To(Succeed())
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { done <- mgr.Start(ctx) }()
+	var got error
+	g.Eventually(done).WithTimeout(30 * time.Second).Should(Receive(&got))
+	g.Expect(got).To(MatchError(ContainSubstring("agent component webhook server: stopped while the agent was running")))
+}
