@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"tugboat.dev/tugboat/agent/ownership"
+	"tugboat.dev/tugboat/config"
 )
 
 // readRoles decodes the ClusterRoles and Roles of a YAML file.
@@ -118,5 +120,41 @@ func TestRBAC_theHelmStrategyRoleIsSeparate(t *testing.T) {
 		HaveField("Verbs", ContainElements("get", "list", "create", "update", "delete")))))
 	for _, r := range cluster[0].Rules {
 		g.Expect(r.APIGroups).NotTo(ContainElement("rbac.authorization.k8s.io"), "a chart must not escalate the agent's rights")
+	}
+}
+
+// config/agent binds the read-only role and the backfill's, never the helm
+// strategy's; the helm-strategy component adds it, bound in a namespace by
+// a RoleBinding only.
+func TestRBAC_theHelmStrategyRoleIsOptIn(t *testing.T) {
+	g := NewWithT(t)
+	kinds := func(kustomization string) map[string]map[string]any {
+		objs, err := config.Build([]byte(kustomization))
+		g.Expect(err).NotTo(HaveOccurred())
+		out := map[string]map[string]any{}
+		for _, o := range objs {
+			md, _ := o["metadata"].(map[string]any)
+			out[o["kind"].(string)+"/"+md["name"].(string)] = o
+		}
+		return out
+	}
+	base := kinds("resources: [../agent]\n")
+	g.Expect(base).To(HaveKey("ClusterRoleBinding/tugboat-agent"))
+	g.Expect(base).To(HaveKey("ClusterRoleBinding/tugboat-agent-backfill"))
+	g.Expect(base).NotTo(HaveKey("ClusterRole/tugboat-agent-helm-strategy"))
+	for name, o := range base {
+		if strings.HasPrefix(name, "ClusterRoleBinding/") || strings.HasPrefix(name, "RoleBinding/") {
+			ref, _ := o["roleRef"].(map[string]any)
+			g.Expect(ref["name"]).NotTo(Equal("tugboat-agent-helm-strategy"), name)
+		}
+	}
+	opted := kinds("resources: [../agent]\ncomponents: [../agent/helm-strategy]\n")
+	g.Expect(opted).To(HaveKey("ClusterRole/tugboat-agent-helm-strategy"))
+	g.Expect(opted).To(HaveKey("RoleBinding/tugboat-agent-helm-strategy"))
+	for name, o := range opted {
+		if strings.HasPrefix(name, "ClusterRoleBinding/") {
+			ref, _ := o["roleRef"].(map[string]any)
+			g.Expect(ref["name"]).NotTo(Equal("tugboat-agent-helm-strategy"), "never bound cluster-wide: %s", name)
+		}
 	}
 }
