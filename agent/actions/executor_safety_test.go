@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"tugboat.dev/tugboat/api/wire"
@@ -92,4 +93,18 @@ func TestExecutor_sendsCredentialsOnlyToTheirHost(t *testing.T) {
 	out = execute(t, newExecutor(t, opts), a)
 	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
 	g.Expect(credentialsSeen.Load()).To(BeNumerically(">", before))
+}
+
+// The chart a HelmRelease runs: what helm-controller recorded, else the
+// spec's chart, whose last path element names it for a Git source.
+func TestHelmReleaseChart(t *testing.T) {
+	g := NewWithT(t)
+	hr := helmRelease("apps", "web", "1.0.0")
+	g.Expect(helmReleaseChart(hr)).To(Equal("web"))
+	g.Expect(unstructured.SetNestedField(hr.Object, "./charts/web", "spec", "chart", "spec", "chart")).To(Succeed())
+	g.Expect(helmReleaseChart(hr)).To(Equal("web"))
+	g.Expect(unstructured.SetNestedSlice(hr.Object, []any{map[string]any{"chartName": "web-app"}}, "status", "history")).To(Succeed())
+	g.Expect(helmReleaseChart(hr)).To(Equal("web-app"))
+	g.Expect(checkChartName(helmReleaseChart(hr), "web-app", "HelmRelease apps/web")).To(Succeed())
+	g.Expect(checkChartName("", "web", "release apps/web")).To(Succeed(), "nothing to compare with")
 }

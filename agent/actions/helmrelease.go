@@ -3,6 +3,8 @@ package actions
 import (
 	"context"
 	"fmt"
+	"path"
+	"strings"
 
 	"github.com/Masterminds/semver/v3"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -57,8 +59,7 @@ func (e *Executor) setHelmReleaseVersion(ctx context.Context, log logr.Logger, l
 	if _, hasChart, _ := unstructured.NestedMap(cur.Object, "spec", "chart"); !hasChart {
 		return "", fmt.Errorf("HelmRelease %s has no spec.chart (it may use spec.chartRef, whose version is set on the referenced source)", key)
 	}
-	hrChart, _, _ := unstructured.NestedString(cur.Object, "spec", "chart", "spec", "chart")
-	if err := checkChartName(hrChart, a.Chart.Name, "HelmRelease "+key.String()); err != nil {
+	if err := checkChartName(helmReleaseChart(cur), a.Chart.Name, "HelmRelease "+key.String()); err != nil {
 		return "", err
 	}
 	was, _, _ := unstructured.NestedString(cur.Object, "spec", "chart", "spec", "version")
@@ -107,6 +108,25 @@ func helmReleaseVersion(hr *unstructured.Unstructured, spec string) string {
 		}
 	}
 	return ""
+}
+
+// helmReleaseChart is the name of the chart a HelmRelease runs: the one
+// helm-controller last recorded (status.history[0].chartName), else the
+// spec's chart, whose last path element is the chart's directory for a
+// GitRepository or Bucket source ("./charts/web"). Empty when unknown.
+func helmReleaseChart(hr *unstructured.Unstructured) string {
+	if history, _, _ := unstructured.NestedSlice(hr.Object, "status", "history"); len(history) > 0 {
+		if snap, ok := history[0].(map[string]any); ok {
+			if n, ok := snap["chartName"].(string); ok && n != "" {
+				return n
+			}
+		}
+	}
+	spec, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "chart")
+	if strings.Contains(spec, "/") {
+		return path.Base(spec)
+	}
+	return spec
 }
 
 func orUnset(v string) string {
