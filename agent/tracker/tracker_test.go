@@ -278,28 +278,24 @@ func TestTracker_forgetsWhatIsNoLongerStored(t *testing.T) {
 		historyMax = 2 // revisions kept, as helm upgrade --history-max 2
 	)
 	baseline := heapInUse()
-	uid := 0
-	secret := func(name string, rev int, status string, uidOf int) *corev1.Secret {
-		return releaseSecret(name, rev, status, types.UID(fmt.Sprintf("uid-%d", uidOf)))
+	secret := func(i, rev int, status string) *corev1.Secret {
+		uid := types.UID(fmt.Sprintf("uid-%d-%d", i, rev)) // one per stored revision
+		return releaseSecret(fmt.Sprintf("r%05d", i), rev, status, uid)
 	}
-	uids := map[string]int{}
 	for i := range releases {
-		name := fmt.Sprintf("r%05d", i)
 		for rev := 1; rev <= upgrades; rev++ {
-			uid++
-			uids[fmt.Sprint(name, rev)] = uid
-			tr.ObserveStorage(secret(name, rev, pendingOf(rev), uid), false)
-			tr.ObserveStorage(secret(name, rev, "deployed", uid), false)
+			tr.ObserveStorage(secret(i, rev, pendingOf(rev)), false)
+			tr.ObserveStorage(secret(i, rev, "deployed"), false)
 			if rev > 1 {
-				tr.ObserveStorage(secret(name, rev-1, "superseded", uids[fmt.Sprint(name, rev-1)]), false)
+				tr.ObserveStorage(secret(i, rev-1, "superseded"), false)
 			}
 			if old := rev - historyMax; old >= 1 {
-				tr.ForgetStorage(secret(name, old, "superseded", uids[fmt.Sprint(name, old)]))
+				tr.ForgetStorage(secret(i, old, "superseded"))
 			}
 		}
 		// A decode failure of another object, reported once.
-		bad := secret(name+"-broken", 1, "deployed", 0)
-		bad.Data["release"] = []byte("not base64 !")
+		bad := releaseSecret(fmt.Sprintf("r%05d-broken", i), 1, "deployed", "uid-broken")
+		bad.Data = map[string][]byte{"release": []byte("not base64 !")}
 		tr.ObserveStorage(bad, false)
 		tr.ForgetStorage(bad)
 	}
@@ -311,9 +307,8 @@ func TestTracker_forgetsWhatIsNoLongerStored(t *testing.T) {
 	g.Expect(seen).To(BeNumerically("<=", releases*historyMax*3), "seen holds only stored revisions")
 
 	for i := range releases {
-		name := fmt.Sprintf("r%05d", i)
 		for rev := upgrades - historyMax + 1; rev <= upgrades; rev++ {
-			tr.ForgetStorage(secret(name, rev, "superseded", uids[fmt.Sprint(name, rev)]))
+			tr.ForgetStorage(secret(i, rev, "superseded"))
 		}
 	}
 	rels, revs, seen, reported = tr.remembered()
@@ -321,9 +316,8 @@ func TestTracker_forgetsWhatIsNoLongerStored(t *testing.T) {
 	sink.mu.Lock()
 	sink.events = nil // the reporter's outbox is bounded on its own
 	sink.mu.Unlock()
-	uids = nil
-	// A small tracker's worth of slack: maps keep no buckets they no
-	// longer need once emptied and reallocated.
+	// Slack for what stays allocated on purpose: Go maps keep their
+	// buckets once emptied (the tracker's releases map of 10,000 entries).
 	g.Expect(heapInUse()).To(BeNumerically("<", baseline+8<<20), "heap back near its baseline of %d bytes", baseline)
 }
 
