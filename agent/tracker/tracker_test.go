@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"tugboat.dev/tugboat/agent/ownership"
 	"tugboat.dev/tugboat/agent/release"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/e2e/harness"
@@ -262,7 +263,7 @@ func TestTracker_eventIDsAreUniquePerOccurrence(t *testing.T) {
 // Issue 13, bug 4: the tracker forgets what it remembered about revisions
 // and releases once their storage objects are gone. 10,000 releases are
 // installed, upgraded past the history limit (Helm prunes the oldest
-// revision), and uninstalled: while they exist, what the tracker holds is
+// revision), have Pods created and deleted, and are uninstalled: while they exist, what the tracker holds is
 // bounded by what is stored; afterwards its maps are empty and the heap is
 // back to its baseline.
 func TestTracker_forgetsWhatIsNoLongerStored(t *testing.T) {
@@ -271,7 +272,11 @@ func TestTracker_forgetsWhatIsNoLongerStored(t *testing.T) {
 	}
 	g := NewWithT(t)
 	sink := &recorder{}
-	tr := New(Options{Spoke: "spoke-1"}, sink, nil)
+	tr := New(Options{Spoke: "spoke-1"}, sink,
+		func(context.Context, release.Key) ([]*unstructured.Unstructured, error) { return nil, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = tr.Start(ctx) }()
 	const (
 		releases   = 10_000
 		upgrades   = 4
@@ -293,6 +298,15 @@ func TestTracker_forgetsWhatIsNoLongerStored(t *testing.T) {
 				tr.ForgetStorage(secret(i, old, "superseded"))
 			}
 		}
+		// Objects of the release come and go.
+		for p := range 2 {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+				Namespace: "apps", Name: fmt.Sprintf("r%05d-%d", i, p), UID: types.UID(fmt.Sprintf("pod-%d-%d", i, p)),
+				Labels: map[string]string{ownership.LabelRelease: fmt.Sprintf("r%05d", i), ownership.LabelReleaseNamespace: "apps"},
+			}}
+			tr.ObserveObject("Pod", nil, pod, false, false)
+			tr.ObserveObject("Pod", pod, pod, true, false)
+		}
 		// A decode failure of another object, reported once.
 		bad := releaseSecret(fmt.Sprintf("r%05d-broken", i), 1, "deployed", "uid-broken")
 		bad.Data = map[string][]byte{"release": []byte("not base64 !")}
@@ -313,6 +327,7 @@ func TestTracker_forgetsWhatIsNoLongerStored(t *testing.T) {
 	}
 	rels, revs, seen, reported = tr.remembered()
 	g.Expect([]int{rels, revs, seen, reported}).To(Equal([]int{0, 0, 0, 0}))
+	g.Eventually(tr.queue.Len).WithTimeout(30*time.Second).Should(BeZero(), "the health queue drains")
 	sink.mu.Lock()
 	sink.events = nil // the reporter's outbox is bounded on its own
 	sink.mu.Unlock()
