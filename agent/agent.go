@@ -40,12 +40,24 @@ import (
 	"tugboat.dev/tugboat/webhook/admission"
 )
 
-// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods;services;serviceaccounts;configmaps,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch;patch
-// The webhook configurations are deployed as manifests (config/agent/webhook); the certificate rotator injects their CA.
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update
+// RBAC of the agent's default ClusterRole: read-only, plus updating its own
+// webhook configurations (docs/security.md, "Agent", gives the reason of
+// every rule). Helm stores releases in Secrets (and ConfigMaps) labeled
+// owner=helm; the informers select that label, but RBAC cannot restrict a
+// list or watch by label, so list and watch on Secrets are cluster-wide (no
+// get: the agent reads them only through its label-selected cache). Writes
+// live in separate roles under config/agent: rbac/backfill.yaml (patch of
+// the labels on pre-existing objects, bound by default, replaceable by
+// per-namespace RoleBindings) and helm-strategy/ (the helm strategy's
+// upgrades, opt-in, per namespace).
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps;pods,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=list
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list
+// The webhook configurations are deployed as manifests (config/agent/webhook); the certificate rotator watches them and injects its CA into the agent's own (named tugboat-agent, --webhook-configuration-name) only.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,resourceNames=tugboat-agent,verbs=update
 
 // workloads are the kinds the agent follows for health, with the label
 // selector that limits the informers to tracked objects.
@@ -157,6 +169,9 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 			BindAddress: opts.Webhook.BindAddress,
 			CertDir:     opts.Webhook.CertDir,
 			CertsReady:  certsReady,
+			// The API server's client certificate, where configured.
+			ClientCAFile: opts.Webhook.ClientCAFile,
+			ClientNames:  opts.Webhook.ClientNames,
 			Webhooks: &admission.Webhooks{
 				Index:    a.Index,
 				Fallback: ownership.NewFallback(meta, a.Index, ownership.FallbackOptions{Mapper: mgr.GetRESTMapper()}),
@@ -181,7 +196,7 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 			return nil, err
 		}
 		a.Webhooks = srv
-		if err := mgr.Add(srv); err != nil {
+		if err := mgr.Add(mustRun{name: "webhook server", runnable: srv}); err != nil {
 			return nil, err
 		}
 	}
@@ -324,16 +339,16 @@ func (r *runner) Start(ctx context.Context) error {
 	}
 	a.log.Info("informers synced", "releases", a.Tracker.Releases())
 
-	errc := make(chan error, 3)
-	go func() { errc <- a.Tracker.Start(ctx) }()
-	go func() { errc <- a.Reporter.Start(ctx) }()
-	running := 2
+	components := []component{{"tracker", a.Tracker.Start}, {"reporter", a.Reporter.Start}}
 	if a.Actions != nil {
 		// After the sync, like the reporter: the hub hears the spoke's
 		// releases before the agent acts on them.
-		go func() { errc <- a.Actions.Start(ctx) }()
-		running++
+		components = append(components, component{"action poller", a.Actions.Start})
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- runComponents(ctx, a.log, components...) }()
 	// The webhooks are registered once their server serves (with
 	// certificate rotation, when the rotator's certificates are mounted,
 	// which can take a minute): the tracker and reporter do not wait for
@@ -355,6 +370,10 @@ func (r *runner) Start(ctx context.Context) error {
 	case <-ctx.Done():
 	case err := <-regErr:
 		return err // the manager stops the rest
+	case err := <-stopped:
+		// A component ended early: the error stops the manager, and the
+		// process ends non-zero.
+		return err
 	}
 	if a.Webhooks != nil && a.opts.Webhook.Register && a.opts.Webhook.URLHost != "" {
 		// An agent outside the cluster (dev) takes its registration with it,
@@ -363,12 +382,7 @@ func (r *runner) Start(ctx context.Context) error {
 		defer cancel()
 		_ = r.registration().Delete(dctx, a.Manager.GetClient())
 	}
-	for range running {
-		if err := <-errc; err != nil {
-			a.log.Error(err, "agent component stopped with an error")
-		}
-	}
-	return nil
+	return <-stopped
 }
 
 func (r *runner) registration() admission.Registration {

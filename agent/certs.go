@@ -10,7 +10,10 @@ import (
 
 // The certificate rotator keeps the webhook certificates in a Secret of the
 // agent's namespace and injects the CA into the webhook configurations.
-// +kubebuilder:rbac:groups="",namespace=tugboat-system,resources=secrets,verbs=update
+// Its cache lists and watches the Secrets of that namespace; it updates only
+// the certificate Secret (tugboat-agent-webhook-tls, --webhook-cert-secret).
+// +kubebuilder:rbac:groups="",namespace=tugboat-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=tugboat-system,resources=secrets,resourceNames=tugboat-agent-webhook-tls,verbs=update
 
 // addCertRotator adds the webhook certificate rotator to mgr (see
 // WebhookOptions.CertRotation) and returns the channel it closes once the

@@ -80,6 +80,15 @@ type WebhookOptions struct {
 	Name string
 	// AgentNamespace is excluded from admission (with kube-system).
 	AgentNamespace string
+	// ClientCAFile, when set, makes the webhook server require a client
+	// certificate signed by this CA: the one the API server presents to
+	// webhooks where its admission configuration (kubeConfigFile of a
+	// WebhookAdmissionConfiguration) gives it one. Empty: any TLS client is
+	// served (docs/security.md, Agent, explains the trade-off).
+	ClientCAFile string
+	// ClientNames, with ClientCAFile, restricts the client certificate's
+	// common name (or a DNS name) to these.
+	ClientNames []string
 }
 
 // NewOptions returns the defaults.
@@ -121,6 +130,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Webhook.ServiceName, "webhook-service-name", o.Webhook.ServiceName, "Service the API server reaches the webhooks through")
 	fs.StringVar(&o.Webhook.ServiceNamespace, "webhook-service-namespace", o.Webhook.ServiceNamespace, "namespace of --webhook-service-name")
 	fs.StringVar(&o.Webhook.Name, "webhook-configuration-name", o.Webhook.Name, "name of the webhook configurations")
+	fs.StringVar(&o.Webhook.ClientCAFile, "webhook-client-ca-file", o.Webhook.ClientCAFile, "PEM CA bundle: serve only webhook clients (the API server) presenting a certificate it signed (empty: any TLS client)")
+	fs.StringSliceVar(&o.Webhook.ClientNames, "webhook-client-names", o.Webhook.ClientNames, "with --webhook-client-ca-file: the client certificate's common name (or DNS name) must be one of these")
 	fs.StringVar(&o.Webhook.AgentNamespace, "agent-namespace", o.Webhook.AgentNamespace, "the agent's own namespace, excluded from admission")
 	fs.BoolVar(&o.Backfill, "backfill", o.Backfill, "label objects that existed before the agent started")
 	fs.Float32Var(&o.BackfillRate, "backfill-rate", o.BackfillRate, "backfill patches per second")
@@ -144,6 +155,9 @@ func (o *Options) Validate() error {
 	}
 	if !o.Webhook.Disabled && o.Webhook.URLHost == "" && (o.Webhook.ServiceName == "" || o.Webhook.ServiceNamespace == "") {
 		errs = append(errs, errors.New("webhooks need --webhook-url-host or --webhook-service-name and --webhook-service-namespace"))
+	}
+	if w := o.Webhook; len(w.ClientNames) > 0 && w.ClientCAFile == "" {
+		errs = append(errs, errors.New("--webhook-client-names needs --webhook-client-ca-file"))
 	}
 	if w := o.Webhook; !w.Disabled && w.CertRotation {
 		if w.CertDir == "" {

@@ -145,7 +145,11 @@ func TestHelmStrategy_agentsPromoteWithinTheirLimits(t *testing.T) {
 		t.Cleanup(func() { cancel(); wg.Wait() })
 		prod := clusters[2]
 		g.Expect(harness.InstallCRDs(ctx, prod.Client, "../controllers/promotion/strategy/kubernetes/testdata/crds")).To(Succeed())
-		g.Expect(prod.Client.Create(ctx, newHelmRelease("apps", "demo", "1.1.0"))).To(Succeed())
+		// The HelmRelease names the chart its release runs (demo), as with
+		// a real helm-controller: the agent refuses an action for another.
+		hrObj := newHelmRelease("apps", "demo", "1.1.0")
+		g.Expect(unstructured.SetNestedField(hrObj.Object, "demo", "spec", "chart", "spec", "chart")).To(Succeed())
+		g.Expect(prod.Client.Create(ctx, hrObj)).To(Succeed())
 		wg.Add(1)
 		go fakeHelmController(hctx, t, prod, "apps", "demo", &wg, func(version string) {
 			out, err := exec.Command(helmCLI, "--kubeconfig", prod.KubeconfigPath, "upgrade", "demo", repo.ChartURL(version), "-n", "apps").CombinedOutput()

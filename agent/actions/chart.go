@@ -39,13 +39,15 @@ const (
 // credentials for chart sources, from the spoke's Secret.
 type credentials struct {
 	username, password string
-	// host, when set, is the only host (host[:port]) they are sent to.
+	// host is the only host (host[:port]) they are sent to; required.
 	host string
 }
 
-// forHost reports whether the credentials may be sent to host.
+// forHost reports whether the credentials may be sent to host: only to the
+// one they were configured for, never when none was (a chart URL in an
+// index, or a redirect, may point anywhere).
 func (c *credentials) forHost(host string) bool {
-	return c != nil && c.username != "" && (c.host == "" || strings.EqualFold(c.host, host))
+	return c != nil && c.username != "" && c.host != "" && strings.EqualFold(c.host, host)
 }
 
 // credentials reads the credentials Secret, when one is configured. It is
@@ -69,6 +71,11 @@ func (e *Executor) credentials(ctx context.Context) (*credentials, error) {
 	}
 	if c.username == "" || c.password == "" {
 		return nil, fmt.Errorf("the chart credentials Secret %s must hold username and password", e.opts.CredentialsSecret)
+	}
+	if c.host == "" {
+		// Sending them to whatever host an action names would hand them
+		// to anyone who can queue an action.
+		return nil, fmt.Errorf("the chart credentials Secret %s must name, in its key host, the host (host[:port]) the credentials are for; they are sent nowhere else", e.opts.CredentialsSecret)
 	}
 	return c, nil
 }

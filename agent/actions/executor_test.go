@@ -124,7 +124,9 @@ func TestExecutor_limitsFile(t *testing.T) {
 func TestExecutor_installsAMissingReleaseOnce(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	e := newExecutor(t, testOptions(allowAll()))
+	opts := testOptions(allowAll())
+	opts.InstallMissing = true
+	e := newExecutor(t, opts)
 	out := execute(t, e, upgradeAction(ns, "web", "1.1.0"))
 	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
 	g.Expect(out.Message).To(ContainSubstring("installed release"))

@@ -63,6 +63,9 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 			current = d
 		}
 	}
+	if err := checkChartName(chartName(current), a.Chart.Name, "release "+key); err != nil {
+		return "", 0, err
+	}
 	if err := limits.checkVersion(chartVersion(current), a.Version); err != nil {
 		return "", 0, err
 	}
@@ -129,7 +132,9 @@ func (e *Executor) install(ctx context.Context, log logr.Logger, cfg *action.Con
 		return "", 0, err
 	}
 	in := action.NewInstall(cfg)
-	in.ReleaseName, in.Namespace, in.CreateNamespace = a.Release, a.Namespace, true
+	// The namespace must exist: the agent creates none (and needs no
+	// cluster-wide right to).
+	in.ReleaseName, in.Namespace, in.CreateNamespace = a.Release, a.Namespace, false
 	in.Timeout, in.Wait = e.opts.UpgradeTimeout, false
 	in.Description = strings.Replace(description(a), "Upgrade", "Install", 1)
 	in.Labels = map[string]string{LabelAction: a.ID}
@@ -224,6 +229,24 @@ func valuesPolicy(a wire.Action) string {
 		return wire.ValuesReuse
 	}
 	return a.ValuesPolicy
+}
+
+// checkChartName refuses an action that would replace what runs (of chart
+// have) with another chart (want): a promotion moves a release to another
+// version of its own chart, never to a different application. Nothing is
+// compared when have is unknown.
+func checkChartName(have, want, what string) error {
+	if have == "" || want == "" || have == want {
+		return nil
+	}
+	return refuse("chart %s is not the chart of %s (%s): an action may change the version of a release's chart, never the chart", want, what, have)
+}
+
+func chartName(r *release.Release) string {
+	if r == nil || r.Chart == nil || r.Chart.Metadata == nil {
+		return ""
+	}
+	return r.Chart.Metadata.Name
 }
 
 func chartVersion(r *release.Release) string {

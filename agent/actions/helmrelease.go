@@ -3,6 +3,8 @@ package actions
 import (
 	"context"
 	"fmt"
+	"path"
+	"strings"
 
 	"github.com/Masterminds/semver/v3"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -16,7 +18,9 @@ import (
 	"tugboat.dev/tugboat/api/wire"
 )
 
-// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;patch
+// The helm strategy's rights (get and patch of HelmReleases, and Helm's own
+// for upgrades) are not in the agent's default role: they are the opt-in
+// config/agent/helm-strategy, bound per allowed namespace.
 
 // setHelmReleaseVersion sets spec.chart.spec.version of the Flux HelmRelease
 // the action names, by server-side apply with the field manager tugboat,
@@ -54,6 +58,9 @@ func (e *Executor) setHelmReleaseVersion(ctx context.Context, log logr.Logger, l
 	}
 	if _, hasChart, _ := unstructured.NestedMap(cur.Object, "spec", "chart"); !hasChart {
 		return "", fmt.Errorf("HelmRelease %s has no spec.chart (it may use spec.chartRef, whose version is set on the referenced source)", key)
+	}
+	if err := checkChartName(helmReleaseChart(cur), a.Chart.Name, "HelmRelease "+key.String()); err != nil {
+		return "", err
 	}
 	was, _, _ := unstructured.NestedString(cur.Object, "spec", "chart", "spec", "version")
 	if was == a.Version {
@@ -101,6 +108,25 @@ func helmReleaseVersion(hr *unstructured.Unstructured, spec string) string {
 		}
 	}
 	return ""
+}
+
+// helmReleaseChart is the name of the chart a HelmRelease runs: the one
+// helm-controller last recorded (status.history[0].chartName), else the
+// spec's chart, whose last path element is the chart's directory for a
+// GitRepository or Bucket source ("./charts/web"). Empty when unknown.
+func helmReleaseChart(hr *unstructured.Unstructured) string {
+	if history, _, _ := unstructured.NestedSlice(hr.Object, "status", "history"); len(history) > 0 {
+		if snap, ok := history[0].(map[string]any); ok {
+			if n, ok := snap["chartName"].(string); ok && n != "" {
+				return n
+			}
+		}
+	}
+	spec, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "chart")
+	if strings.Contains(spec, "/") {
+		return path.Base(spec)
+	}
+	return spec
 }
 
 func orUnset(v string) string {

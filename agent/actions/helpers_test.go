@@ -170,6 +170,7 @@ type fakeHub struct {
 	t        *testing.T
 	spoke    string
 	verifier *wire.Verifier
+	key      []byte
 	keyFile  string
 	srv      *httptest.Server
 
@@ -180,6 +181,56 @@ type fakeHub struct {
 	replies  []int
 	polls    int
 	badSig   int
+	// answers says how the hub signs its answers (signedAnswers unless
+	// set); lastSig is the signature of the previous 2xx answer.
+	answers answerSigning
+	lastSig string
+	// ackUnsigned leaves the acknowledgements of outcomes unsigned.
+	ackUnsigned bool
+}
+
+// answerSigning is how the fake hub signs its 2xx answers.
+type answerSigning int
+
+const (
+	signedAnswers   answerSigning = iota // with the spoke key, for the request
+	unsignedAnswers                      // no signature (an injecting proxy)
+	wrongKeyAnswers                      // with another key
+	replayedAnswers                      // the previous answer's signature
+)
+
+// reply writes a 2xx answer, signed as h.answers says.
+func (h *fakeHub) reply(w http.ResponseWriter, r *http.Request, code int, body []byte) {
+	h.mu.Lock()
+	mode, last := h.answers, h.lastSig
+	if r.Method == http.MethodPost && h.ackUnsigned {
+		mode = unsignedAnswers
+	}
+	h.mu.Unlock()
+	sig := wire.SignResponse(r, code, body, h.key)
+	switch mode {
+	case unsignedAnswers:
+		sig = ""
+	case wrongKeyAnswers:
+		sig = wire.SignResponse(r, code, body, []byte(randomHex(16)))
+	case replayedAnswers:
+		sig = last
+	}
+	h.mu.Lock()
+	h.lastSig = wire.SignResponse(r, code, body, h.key)
+	h.mu.Unlock()
+	if sig != "" {
+		w.Header().Set(wire.HeaderResponseSignature, sig)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+func (h *fakeHub) setAnswers(mode answerSigning) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.answers = mode
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
@@ -193,7 +244,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := &fakeHub{t: t, spoke: "spoke-a", verifier: v, keyFile: keyFile}
+	h := &fakeHub{t: t, spoke: "spoke-a", verifier: v, key: key, keyFile: keyFile}
 	h.srv = httptest.NewServer(h)
 	t.Cleanup(h.srv.Close)
 	return h
@@ -243,8 +294,8 @@ func (h *fakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case <-r.Context().Done():
 			}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(list)
+		b, _ := json.Marshal(list)
+		h.reply(w, r, http.StatusOK, b)
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, wire.ActionsPath(h.spoke)+"/"):
 		var o wire.ActionOutcome
 		if err := json.Unmarshal(body, &o); err != nil || r.URL.Path != wire.ActionPath(h.spoke, o.ID) {
@@ -277,7 +328,9 @@ func (h *fakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.NotFound(w, r)
 			return
 		}
-		w.WriteHeader(code)
+		h.mu.Unlock()
+		h.reply(w, r, code, nil)
+		h.mu.Lock()
 	default:
 		http.NotFound(w, r)
 	}

@@ -129,7 +129,11 @@ func (c *hubClient) do(ctx context.Context, method, path string, body []byte, ti
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
-	wire.SignRequest(req, c.key.Get(), body, time.Now())
+	key := c.key.Get()
+	wire.SignRequest(req, key, body, time.Now())
+	// A fresh nonce: the hub's answer is signed over it, so an answer
+	// recorded for another request cannot be replayed to this one.
+	req.Header.Set(wire.HeaderNonce, wire.NewNonce())
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, &hubError{err: err}
@@ -148,6 +152,11 @@ func (c *hubClient) do(ctx context.Context, method, path string, body []byte, ti
 	}
 	if int64(len(data)) > limit {
 		return nil, &hubError{err: fmt.Errorf("hub answer larger than %d bytes", limit)}
+	}
+	// Only a signed answer is acted on: TLS alone does not protect it
+	// from a proxy that terminates TLS, nor with --hub-insecure-http.
+	if err := wire.VerifyResponse(key, req, resp.StatusCode, resp.Header.Get(wire.HeaderResponseSignature), data); err != nil {
+		return nil, &hubError{err: fmt.Errorf("%w: %s %s: the hub's answer is not signed with this spoke's key (%s); refusing it", errUnsignedAnswer, method, path, verifyReason(err))}
 	}
 	return data, nil
 }
@@ -177,6 +186,20 @@ func (c *hubClient) report(ctx context.Context, o wire.ActionOutcome) error {
 	}
 	_, err = c.do(ctx, http.MethodPost, wire.ActionPath(c.spoke, o.ID), body, c.requestTimeout, maxErrorBody)
 	return err
+}
+
+// errUnsignedAnswer matches a 2xx answer without a valid response
+// signature: it is dropped, and the request retried with backoff.
+var errUnsignedAnswer = errors.New("unsigned hub answer")
+
+// verifyReason is the reason of a failed response verification, for the
+// message.
+func verifyReason(err error) string {
+	var ve *wire.VerifyError
+	if errors.As(err, &ve) {
+		return ve.Reason()
+	}
+	return err.Error()
 }
 
 // errorMessage is a wire.ErrorResponse's message, or the body as text.

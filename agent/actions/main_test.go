@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -22,7 +23,8 @@ import (
 
 // The package's tests share one real API server (etcd and kube-apiserver:
 // upgrades do not wait for Pods) with the Flux HelmRelease CRD, and one Helm
-// chart repository holding the web chart at 1.0.0, 1.1.0 and 1.2.0, served
+// chart repository holding the web chart at 1.0.0, 1.1.0 and 1.2.0 (and
+// the other chart at 1.1.0), served
 // anonymously under /charts and with basic authentication under /private.
 var (
 	cluster *harness.Cluster
@@ -31,6 +33,9 @@ var (
 	chartsURL, privateURL string
 	// chartsHost is host:port of both.
 	chartsHost string
+	// credentialsSeen counts the requests to the repository that carried
+	// an Authorization header.
+	credentialsSeen atomic.Int64
 )
 
 const (
@@ -38,6 +43,8 @@ const (
 	repoPassword = "spoke-secret-password"
 	webChartDir  = "../testdata/charts/web"
 	hrCRD        = "../../controllers/promotion/strategy/kubernetes/testdata/crds/helmreleases.yaml"
+	// otherChart is a second chart in the repository, at 1.1.0.
+	otherChart = "other"
 )
 
 // chartVersions are the packaged versions; from 1.1.0 on the chart has a
@@ -100,6 +107,16 @@ func packageCharts(dir string) error {
 			return err
 		}
 	}
+	// Another application's chart in the same repository: an action must
+	// not swap a release's chart for it.
+	other, err := loader.Load(webChartDir)
+	if err != nil {
+		return err
+	}
+	other.Metadata.Name, other.Metadata.Version = otherChart, "1.1.0"
+	if _, err := chartutil.Save(other, dir); err != nil {
+		return err
+	}
 	index, err := repo.IndexDirectory(dir, "")
 	if err != nil {
 		return err
@@ -123,6 +140,12 @@ func addTier(ch *chart.Chart) {
 func chartRepository(dir string) http.Handler {
 	files := http.FileServer(http.Dir(dir))
 	mux := http.NewServeMux()
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			credentialsSeen.Add(1)
+		}
+		mux.ServeHTTP(w, r)
+	})
 	mux.Handle("/charts/", http.StripPrefix("/charts", files))
 	mux.Handle("/private/", http.StripPrefix("/private", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u, p, ok := r.BasicAuth(); !ok || u != repoUser || p != repoPassword {
@@ -132,5 +155,5 @@ func chartRepository(dir string) http.Handler {
 		}
 		files.ServeHTTP(w, r)
 	})))
-	return mux
+	return counted
 }

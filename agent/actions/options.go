@@ -53,14 +53,16 @@ type Options struct {
 	// changes; while it cannot be read or parsed every action is refused.
 	LimitsFile string
 	// CredentialsSecret is "namespace/name" of a Secret on the spoke with the
-	// keys username and password (and optionally host, to send them to that
-	// host only), used for every chart source. Empty means anonymous.
+	// keys username, password and host: the credentials are sent to that
+	// host (host[:port]) only. Empty means anonymous.
 	CredentialsSecret string
 	// UpgradeTimeout bounds a Helm upgrade's hooks.
 	UpgradeTimeout time.Duration
 	// InstallMissing installs the release when it is not on the spoke (a
 	// promotion into an environment that never ran it), within the same
-	// limits; false reports such an action Failed.
+	// limits, into an existing namespace; false (the default) reports such
+	// an action Failed, so the hub can only move releases a person put on
+	// the spoke.
 	InstallMissing bool
 	// PendingGrace is how old a pending revision this agent made for the
 	// same action must be before it is taken for abandoned (the agent was
@@ -90,7 +92,6 @@ type Options struct {
 func NewOptions() Options {
 	return Options{
 		Enabled:         true,
-		InstallMissing:  true,
 		UpgradeTimeout:  DefaultUpgradeTimeout,
 		PendingWait:     DefaultPendingWait,
 		PollTimeout:     DefaultPollTimeout,
@@ -122,9 +123,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LimitsFile, "actions-limits-file", o.LimitsFile,
 		"YAML file (e.g. a mounted ConfigMap) with allowedNamespaces, allowedChartSources and allowDowngrades; replaces the three flags and is re-read when it changes.")
 	fs.StringVar(&o.CredentialsSecret, "actions-credentials-secret", o.CredentialsSecret,
-		"namespace/name of a Secret on this cluster with username and password (optional host) for chart sources.")
+		"namespace/name of a Secret on this cluster with username, password and host (host[:port]) for chart sources; the credentials are sent to that host only.")
 	fs.BoolVar(&o.InstallMissing, "actions-install-missing", o.InstallMissing,
-		"Install a release that is not on this spoke yet (within the same limits) instead of failing the action.")
+		"Install a release that is not on this spoke yet (within the same limits, into an existing namespace) instead of failing the action. Off by default: the hub can then only move releases already installed here.")
 	fs.DurationVar(&o.UpgradeTimeout, "actions-upgrade-timeout", o.UpgradeTimeout,
 		"Timeout of a Helm upgrade's hooks (upgrades do not wait for readiness).")
 	fs.DurationVar(&o.PendingGrace, "actions-pending-grace", o.PendingGrace,

@@ -256,6 +256,11 @@ func (p *Poller) report(ctx context.Context, out wire.ActionOutcome) {
 // level; the rest at V(1).
 func (p *Poller) logFailure(msg string, err error, failures int, retryIn time.Duration, kv ...any) {
 	kv = append(kv, "failures", failures, "retryIn", retryIn.Round(time.Millisecond).String())
+	if errors.Is(err, errUnsignedAnswer) {
+		kv = append(kv, "hint", "an answer not signed with this spoke's key was refused: something between the agent and the hub may be tampering with it, or the hub predates response signing")
+		p.log.Error(err, msg, kv...)
+		return
+	}
 	var he *hubError
 	if errors.As(err, &he) && he.code == http.StatusUnauthorized {
 		kv = append(kv, "hint", "the hub did not accept the signature: check the spoke name, the key file and the clock")

@@ -87,3 +87,45 @@ func TestPoller_signsWithTheCurrentKeyFile(t *testing.T) {
 	g.Eventually(hub.results).WithTimeout(10 * time.Second).Should(HaveLen(1))
 	g.Expect(hub.results()[0].Result).To(Equal(wire.ActionRefused))
 }
+
+// The agent acts only on answers signed with its spoke key for the request
+// it sent (issue 12, Medium 2): an injected (unsigned), forged (another key)
+// or replayed (the signature of an earlier answer) list of actions is
+// refused, and so is an unsigned acknowledgement of an outcome, which is
+// then reported again.
+func TestPoller_actsOnlyOnAnswersSignedForTheRequest(t *testing.T) {
+	g := NewWithT(t)
+	hub := newFakeHub(t)
+	a := upgradeAction("apps", "web", "1.1.0")
+	hub.offer(a)
+	opts := testOptions(Limits{})
+	run := &countingRunner{Runner: newExecutor(t, opts)}
+	hub.setAnswers(unsignedAnswers)
+	startPoller(t, run, opts, hub)
+
+	for _, mode := range []answerSigning{unsignedAnswers, wrongKeyAnswers, replayedAnswers} {
+		hub.setAnswers(mode)
+		_, polls, _ := hub.counts()
+		g.Eventually(func() int { _, p, _ := hub.counts(); return p }).WithTimeout(10*time.Second).Should(BeNumerically(">=", polls+3), "mode %d", mode)
+		g.Expect(run.count(a.ID)).To(BeZero(), "an action from an answer the spoke key did not sign for this request (mode %d)", mode)
+	}
+
+	// Signed: carried out and reported; an unsigned acknowledgement of
+	// the report is not taken for one, so the outcome is reported again.
+	hub.mu.Lock()
+	hub.answers, hub.ackUnsigned = signedAnswers, true
+	hub.mu.Unlock()
+	g.Eventually(func() int { r, _, _ := hub.counts(); return r }).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 3))
+	g.Expect(run.count(a.ID)).To(Equal(1))
+	hub.mu.Lock()
+	hub.ackUnsigned = false
+	hub.mu.Unlock()
+	reportsThen := -1
+	g.Eventually(func() bool {
+		r, _, _ := hub.counts()
+		stable := r == reportsThen
+		reportsThen = r
+		return stable
+	}).WithTimeout(10*time.Second).WithPolling(time.Second).Should(BeTrue(), "reports stop once one is acknowledged with a signature")
+	g.Expect(run.count(a.ID)).To(Equal(1))
+}

@@ -69,7 +69,11 @@ func DecodeSecret(s *corev1.Secret, opts DecodeOptions) (*Release, error) {
 			Err: fmt.Errorf("type is %q, want %q", s.Type, SecretType)}
 	}
 	data, ok := s.Data[DataKey]
-	return decodeObject("secret", s.Namespace, s.Name, data, ok, opts)
+	r, err := decodeObject("secret", s.Namespace, s.Name, data, ok, opts)
+	if r != nil {
+		r.StorageUID = string(s.UID)
+	}
+	return r, err
 }
 
 // DecodeConfigMap decodes a Helm release ConfigMap (Helm's "configmap"
@@ -85,7 +89,11 @@ func DecodeConfigMap(cm *corev1.ConfigMap, opts DecodeOptions) (*Release, error)
 			Err: fmt.Errorf("label %s=%s is missing", OwnerLabel, OwnerValue)}
 	}
 	data, ok := cm.Data[DataKey]
-	return decodeObject("configmap", cm.Namespace, cm.Name, []byte(data), ok, opts)
+	r, err := decodeObject("configmap", cm.Namespace, cm.Name, []byte(data), ok, opts)
+	if r != nil {
+		r.StorageUID = string(cm.UID)
+	}
+	return r, err
 }
 
 // decodeObject decodes the payload of one storage object and fills in what

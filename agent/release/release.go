@@ -27,6 +27,10 @@ type Release struct {
 	StorageNamespace string
 	// StorageName is the name of that object, e.g. sh.helm.release.v1.web.v7.
 	StorageName string
+	// StorageUID is that object's UID. It tells apart two occurrences of
+	// the same revision number: an uninstall and a reinstall both make a
+	// revision 1, each stored in a new object.
+	StorageUID string
 	// Chart is the chart's name.
 	Chart string
 	// ChartVersion is the chart's version.

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"tugboat.dev/tugboat/agent/health"
-	"tugboat.dev/tugboat/agent/ownership"
 	"tugboat.dev/tugboat/agent/release"
 	"tugboat.dev/tugboat/api/wire"
 )
@@ -60,9 +59,11 @@ type Tracker struct {
 type entry struct {
 	revisions map[int]*release.Release
 	latest    *release.Release
-	seen      map[statusKey]bool
-	health    health.Result
-	computed  bool
+	// seen holds the statuses already announced, of stored revisions only
+	// (forgetRevisionLocked).
+	seen     map[statusKey]bool
+	health   health.Result
+	computed bool
 	// deployedAt is when the latest revision was first seen deployed.
 	deployedAt time.Time
 	deployedOf int
@@ -113,6 +114,19 @@ func (t *Tracker) Start(ctx context.Context) error {
 // NeedLeaderElection is false: every agent replica would track (there is
 // one per spoke).
 func (t *Tracker) NeedLeaderElection() bool { return false }
+
+// remembered returns how many entries the tracker's maps hold: releases,
+// revisions, seen statuses and reported decode failures. Bounded by what is
+// stored on the cluster.
+func (t *Tracker) remembered() (releases, revisions, seen, reported int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.releases {
+		revisions += len(e.revisions)
+		seen += len(e.seen)
+	}
+	return len(t.releases), revisions, seen, len(t.reported)
+}
 
 // Releases returns how many releases are tracked.
 func (t *Tracker) Releases() int {
@@ -192,11 +206,17 @@ func (t *Tracker) ObserveStorage(obj any, initial bool) {
 		return
 	}
 	t.mu.Lock()
+	delete(t.reported, meta.GetNamespace()+"/"+meta.GetName()) // decodes now
 	key := rel.Key()
 	e := t.releases[key]
 	if e == nil {
 		e = &entry{revisions: map[int]*release.Release{}, seen: map[statusKey]bool{}}
 		t.releases[key] = e
+	}
+	if old := e.revisions[rel.Revision]; old != nil && old.StorageUID != rel.StorageUID {
+		// Another occurrence of the revision number (its storage object
+		// was replaced, and the delete was not seen): its statuses are new.
+		forgetRevisionLocked(e, rel.Revision)
 	}
 	prevLatest := e.latest
 	e.revisions[rel.Revision] = rel
@@ -267,12 +287,21 @@ func (t *Tracker) ForgetStorage(obj any) {
 	delete(t.reported, meta.GetNamespace()+"/"+meta.GetName())
 	// Helm stores a release in its own namespace (Flux may use another
 	// storage namespace): find the release by storage identity.
-	var key release.Key
-	var e *entry
-	for k, cand := range t.releases {
-		if r, ok := cand.revisions[rev]; ok && r.Name == name && r.StorageNamespace == meta.GetNamespace() {
-			key, e = k, cand
-			break
+	// Helm's own: the release's namespace, looked up directly; only a
+	// Flux storage namespace needs the scan.
+	stored := func(cand *entry) bool {
+		r, ok := cand.revisions[rev]
+		return ok && r.Name == name && r.StorageNamespace == meta.GetNamespace()
+	}
+	key := release.Key{Namespace: meta.GetNamespace(), Name: name}
+	e := t.releases[key]
+	if e == nil || !stored(e) {
+		e = nil
+		for k, cand := range t.releases {
+			if stored(cand) {
+				key, e = k, cand
+				break
+			}
 		}
 	}
 	if e == nil {
@@ -281,6 +310,7 @@ func (t *Tracker) ForgetStorage(obj any) {
 	}
 	last := e.revisions[rev]
 	delete(e.revisions, rev)
+	forgetRevisionLocked(e, rev)
 	var events []wire.Event
 	if len(e.revisions) == 0 {
 		gone := *last
@@ -293,6 +323,18 @@ func (t *Tracker) ForgetStorage(obj any) {
 	}
 	t.mu.Unlock()
 	t.sink.Enqueue(events...)
+}
+
+// forgetRevisionLocked drops what e remembers of revision rev's statuses,
+// once its storage object is gone (Helm prunes old revisions, see
+// --history-max) or replaced: seen holds entries only for revisions that
+// are stored, so it stays bounded however long the release lives.
+func forgetRevisionLocked(e *entry, rev int) {
+	for k := range e.seen {
+		if k.revision == rev {
+			delete(e.seen, k)
+		}
+	}
 }
 
 // statusEventLocked builds the event for a revision reaching a status.
@@ -330,7 +372,7 @@ func (t *Tracker) statusEventLocked(e *entry, rel *release.Release) wire.Event {
 		state = rel.State()
 		state.Health = wire.HealthUnknown
 	}
-	return t.event(rel.Namespace, rel.Name, rel.Revision, kind, typ, reason, msg, nil, statusSequence(rel.Status), &state)
+	return t.event(rel.Namespace, rel.Name, rel.Revision, rel.StorageUID, kind, typ, reason, msg, nil, statusSequence(rel.Status), &state)
 }
 
 func statusSequence(s wire.ReleaseStatus) int64 {
@@ -339,7 +381,10 @@ func statusSequence(s wire.ReleaseStatus) int64 {
 	return int64(h.Sum64() >> 1)
 }
 
-func (t *Tracker) event(namespace, name string, revision int, kind wire.EventKind, typ wire.EventType, reason, msg string,
+// event builds an event of revision, whose storage object has the UID
+// releaseUID (empty when unknown): the UID makes the ids of a reinstall's
+// revision 1 differ from those of the uninstalled revision 1.
+func (t *Tracker) event(namespace, name string, revision int, releaseUID string, kind wire.EventKind, typ wire.EventType, reason, msg string,
 	obj *wire.ObjectRef, seq int64, state *wire.ReleaseState) wire.Event {
 	if revision < 1 {
 		revision = 1
@@ -347,7 +392,7 @@ func (t *Tracker) event(namespace, name string, revision int, kind wire.EventKin
 	e := wire.Event{
 		Spoke: t.opts.Spoke, Namespace: namespace, Release: name, Revision: revision,
 		Kind: kind, Type: typ, Reason: reason, Object: obj, Message: clipMessage(msg),
-		Time: t.now().UTC(), Sequence: seq, State: state,
+		Time: t.now().UTC(), Sequence: seq, State: state, ReleaseUID: releaseUID,
 	}
 	e.ID = e.ComputeID()
 	return e
@@ -369,7 +414,7 @@ func (t *Tracker) reportDecodeError(meta metav1.Object, err error) {
 		return
 	}
 	seq, _ := strconv.ParseInt(meta.GetResourceVersion(), 10, 64)
-	t.sink.Enqueue(t.event(meta.GetNamespace(), name, rev, wire.EventReleaseStatus, wire.EventTypeWarning, "DecodeFailed",
+	t.sink.Enqueue(t.event(meta.GetNamespace(), name, rev, string(meta.GetUID()), wire.EventReleaseStatus, wire.EventTypeWarning, "DecodeFailed",
 		fmt.Sprintf("release record %s cannot be decoded and is skipped: %v", id, err),
 		&wire.ObjectRef{Kind: kindOf(meta), Namespace: meta.GetNamespace(), Name: meta.GetName(), UID: string(meta.GetUID())}, seq, nil))
 }
@@ -444,7 +489,7 @@ func (t *Tracker) recompute(ctx context.Context, key release.Key) {
 		maxRV = t.now().UnixNano()
 	}
 	state := after
-	t.sink.Enqueue(t.event(key.Namespace, key.Name, after.Revision, wire.EventHealthChanged, typ, reason, msg, nil,
+	t.sink.Enqueue(t.event(key.Namespace, key.Name, after.Revision, e.latest.StorageUID, wire.EventHealthChanged, typ, reason, msg, nil,
 		maxRV<<2|int64(healthRank(after.Health)), &state))
 }
 
@@ -458,95 +503,4 @@ func healthRank(h wire.Health) int {
 		return 3
 	}
 	return 0
-}
-
-// ObserveObject handles a tracked workload added, updated or deleted: it
-// schedules the release's health and emits an object event (not for the
-// objects listed when the agent starts).
-func (t *Tracker) ObserveObject(kind string, oldObj, obj metav1.Object, deleted, initial bool) {
-	rel, ok := releaseOf(obj)
-	if !ok {
-		return
-	}
-	t.mu.Lock()
-	e := t.releases[rel]
-	revision := 1
-	if e != nil && e.latest != nil {
-		revision = e.latest.Revision
-	}
-	t.mu.Unlock()
-	t.Touch(rel)
-	if initial {
-		return
-	}
-	ref := &wire.ObjectRef{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID())}
-	var ev *wire.Event
-	switch {
-	case deleted:
-		e := t.event(rel.Namespace, rel.Name, revision, wire.EventObjectDeleted, wire.EventTypeNormal, "Deleted",
-			fmt.Sprintf("%s %s deleted", kind, obj.GetName()), ref, 0, nil)
-		ev = &e
-	case oldObj == nil:
-		e := t.event(rel.Namespace, rel.Name, revision, wire.EventObjectCreated, wire.EventTypeNormal, "Created",
-			fmt.Sprintf("%s %s created", kind, obj.GetName()), ref, 0, nil)
-		ev = &e
-	case oldObj.GetGeneration() != obj.GetGeneration() && kind != "Pod":
-		e := t.event(rel.Namespace, rel.Name, revision, wire.EventObjectUpdated, wire.EventTypeNormal, "Modified",
-			fmt.Sprintf("%s %s modified", kind, obj.GetName()), ref, obj.GetGeneration(), nil)
-		ev = &e
-	}
-	if ev != nil {
-		t.sink.Enqueue(*ev)
-	}
-	if pod, ok := obj.(*corev1.Pod); ok {
-		var oldPod *corev1.Pod
-		if oldObj != nil {
-			oldPod, _ = oldObj.(*corev1.Pod)
-		}
-		if reason := podProblem(pod); reason != "" && (oldPod == nil || podProblem(oldPod) != reason) {
-			h := fnv.New64a()
-			_, _ = h.Write([]byte(reason))
-			t.sink.Enqueue(t.event(rel.Namespace, rel.Name, revision, wire.EventKubernetes, wire.EventTypeWarning, "PodFailed",
-				fmt.Sprintf("Pod %s failed (%s)", pod.Name, reason), ref, int64(h.Sum64()>>1), nil))
-		}
-	}
-}
-
-// podProblem names why a pod cannot run, or "".
-func podProblem(p *corev1.Pod) string {
-	if p.Status.Phase == corev1.PodFailed {
-		return "Failed"
-	}
-	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		if w := cs.State.Waiting; w != nil {
-			switch w.Reason {
-			case "ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff", "CreateContainerConfigError", "InvalidImageName":
-				return w.Reason
-			}
-		}
-	}
-	return ""
-}
-
-func releaseOf(obj metav1.Object) (release.Key, bool) {
-	l := obj.GetLabels()
-	name, ns := l[ownership.LabelRelease], l[ownership.LabelReleaseNamespace]
-	if name == "" || ns == "" {
-		return release.Key{}, false
-	}
-	return release.Key{Namespace: ns, Name: name}, true
-}
-
-func clip(s string) string { return clipN(s, wire.MaxHealthReasonLength) }
-
-func clipMessage(s string) string { return clipN(s, wire.MaxMessageLength) }
-
-func clipN(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && (s[n]&0xC0) == 0x80 {
-		n--
-	}
-	return s[:n]
 }

@@ -172,8 +172,8 @@ func TestFuzzSeeds_validSeedsAreAccepted(t *testing.T) {
 	}
 }
 
-// readSeed parses a "go test fuzz v1" file of string(...) and []byte(...)
-// lines.
+// readSeed parses a "go test fuzz v1" file of string(...), []byte(...) and
+// int(...) lines (an int comes back as its decimal digits).
 func readSeed(t *testing.T, file string) [][]byte {
 	t.Helper()
 	data, err := os.ReadFile(file)
@@ -186,6 +186,10 @@ func readSeed(t *testing.T, file string) [][]byte {
 	}
 	var args [][]byte
 	for _, l := range lines[1:] {
+		if n, ok := strings.CutPrefix(l, "int("); ok {
+			args = append(args, []byte(strings.TrimSuffix(n, ")")))
+			continue
+		}
 		l = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(l, "string("), "[]byte("), ")")
 		s, err := strconv.Unquote(l)
 		if err != nil {

@@ -162,13 +162,24 @@ type Event struct {
 	// Sequence tells apart events that share every other identity field (for
 	// example an object's resourceVersion, or a counter). 0 or more.
 	Sequence int64 `json:"sequence"`
+	// ReleaseUID is the UID of the Helm storage object (the Secret or
+	// ConfigMap sh.helm.release.v1.<release>.v<revision>) of the revision
+	// the event belongs to, when the sender knows it. It is part of the
+	// event's identity: an uninstall followed by a reinstall makes a new
+	// revision 1 in a new storage object, whose events must not be taken
+	// for redeliveries of the old revision 1's.
+	ReleaseUID string `json:"releaseUID,omitempty"`
 }
 
-// ComputeID returns NewEventID of the event's identity fields.
+// ComputeID returns the event's id: NewEventID of its identity fields, or
+// NewOccurrenceEventID when it carries a ReleaseUID.
 func (e *Event) ComputeID() string {
 	uid := ""
 	if e.Object != nil {
 		uid = e.Object.UID
+	}
+	if e.ReleaseUID != "" {
+		return NewOccurrenceEventID(e.Spoke, e.Namespace, e.Release, e.ReleaseUID, e.Revision, string(e.Kind), uid, e.Sequence)
 	}
 	return NewEventID(e.Spoke, e.Namespace, e.Release, e.Revision, string(e.Kind), uid, e.Sequence)
 }

@@ -81,6 +81,7 @@ func validateEvent(fe *fieldErrors, p string, e *Event, spoke string) {
 	if e.Sequence < 0 {
 		fe.add(join(p, "sequence"), "must be 0 or more")
 	}
+	token(fe, join(p, "releaseUID"), e.ReleaseUID, 128, false)
 	switch {
 	case e.ID == "":
 		fe.add(join(p, "id"), "required")

@@ -96,6 +96,12 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 		if err := os.WriteFile(keyFile, key.Data[tugboatv1alpha1.SpokeKeySecretKey], 0o600); err != nil {
 			return err
 		}
+		// The demo namespace exists on every spoke: an agent installs a
+		// missing release (--actions-install-missing) but creates no
+		// namespace.
+		if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s on spoke %s: %w", DemoNamespace, s.Name, err)
+		}
 		fmt.Fprintf(opts.Progress, "starting the agent of %s\n", s.Name)
 		if err := e.start(exe, "agent-"+s.Name, logDir, []string{
 			"agent", "--kubeconfig", e.KubeconfigFor(s.Name), "--spoke", s.Name,
@@ -108,6 +114,7 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 			// local chart repository, and nothing else.
 			"--actions-allowed-namespaces=" + DemoNamespace,
 			"--actions-allowed-chart-sources=" + e.ChartRepoURL,
+			"--actions-install-missing",
 		}); err != nil {
 			return err
 		}

@@ -44,6 +44,14 @@ type ServerOptions struct {
 	Webhooks *Webhooks
 	// ShutdownTimeout bounds the graceful shutdown (default 5s).
 	ShutdownTimeout time.Duration
+	// ClientCAFile, when set, is a PEM bundle: the server then requires
+	// every client (the API server) to present a certificate it signed, and
+	// refuses the TLS handshake otherwise (see clientauth.go). Read once,
+	// by NewServer.
+	ClientCAFile string
+	// ClientNames, when set (with ClientCAFile), are the subject common
+	// names or DNS names a client certificate must carry.
+	ClientNames []string
 }
 
 // Server serves the agent's webhooks over TLS. It implements
@@ -51,6 +59,7 @@ type ServerOptions struct {
 // no leader election).
 type Server struct {
 	opts     ServerOptions
+	tls      *tls.Config // without the serving certificate
 	handler  http.Handler
 	caBundle []byte
 	static   *tls.Certificate
@@ -88,7 +97,15 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		}
 		opts.Webhooks.Metrics = m
 	}
-	s := &Server{opts: opts, handler: opts.Webhooks.Handler(), serving: make(chan struct{})}
+	s := &Server{opts: opts, handler: opts.Webhooks.Handler(), serving: make(chan struct{}), tls: &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// HTTP/1.1 only, as controller-runtime's webhook server does by
+		// default (HTTP/2 stream-reset attacks).
+		NextProtos: []string{"http/1.1"},
+	}}
+	if err := opts.clientTLS(s.tls); err != nil {
+		return nil, err
+	}
 	if opts.CertsReady != nil && opts.CertDir == "" {
 		return nil, errors.New("webhook server: CertsReady needs a CertDir")
 	}
@@ -221,15 +238,11 @@ func (s *Server) Start(ctx context.Context) error {
 		getCert = s.watcher.GetCertificate
 		wg.Go(func() { _ = s.watcher.Start(ctx) })
 	}
+	tlsConfig := s.tls.Clone()
+	tlsConfig.GetCertificate = getCert
 	srv := &http.Server{
-		Handler: s.handler,
-		TLSConfig: &tls.Config{
-			MinVersion:     tls.VersionTLS12,
-			GetCertificate: getCert,
-			// HTTP/1.1 only, as controller-runtime's webhook server does by
-			// default (HTTP/2 stream-reset attacks).
-			NextProtos: []string{"http/1.1"},
-		},
+		Handler:           s.handler,
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,

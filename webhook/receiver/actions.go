@@ -20,7 +20,11 @@ import (
 //	POST /v1/spokes/{spoke}/actions/{id}  report one action's outcome
 //
 // Both are signed like every agent request; the GET's signature covers an
-// empty body. They answer 404 unless Options.Actions is set.
+// empty body. They answer 404 unless Options.Actions is set. Their 200
+// answers are signed in turn with the spoke's keys, bound to the request
+// (wire.SignResponse over its timestamp, X-Tugboat-Nonce, method and path):
+// the agent acts only on an answer that verifies, so nobody on the path
+// (a TLS-terminating proxy, --hub-insecure-http) can inject an action.
 
 // ActionStore is what the receiver needs from the hub to hand agents their
 // actions and record the outcomes (controllers/promotion/actions implements
@@ -123,7 +127,7 @@ func (s *Server) serveActions(w http.ResponseWriter, r *http.Request, spoke stri
 	if acts == nil {
 		acts = []wire.Action{}
 	}
-	writeJSON(w, http.StatusOK, wire.ActionList{Actions: acts})
+	s.writeSignedJSON(w, r, ep, spoke, wire.ActionList{Actions: acts})
 }
 
 // serveActionOutcome handles POST /v1/spokes/{spoke}/actions/{id}: the body
@@ -166,8 +170,34 @@ func (s *Server) serveActionOutcome(w http.ResponseWriter, r *http.Request, spok
 	case err != nil:
 		s.unavailable(w, ep, spoke, "recording an action outcome", err)
 	default:
-		writeJSON(w, http.StatusOK, struct{}{})
+		s.writeSignedJSON(w, r, ep, spoke, struct{}{})
 	}
+}
+
+// writeSignedJSON answers 200 with v as JSON (as writeJSON does), with an
+// X-Tugboat-Response-Signature made with each of the spoke's keys for r.
+// A request without a valid nonce (an agent from before response signing)
+// gets the answer unsigned.
+func (s *Server) writeSignedJSON(w http.ResponseWriter, r *http.Request, ep, spoke string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // the wire types always marshal
+		writeJSON(w, http.StatusInternalServerError, wire.ErrorResponse{Error: "internal error"})
+		return
+	}
+	b = append(b, '\n')
+	keys, err := s.store.SpokeKeys(r.Context(), spoke)
+	if err != nil { // gone since authenticate: the agent retries
+		s.unavailable(w, ep, spoke, "looking up the spoke's keys to sign the answer", err)
+		return
+	}
+	h := w.Header()
+	if sig := wire.SignResponse(r, http.StatusOK, b, keys.Current, keys.Previous); sig != "" {
+		h.Set(wire.HeaderResponseSignature, sig)
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }
 
 // decodeActionOutcome decodes one wire.ActionOutcome strictly (a single
