@@ -234,4 +234,3 @@ func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
 func (ca TestCA) ServerTLS() *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{ca.Server}, MinVersion: tls.VersionTLS12}
 }
-
