@@ -4,7 +4,7 @@
 // (which holds the cloud metadata services, 169.254.169.254 and fd00:ec2::254),
 // unspecified and multicast destinations, so a Pipeline cannot point the hub
 // at itself, at the node or at a metadata service. The check runs on the
-// address actually dialled, after DNS resolution, so a name that resolves
+// address actually dialed, after DNS resolution, so a name that resolves
 // to a refused address is refused too.
 //
 // It is not a firewall: private (RFC 1918) addresses stay allowed, since
@@ -62,7 +62,7 @@ func (p Policy) Check(addr netip.Addr) error {
 }
 
 // Control is a net.Dialer Control function that enforces p on the address
-// being dialled.
+// being dialed.
 func (p Policy) Control(_, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {

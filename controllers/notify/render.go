@@ -10,13 +10,13 @@ import (
 )
 
 // The plain-text rendering of a Notice, shared by the notifiers that send
-// text (email, webhook, flux): a one-line Title, labelled Facts, one line per
+// text (email, webhook, flux): a one-line Title, labeled Facts, one line per
 // Target and per timeline Step. Slack builds its blocks from the same parts.
 
 // TimeLayout is how rendered notices print times.
 const TimeLayout = "2006-01-02 15:04:05 MST"
 
-// Fact is one labelled value of a notice ("Version": "1.4.0").
+// Fact is one labeled value of a notice ("Version": "1.4.0").
 type Fact struct {
 	Label, Value string
 }
@@ -101,7 +101,7 @@ func TargetName(t Target) string {
 	return t.Spoke + "/" + t.Namespace + "/" + t.Release
 }
 
-// Facts are the notice's labelled values, in display order; empty values
+// Facts are the notice's labeled values, in display order; empty values
 // are left out.
 func Facts(n Notice) []Fact {
 	var f []Fact

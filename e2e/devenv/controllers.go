@@ -199,7 +199,7 @@ func (e *Env) createSamplePipeline(ctx context.Context) error {
 // signing secret and the Slack user ID allowed to approve into the last
 // environment (sign an interaction with them to click Approve by hand).
 const (
-	DemoSlackSigningSecret = "tugboat-dev-signing-secret"
+	DemoSlackSigningSecret = "tugboat-dev-signing-secret" //nolint:gosec // the local stand-in's value, published on purpose
 	DemoSlackApprover      = "UDEVAPPROVER"
 )
 

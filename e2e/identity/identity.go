@@ -83,7 +83,7 @@ func Install(ctx context.Context, admin client.Client) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("the policy %s is not enforced after 60s (last answer: %v)", PolicyName, err)
+			return fmt.Errorf("the policy %s is not enforced after 60s (last answer: %w)", PolicyName, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -41,7 +41,7 @@ func Parse(contentType string, body []byte) (*Interaction, error) {
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		return nil, fmt.Errorf("malformed form body: %v", err)
+		return nil, fmt.Errorf("malformed form body: %w", err)
 	}
 	raw := form.Get("payload")
 	if raw == "" {
@@ -81,7 +81,7 @@ func Parse(contentType string, body []byte) (*Interaction, error) {
 		return nil, errors.New("payload.user: id or name too long")
 	}
 	if in.Namespace, in.Promotion, in.Notifier, err = notifyslack.ParseActionValue(found.Value); err != nil {
-		return nil, fmt.Errorf("payload.actions[].value: %v", err)
+		return nil, fmt.Errorf("payload.actions[].value: %w", err)
 	}
 	return in, nil
 }

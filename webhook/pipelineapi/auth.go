@@ -41,7 +41,7 @@ const (
 	// reasonRequestCredential: an approval authenticated with the Pipeline's
 	// promotion-request credential (spec.secretRef), which cannot approve.
 	// It is answered 403, not 401: the caller holds a valid credential.
-	reasonRequestCredential = "request_credential_cannot_approve" //nolint:gosec // a metrics label, not a credential
+	reasonRequestCredential = "request_credential_cannot_approve"
 	reasonNoApprovalRef     = "no_approval_secret_ref"
 	reasonMissingApproval   = "missing_approval_secret"
 )

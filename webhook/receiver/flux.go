@@ -8,10 +8,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	"hash"
 	"net/http"
 	"strings"
+
+	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 
 	"tugboat.dev/tugboat/api/wire"
 )
@@ -162,7 +163,7 @@ func (s *Server) serveFlux(w http.ResponseWriter, r *http.Request, spoke string)
 	}
 	// Flux signs no timestamp; the event's own bounds replays of old,
 	// authentic events once their ids have left the dedupe cache.
-	if now := s.now(); ev.Timestamp.Time.Before(now.Add(-s.opts.ReplayWindow)) || ev.Timestamp.Time.After(now.Add(s.opts.ReplayWindow)) {
+	if now := s.now(); ev.Timestamp.Time.Before(now.Add(-s.opts.ReplayWindow)) || ev.Timestamp.After(now.Add(s.opts.ReplayWindow)) {
 		s.reject(ep, wire.ErrStaleTimestamp.Error(), spoke)
 		writeError(w, http.StatusUnauthorized, unauthorized)
 		return

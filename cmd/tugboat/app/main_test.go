@@ -108,15 +108,6 @@ func writeStatus(t *testing.T, p *tugboatv1alpha1.Pipeline, status tugboatv1alph
 	}
 }
 
-func setPhase(t *testing.T, pr *tugboatv1alpha1.Promotion, phase tugboatv1alpha1.PromotionPhase) {
-	t.Helper()
-	orig := pr.DeepCopy()
-	pr.Status.Phase = phase
-	if err := cluster.Client.Status().Patch(context.Background(), pr, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func getPromotion(t *testing.T, ns, name string) *tugboatv1alpha1.Promotion {
 	t.Helper()
 	pr := &tugboatv1alpha1.Promotion{}

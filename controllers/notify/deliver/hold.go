@@ -43,7 +43,7 @@ func (r holdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	for i := range p.Spec.Notify {
 		spec := &p.Spec.Notify[i]
 		if modeOf(spec) == tugboatv1alpha1.NotifySummary {
-			continue // a hold has no completion to summarise
+			continue // a hold has no completion to summarize
 		}
 		for _, env := range p.Spec.Environments {
 			started := records[spec.Name+"/"+string(tugboatv1alpha1.EventHoldStarted)+"/"+env.Name]

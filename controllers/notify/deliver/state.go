@@ -110,7 +110,7 @@ func (d *deliverer) attempt(ctx context.Context, p *tugboatv1alpha1.Pipeline, sp
 	wait = d.backoff(st.Attempts)
 	if ra, ok := notify.RetryAfter(err); ok && ra > wait {
 		wait = ra
-		// Record the service's delay, so the next attempt honours it.
+		// Record the service's delay, so the next attempt honors it.
 		shifted := metav1.NewTime(now.Add(ra - d.backoff(st.Attempts)))
 		st.LastAttemptAt = &shifted
 	}

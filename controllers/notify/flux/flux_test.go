@@ -355,7 +355,7 @@ func TestFlux_answers(t *testing.T) {
 		g.Expect(err.Error()).NotTo(ContainSubstring("s3cr3t"))
 	})
 
-	t.Run("cancelled", func(t *testing.T) {
+	t.Run("canceled", func(t *testing.T) {
 		g := NewWithT(t)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			<-r.Context().Done()

@@ -100,10 +100,10 @@ func (f *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "forced")
 		return
 	}
-	switch {
-	case r.URL.Path == hookPath:
+	switch r.URL.Path {
+	case hookPath:
 		f.webhook(w, r)
-	case r.URL.Path == "/api/chat.postMessage" || r.URL.Path == "/api/chat.update":
+	case "/api/chat.postMessage", "/api/chat.update":
 		f.api(w, r, strings.TrimPrefix(r.URL.Path, "/api/"))
 	default:
 		// Slack answers an unknown incoming webhook 404 no_service.

@@ -140,7 +140,7 @@ func TestVerifierExamples_shell(t *testing.T) {
 			"HTTP_X_TUGBOAT_TIMESTAMP="+c.ts, "HTTP_X_TUGBOAT_SIGNATURE="+c.sig)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		return nil
 	}

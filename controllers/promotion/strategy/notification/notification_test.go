@@ -117,8 +117,6 @@ func validate(e eventv1.Event) []string {
 	return p
 }
 
-var now = time.Date(2026, 11, 2, 9, 30, 0, 0, time.UTC)
-
 func request(address string) strategy.Request {
 	return strategy.Request{
 		Promotion: &tugboatv1alpha1.Promotion{
