@@ -19,8 +19,8 @@ import (
 // Files of the default base.
 const (
 	CABundlePath = "/etc/ssl/certs/ca-certificates.crt"
-	passwd       = "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
-	group        = "root:x:0:\nnonroot:x:65532:\n"
+	usersFile    = "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
+	groupsFile   = "root:x:0:\nnonroot:x:65532:\n"
 	nsswitch     = "hosts: files dns\n"
 )
 
@@ -48,8 +48,8 @@ func DefaultBase(createdAt time.Time, arch string) (v1.Image, error) {
 	t := created(createdAt)
 	layer, err := tarLayer(t, []entry{
 		{name: "etc/", dir: true, mode: 0o755},
-		{name: "etc/passwd", mode: 0o644, data: []byte(passwd)},
-		{name: "etc/group", mode: 0o644, data: []byte(group)},
+		{name: "etc/passwd", mode: 0o644, data: []byte(usersFile)},
+		{name: "etc/group", mode: 0o644, data: []byte(groupsFile)},
 		{name: "etc/nsswitch.conf", mode: 0o644, data: []byte(nsswitch)},
 		{name: "etc/ssl/", dir: true, mode: 0o755},
 		{name: "etc/ssl/certs/", dir: true, mode: 0o755},

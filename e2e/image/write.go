@@ -67,7 +67,7 @@ func WriteLayout(dir string, img v1.Image, ref name.Tag) error {
 
 // WriteTarball writes img as a `docker load` tarball at path, tagged ref.
 func WriteTarball(path string, img v1.Image, ref name.Tag) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
 	return tarball.WriteToFile(path, ref, img)

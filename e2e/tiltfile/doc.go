@@ -5,6 +5,6 @@
 // resources, port-forwards, local commands), render the real kustomize
 // bases, and run the commands of its no-Docker mode.
 //
-// What it cannot check is Tilt's own behaviour: rebuild triggers, live
+// What it cannot check is Tilt's own behavior: rebuild triggers, live
 // updates and the order Tilt applies objects in.
 package tiltfile

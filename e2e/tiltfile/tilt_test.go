@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	starlarkjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkjson"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -71,7 +71,8 @@ func run(t *testing.T, root string, args ...string) *tilt {
 	// The dialect Tilt enables.
 	opts := &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true, Recursion: true}
 	if _, err := starlark.ExecFileOptions(opts, thread, filepath.Join(root, "Tiltfile"), nil, tl.predeclared()); err != nil {
-		if ee, ok := err.(*starlark.EvalError); ok {
+		var ee *starlark.EvalError
+		if errors.As(err, &ee) {
 			t.Fatalf("running the Tiltfile %v: %s", args, ee.Backtrace())
 		}
 		t.Fatalf("running the Tiltfile %v: %v", args, err)
@@ -110,8 +111,8 @@ func (tl *tilt) predeclared() starlark.StringDict {
 func (tl *tilt) define(kind string) func(starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 	return func(args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		var name, usage string
-		var args_ bool
-		if err := starlark.UnpackArgs("config.define_"+kind, args, kwargs, "name", &name, "args?", &args_, "usage?", &usage); err != nil {
+		var positional bool
+		if err := starlark.UnpackArgs("config.define_"+kind, args, kwargs, "name", &name, "args?", &positional, "usage?", &usage); err != nil {
 			return nil, err
 		}
 		if usage == "" {
@@ -200,10 +201,10 @@ func (tl *tilt) dockerBuild(args starlark.Tuple, kwargs []starlark.Tuple) (starl
 		}
 	}
 	var err error
-	if d.Only, err = strings_(only); err != nil {
+	if d.Only, err = stringList(only); err != nil {
 		return nil, err
 	}
-	if d.Ignore, err = strings_(ignore); err != nil {
+	if d.Ignore, err = stringList(ignore); err != nil {
 		return nil, err
 	}
 	tl.docker = append(tl.docker, d)
@@ -219,7 +220,7 @@ func (tl *tilt) k8sResource(args starlark.Tuple, kwargs []starlark.Tuple) (starl
 	}
 	var err error
 	for dst, src := range map[*[]string]*starlark.List{&r.PortForwards: pf, &r.Objects: objs, &r.ResourceDeps: deps, &r.Labels: labels} {
-		if *dst, err = strings_(src); err != nil {
+		if *dst, err = stringList(src); err != nil {
 			return nil, err
 		}
 	}
@@ -236,7 +237,7 @@ func (tl *tilt) localResource(args starlark.Tuple, kwargs []starlark.Tuple) (sta
 	}
 	var err error
 	for dst, src := range map[*[]string]*starlark.List{&r.ServeCmd: serve, &r.Deps: deps, &r.ResourceDeps: rdeps, &r.Ignore: ignore, &r.Labels: labels} {
-		if *dst, err = strings_(src); err != nil {
+		if *dst, err = stringList(src); err != nil {
 			return nil, err
 		}
 	}
@@ -249,13 +250,13 @@ func (tl *tilt) allowContexts(args starlark.Tuple, kwargs []starlark.Tuple) (sta
 	if err := starlark.UnpackArgs("allow_k8s_contexts", args, kwargs, "contexts", &l); err != nil {
 		return nil, err
 	}
-	s, err := strings_(l)
+	s, err := stringList(l)
 	tl.contexts = append(tl.contexts, s...)
 	return starlark.None, err
 }
 
-// strings_ converts a Starlark list of strings.
-func strings_(l *starlark.List) ([]string, error) {
+// stringList converts a Starlark list of strings.
+func stringList(l *starlark.List) ([]string, error) {
 	if l == nil {
 		return nil, nil
 	}
