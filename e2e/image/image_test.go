@@ -29,24 +29,28 @@ import (
 // shells are the names no image may hold anywhere.
 var shells = map[string]bool{"sh": true, "bash": true, "ash": true, "dash": true, "zsh": true, "busybox": true}
 
-// TestImage_agentRunsVersionAsNonRoot builds the agent image as `make image`
-// does (the agent-only binary with -trimpath and the version ldflags, over
-// the default base), writes it as an OCI layout and a tarball, loads the
-// layout back and checks what a cluster would run: the entrypoint, the
-// non-root user, no shell in any layer, the labels, and that the binary
-// taken out of the image prints the version baked in.
-func TestImage_agentRunsVersionAsNonRoot(t *testing.T) {
+// TestImage_runsVersionAsNonRoot builds both images as `make image` does
+// (the binary with -trimpath and the version ldflags, over the default
+// base), writes each as an OCI layout and a tarball, loads the layout back
+// and checks what a cluster would run: the entrypoint, the non-root user, no
+// shell in any layer, the labels, and that the binary taken out of the image
+// prints the version baked in (and that only the full one has a hub).
+func TestImage_runsVersionAsNonRoot(t *testing.T) {
+	for _, kind := range image.Kinds() {
+		t.Run(kind.Name, func(t *testing.T) { testImage(t, kind) })
+	}
+}
+
+func testImage(t *testing.T, kind image.Kind) {
 	g := NewWithT(t)
 	root, err := bins.FindRepoRoot(".")
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	kind, err := image.KindNamed("tugboat-agent")
-	g.Expect(err).NotTo(HaveOccurred())
 	const version = "v0.9.1-imagetest"
 	created := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	bin := filepath.Join(dir, "tugboat-agent")
+	bin := filepath.Join(dir, kind.Name)
 	g.Expect(image.BuildBinary(ctx, root, kind, version, runtime.GOARCH, bin)).To(Succeed())
 
 	opts := image.Options{Kind: kind, Binary: bin, Version: version, Revision: "0123abc", Created: created, Arch: runtime.GOARCH}
@@ -55,7 +59,7 @@ func TestImage_agentRunsVersionAsNonRoot(t *testing.T) {
 	ref, err := image.Reference(image.Repository, kind, version)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(image.WriteLayout(filepath.Join(dir, "layout"), img, ref)).To(Succeed())
-	g.Expect(image.WriteTarball(filepath.Join(dir, "agent.tar"), img, ref)).To(Succeed())
+	g.Expect(image.WriteTarball(filepath.Join(dir, "image.tar"), img, ref)).To(Succeed())
 
 	// Load the layout from disk, as a registry push or `skopeo copy oci:` would.
 	idx, err := layout.ImageIndexFromPath(filepath.Join(dir, "layout"))
@@ -64,7 +68,7 @@ func TestImage_agentRunsVersionAsNonRoot(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(im.Manifests).To(HaveLen(1))
 	desc := im.Manifests[0]
-	g.Expect(desc.Annotations).To(HaveKeyWithValue(image.RefName, "ghcr.io/tugboat-dev/tugboat-agent:"+version))
+	g.Expect(desc.Annotations).To(HaveKeyWithValue(image.RefName, "ghcr.io/tugboat-dev/"+kind.Name+":"+version))
 	g.Expect(desc.Platform).To(Equal(&v1.Platform{OS: "linux", Architecture: runtime.GOARCH}))
 	loaded, err := idx.Image(desc.Digest)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -76,7 +80,7 @@ func TestImage_agentRunsVersionAsNonRoot(t *testing.T) {
 	g.Expect(cf.Config.Cmd).To(BeEmpty())
 	g.Expect(cf.Config.User).To(Equal("65532:65532"))
 	g.Expect(cf.Config.Labels).To(Equal(map[string]string{
-		"org.opencontainers.image.title":       "tugboat-agent",
+		"org.opencontainers.image.title":       kind.Name,
 		"org.opencontainers.image.description": kind.Description,
 		"org.opencontainers.image.version":     version,
 		"org.opencontainers.image.revision":    "0123abc",
@@ -134,12 +138,18 @@ func TestImage_agentRunsVersionAsNonRoot(t *testing.T) {
 	out, err := exec.CommandContext(ctx, exe, "version").CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
 	g.Expect(strings.TrimSpace(string(out))).To(Equal(version))
-	// The agent-only build has no hub.
+	// The agent-only build has no hub; the full one has.
 	out, err = exec.CommandContext(ctx, exe, "hub", "--help").CombinedOutput()
-	g.Expect(err).To(HaveOccurred(), "the agent image's binary knows `hub`:\n%s", out)
+	if kind.Tags == "agentonly" {
+		g.Expect(err).To(HaveOccurred(), "the agent image's binary knows `hub`:\n%s", out)
+	} else {
+		g.Expect(err).NotTo(HaveOccurred(), "the tugboat image's binary has no `hub`:\n%s", out)
+	}
+	out, err = exec.CommandContext(ctx, exe, "agent", "--help").CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), "%s: no `agent`:\n%s", kind.Name, out)
 
 	// The tarball holds the same image, and the build is reproducible.
-	fromTar, err := tarball.ImageFromPath(filepath.Join(dir, "agent.tar"), nil)
+	fromTar, err := tarball.ImageFromPath(filepath.Join(dir, "image.tar"), nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	again, err := image.Build(opts)
 	g.Expect(err).NotTo(HaveOccurred())
