@@ -15,6 +15,22 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
+## Version: what `tugboat version` prints and the agent reports to the hub,
+## set at link time (cmd/tugboat/app.Version); also the images' tag.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS ?= -X tugboat.dev/tugboat/cmd/tugboat/app.Version=$(VERSION)
+
+## Images (make image): OCI layouts in IMAGE_DIR/tugboat and IMAGE_DIR/tugboat-agent,
+## built over IMAGE_BASE (an OCI layout directory or a tarball; empty: the
+## offline default base, see docs/install.md), dated by SOURCE_DATE_EPOCH.
+IMAGE_DIR ?= $(LOCALBIN)/image
+IMAGE_BASE ?=
+IMAGE_ARCH ?= $(shell go env GOARCH)
+IMAGE_TARBALL ?= false
+IMAGE_REPOSITORY ?= ghcr.io/tugboat-dev
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
 GO_TEST_FLAGS ?= -count=1 -timeout=40m
 PKGS ?= ./...
 
@@ -24,8 +40,13 @@ help: ## Show the targets.
 
 .PHONY: build
 build: ## Build bin/tugboat (every subcommand) and bin/tugboat-agent (the agent's image: only agent and version).
-	go build -o $(LOCALBIN)/tugboat ./cmd/tugboat
-	go build -tags agentonly -o $(LOCALBIN)/tugboat-agent ./cmd/tugboat
+	go build -ldflags "$(LDFLAGS)" -o $(LOCALBIN)/tugboat ./cmd/tugboat
+	go build -ldflags "$(LDFLAGS)" -tags agentonly -o $(LOCALBIN)/tugboat-agent ./cmd/tugboat
+
+.PHONY: image
+image: ## Build the tugboat and tugboat-agent images without Docker: OCI layouts in bin/image (IMAGE_BASE, IMAGE_TARBALL=true, ...).
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./e2e/image/build-image --version "$(VERSION)" --revision "$(REVISION)" \
+		--out "$(IMAGE_DIR)" --base "$(IMAGE_BASE)" --arch "$(IMAGE_ARCH)" --repository "$(IMAGE_REPOSITORY)" --tarball=$(IMAGE_TARBALL)
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy, CRDs and RBAC with controller-gen, and the agent's webhook configurations.
@@ -81,6 +102,7 @@ dev: ## Start the local hub and spokes (tugboat dev up); Ctrl-C stops them.
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control-plane binaries in bin/k8s).
 	rm -f $(LOCALBIN)/tugboat $(LOCALBIN)/tugboat-agent
+	rm -rf $(IMAGE_DIR)
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(LOCALBIN)

@@ -2,6 +2,8 @@ package devenv
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -52,6 +54,12 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 		if err := hc.Create(ctx, sp); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("registering spoke %s: %w", s.Name, err)
 		}
+		// The demo namespace exists on every spoke: an agent installs a
+		// missing release (--actions-install-missing) but creates no
+		// namespace.
+		if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s on spoke %s: %w", DemoNamespace, s.Name, err)
+		}
 	}
 
 	repo, err := StartChartRepo(filepath.Join(e.Dir, "charts"))
@@ -80,12 +88,19 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 		hubArgs = append(hubArgs, "--slack-api-url="+e.slack.URL, "--egress-allow-loopback")
 		fmt.Fprintf(opts.Progress, "Slack messages of the sample pipeline go to %s\n", e.slack.Path)
 	}
+	e.commands = append(e.commands, CommandState{Name: "hub", Args: hubArgs})
+	for _, s := range e.Spokes {
+		e.commands = append(e.commands, CommandState{Name: "agent-" + s.Name, Args: e.agentArgs(s.Name, filepath.Join(keyDir, s.Name+".key"))})
+	}
+	if opts.ExternalControllers {
+		return e.prepareExternalControllers(ctx)
+	}
 	fmt.Fprintf(opts.Progress, "starting the hub (receiver %s)\n", e.HubURL)
 	if err := e.start(exe, "hub", logDir, hubArgs); err != nil {
 		return err
 	}
 
-	for _, s := range e.Spokes {
+	for i, s := range e.Spokes {
 		var key corev1.Secret
 		if err := poll(ctx, 30*time.Second, func() bool {
 			return hc.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: s.Name + "-key"}, &key) == nil
@@ -96,26 +111,8 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 		if err := os.WriteFile(keyFile, key.Data[tugboatv1alpha1.SpokeKeySecretKey], 0o600); err != nil {
 			return err
 		}
-		// The demo namespace exists on every spoke: an agent installs a
-		// missing release (--actions-install-missing) but creates no
-		// namespace.
-		if err := s.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating namespace %s on spoke %s: %w", DemoNamespace, s.Name, err)
-		}
 		fmt.Fprintf(opts.Progress, "starting the agent of %s\n", s.Name)
-		if err := e.start(exe, "agent-"+s.Name, logDir, []string{
-			"agent", "--kubeconfig", e.KubeconfigFor(s.Name), "--spoke", s.Name,
-			"--hub-url", e.HubURL, "--hub-insecure-http", "--hub-key-file", keyFile,
-			"--metrics-bind-address=0", "--health-probe-bind-address=0",
-			"--webhook-bind-address=127.0.0.1:0", "--webhook-url-host=127.0.0.1",
-			"--hub-state-interval=10s",
-			// The sample pipeline's helm strategy: this spoke's agent may
-			// install and upgrade releases in the demo namespace from the
-			// local chart repository, and nothing else.
-			"--actions-allowed-namespaces=" + DemoNamespace,
-			"--actions-allowed-chart-sources=" + e.ChartRepoURL,
-			"--actions-install-missing",
-		}); err != nil {
+		if err := e.start(exe, "agent-"+s.Name, logDir, e.commands[i+1].Args); err != nil {
 			return err
 		}
 	}
@@ -136,6 +133,56 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 		fmt.Fprintf(opts.Progress, "spoke %s is Ready on the hub\n", s.Name)
 	}
 	return e.createSamplePipeline(ctx)
+}
+
+// agentArgs are the arguments of the agent of spoke.
+func (e *Env) agentArgs(spoke, keyFile string) []string {
+	return []string{
+		"agent", "--kubeconfig", e.KubeconfigFor(spoke), "--spoke", spoke,
+		"--hub-url", e.HubURL, "--hub-insecure-http", "--hub-key-file", keyFile,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--webhook-bind-address=127.0.0.1:0", "--webhook-url-host=127.0.0.1",
+		"--hub-state-interval=10s",
+		// The sample pipeline's helm strategy: this spoke's agent may
+		// install and upgrade releases in the demo namespace from the
+		// local chart repository, and nothing else.
+		"--actions-allowed-namespaces=" + DemoNamespace,
+		"--actions-allowed-chart-sources=" + e.ChartRepoURL,
+		"--actions-install-missing",
+	}
+}
+
+// prepareExternalControllers readies the environment for a hub and agents
+// that someone else runs (`tugboat dev run`, the Tiltfile's no-Docker mode):
+// it writes each Spoke's key Secret itself, since no hub runs yet to
+// generate it, and the key files the agents read, then records the
+// commands in the state file. It waits for nothing.
+func (e *Env) prepareExternalControllers(ctx context.Context) error {
+	for _, s := range e.Spokes {
+		key := &corev1.Secret{}
+		err := e.Hub.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: s.Name + "-key"}, key)
+		if apierrors.IsNotFound(err) {
+			raw := make([]byte, 32)
+			if _, err := rand.Read(raw); err != nil {
+				return err
+			}
+			key = &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: s.Name + "-key"},
+				Data:       map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: []byte(hex.EncodeToString(raw))},
+			}
+			err = e.Hub.Client.Create(ctx, key)
+		}
+		if err != nil {
+			return fmt.Errorf("writing the key of spoke %s: %w", s.Name, err)
+		}
+		if err := os.WriteFile(filepath.Join(e.Dir, "keys", s.Name+".key"), key.Data[tugboatv1alpha1.SpokeKeySecretKey], 0o600); err != nil {
+			return err
+		}
+	}
+	if err := e.createSamplePipeline(ctx); err != nil {
+		return err
+	}
+	return e.writeState()
 }
 
 // createSamplePipeline creates the Pipeline "demo" over the spokes in

@@ -44,6 +44,12 @@ type Options struct {
 	Executable string
 	// NoControllers starts the clusters only (no hub, no agents).
 	NoControllers bool
+	// ExternalControllers prepares everything the hub and agents need (the
+	// Spokes, their keys and key files, the sample Pipeline) and records
+	// their commands in the state file, but starts neither: someone else
+	// runs them with `tugboat dev run hub|agent-<spoke>` (the Tiltfile's
+	// no-Docker mode does, as Tilt local_resources).
+	ExternalControllers bool
 	// NoSlackCapture leaves out the Slack stand-in: by default the sample
 	// Pipeline has a Slack notifier whose messages go to a local stand-in
 	// that writes them to SlackCaptureFile in Dir.
@@ -69,6 +75,29 @@ type State struct {
 	Processes []ProcessState `json:"processes,omitempty"`
 	// Clusters lists every cluster of the environment.
 	Clusters []ClusterState `json:"clusters"`
+	// ExternalControllers is true when the hub and agents are not run by
+	// `dev up` but by `tugboat dev run` (Options.ExternalControllers).
+	ExternalControllers bool `json:"externalControllers,omitempty"`
+	// Commands are the tugboat command lines of the hub ("hub") and of
+	// each spoke's agent ("agent-<spoke>"). With ExternalControllers they
+	// are written once everything they need is in place.
+	Commands []CommandState `json:"commands,omitempty"`
+}
+
+// CommandState is the command line of one tugboat process.
+type CommandState struct {
+	Name string   `json:"name"`
+	Args []string `json:"args"`
+}
+
+// Command returns the command called name.
+func (s *State) Command(name string) (CommandState, bool) {
+	for _, c := range s.Commands {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return CommandState{}, false
 }
 
 // ProcessState records one tugboat process of the environment.
@@ -112,6 +141,8 @@ type Env struct {
 
 	procs     []*harness.Process
 	procState []ProcessState
+	commands  []CommandState
+	external  bool
 	repo      *ChartRepo
 	slack     *slackCapture
 }
@@ -179,7 +210,10 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("reading embedded CRDs: %w", err)
 	}
 
-	env := &Env{Dir: opts.Dir, Spokes: make([]*harness.Cluster, opts.Spokes), Helm: helm}
+	if opts.ExternalControllers && opts.NoControllers {
+		return nil, errors.New("external controllers and no controllers exclude each other")
+	}
+	env := &Env{Dir: opts.Dir, Spokes: make([]*harness.Cluster, opts.Spokes), Helm: helm, external: opts.ExternalControllers}
 	defer func() {
 		if err != nil {
 			_ = env.Stop()
@@ -265,7 +299,8 @@ func (e *Env) writeKubeconfigs() error {
 }
 
 func (e *Env) writeState() error {
-	st := State{PID: os.Getpid(), HubURL: e.HubURL, ChartRepoURL: e.ChartRepoURL, Processes: e.procState}
+	st := State{PID: os.Getpid(), HubURL: e.HubURL, ChartRepoURL: e.ChartRepoURL, Processes: e.procState,
+		ExternalControllers: e.external, Commands: e.commands}
 	for _, c := range e.Clusters() {
 		role := "spoke"
 		if c == e.Hub {

@@ -20,6 +20,7 @@ import (
 	"helm.sh/helm/v3/pkg/cli"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -57,13 +58,13 @@ type upProcess struct {
 	done   chan struct{}
 }
 
-func startUp(t *testing.T, dir string, spokes string) *upProcess {
+func startUp(t *testing.T, dir string, spokes string, extra ...string) *upProcess {
 	t.Helper()
 	bin, err := buildTugboat()
 	if err != nil {
 		t.Fatalf("building tugboat: %v", err)
 	}
-	cmd := exec.Command(bin, "dev", "up", "--spokes", spokes, "--dir", dir)
+	cmd := exec.Command(bin, append([]string{"dev", "up", "--spokes", spokes, "--dir", dir}, extra...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -293,6 +294,73 @@ func TestDevUp_hubAndTwoSpokes(t *testing.T) {
 	}
 	g.Expect(filepath.Join(dir, devenv.StateFile)).NotTo(BeAnExistingFile())
 	g.Expect(filepath.Join(dir, "clusters")).NotTo(BeADirectory())
+}
+
+// TestDevUp_externalControllersRunByDevRun is the Tiltfile's no-Docker
+// mode without Tilt: `dev up --external-controllers` starts the clusters and
+// registers the Spoke but runs no hub or agent; `dev run hub` and
+// `dev run agent-dev`, started before the environment is ready (as Tilt
+// starts them), wait for it and run them; the Spoke becomes Ready and a Helm
+// install on the spoke reaches the hub.
+func TestDevUp_externalControllersRunByDevRun(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	bin, err := buildTugboat()
+	g.Expect(err).NotTo(HaveOccurred())
+	run := func(name string) {
+		log, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+		g.Expect(err).NotTo(HaveOccurred())
+		cmd := exec.Command(bin, "dev", "run", name, "--dir", dir, "--wait", "4m")
+		cmd.Stdout, cmd.Stderr = log, log
+		g.Expect(cmd.Start()).To(Succeed())
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				data, _ := os.ReadFile(log.Name())
+				t.Logf("tugboat dev run %s:\n%s", name, data)
+			}
+		})
+	}
+	run("hub")
+	run("agent-dev")
+	up := startUp(t, dir, "1", "--external-controllers")
+	up.waitForLine(t, "Press Ctrl-C", 4*time.Minute)
+	g.Expect(up.out()).To(ContainSubstring("tugboat dev run agent-dev --dir " + dir))
+	g.Expect(up.out()).NotTo(ContainSubstring("starting the hub"))
+
+	st, err := devenv.ReadState(dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.ExternalControllers).To(BeTrue())
+	g.Expect(st.Processes).To(BeEmpty(), "dev up runs no hub or agent itself")
+	c, ok := st.Command("agent-dev")
+	g.Expect(ok).To(BeTrue())
+	g.Expect(c.Args).To(ContainElements("--hub-url", st.HubURL, "--hub-key-file", filepath.Join(dir, "keys", "dev.key")))
+
+	hubCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "hub.kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	hubClient, err := client.New(hubCfg, client.Options{Scheme: harness.DefaultScheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		var sp tugboatv1alpha1.Spoke
+		g.Expect(hubClient.Get(ctx, client.ObjectKey{Namespace: devenv.DefaultNamespace, Name: "dev"}, &sp)).To(Succeed())
+		g.Expect(sp.Status.Conditions).To(ContainElement(And(
+			HaveField("Type", "Ready"), HaveField("Status", metav1.ConditionTrue))))
+	}).WithTimeout(90*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(), "the Spoke of the agent `dev run` started")
+	// The key the agent signs with is the one on the hub.
+	var key corev1.Secret
+	g.Expect(hubClient.Get(ctx, client.ObjectKey{Namespace: devenv.DefaultNamespace, Name: "dev-key"}, &key)).To(Succeed())
+	file, err := os.ReadFile(filepath.Join(dir, "keys", "dev.key"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(file).To(Equal(key.Data[tugboatv1alpha1.SpokeKeySecretKey]))
+
+	helmInstall(t, filepath.Join(dir, "dev.kubeconfig"), "apps", "web")
+	g.Eventually(func(g Gomega) {
+		var rh tugboatv1alpha1.ReleaseHistory
+		g.Expect(hubClient.Get(ctx, client.ObjectKey{Namespace: devenv.DefaultNamespace, Name: "dev.apps.web"}, &rh)).To(Succeed())
+		g.Expect(rh.Status.Current).NotTo(BeNil())
+	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 }
 
 // TestDevDown_cleansUpAfterKilledUp kills `dev up` without letting it clean

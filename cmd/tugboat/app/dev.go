@@ -3,15 +3,18 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"tugboat.dev/tugboat/e2e/devenv"
+	"tugboat.dev/tugboat/e2e/harness"
 )
 
 func newDevCommand() *cobra.Command {
@@ -19,7 +22,7 @@ func newDevCommand() *cobra.Command {
 		Use:   "dev",
 		Short: "Run tugboat's embedded default locally: a hub and spoke clusters on this machine",
 	}
-	dev.AddCommand(newDevUpCommand(), newDevDownCommand())
+	dev.AddCommand(newDevUpCommand(), newDevDownCommand(), newDevRunCommand())
 	return dev
 }
 
@@ -51,7 +54,13 @@ binaries from the Go module proxy into bin/k8s, which takes several minutes.`,
 				fmt.Fprintf(out, "  kubectl --context %s get nodes   # or KUBECONFIG=%s\n", s.Name, env.KubeconfigFor(s.Name))
 			}
 			fmt.Fprintf(out, "  kubectl get crds | grep tugboat.dev\n")
-			if env.HubURL != "" {
+			if opts.ExternalControllers {
+				fmt.Fprintf(out, "\nNo hub or agent runs yet (--external-controllers): run each in its own terminal (the Tiltfile's no-Docker mode does):\n\n")
+				fmt.Fprintf(out, "  tugboat dev run hub --dir %s        # receives on %s\n", env.Dir, env.HubURL)
+				for _, s := range env.Spokes {
+					fmt.Fprintf(out, "  tugboat dev run agent-%s --dir %s\n", s.Name, env.Dir)
+				}
+			} else if env.HubURL != "" {
 				fmt.Fprintf(out, "\nThe hub receives on %s; every spoke runs an agent reporting to it:\n\n", env.HubURL)
 				fmt.Fprintf(out, "  kubectl -n %s get spokes,releasehistories,pipelines,promotions\n", env.Namespace)
 			}
@@ -85,7 +94,75 @@ binaries from the Go module proxy into bin/k8s, which takes several minutes.`,
 	}
 	cmd.Flags().IntVar(&opts.Spokes, "spokes", opts.Spokes, "number of spoke clusters (1-10)")
 	cmd.Flags().StringVar(&opts.Dir, "dir", opts.Dir, "directory for kubeconfigs, cluster data and logs")
+	cmd.Flags().BoolVar(&opts.ExternalControllers, "external-controllers", false,
+		"prepare the Spokes, their keys and the sample pipeline but run no hub or agent: run them with `tugboat dev run` (the Tiltfile's no-Docker mode)")
 	return cmd
+}
+
+func newDevRunCommand() *cobra.Command {
+	dir := devenv.DefaultDir()
+	wait := 10 * time.Minute
+	cmd := &cobra.Command{
+		Use:   "run hub|agent-<spoke>",
+		Short: "Run the hub or one spoke's agent of a `dev up --external-controllers` environment",
+		Long: `run waits (up to --wait) until the environment in --dir, started with
+` + "`tugboat dev up --external-controllers`" + `, is ready, then runs the hub or the
+agent of one spoke with the command line dev up recorded in its state file:
+the cluster's kubeconfig, the spoke's key file, the hub's URL. This binary
+replaces itself with that command, so a rebuilt binary runs on the next
+start. The Tiltfile's no-Docker mode runs one per Tilt resource.`,
+		Example: `  tugboat dev up --external-controllers &
+  tugboat dev run hub
+  tugboat dev run agent-dev`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := waitForCommand(cmd.Context(), dir, args[0], wait)
+			if err != nil {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "tugboat dev run: %s %v\n", exe, c.Args)
+			return syscall.Exec(exe, append([]string{exe}, c.Args...), os.Environ())
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", dir, "directory of the environment")
+	cmd.Flags().DurationVar(&wait, "wait", wait, "how long to wait for the environment to be ready")
+	return cmd
+}
+
+// waitForCommand waits until the `dev up --external-controllers` process
+// of dir runs and has recorded the command called name.
+func waitForCommand(ctx context.Context, dir, name string, wait time.Duration) (devenv.CommandState, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st, err := devenv.ReadState(dir)
+		if err == nil && harness.ProcessAlive(st.PID) {
+			if c, ok := st.Command(name); ok {
+				if !st.ExternalControllers {
+					return c, fmt.Errorf("the environment in %s runs its own hub and agents; start it with `tugboat dev up --external-controllers`", dir)
+				}
+				return c, nil
+			}
+			if len(st.Commands) > 0 {
+				var names []string
+				for _, c := range st.Commands {
+					names = append(names, c.Name)
+				}
+				return devenv.CommandState{}, fmt.Errorf("the environment in %s has no %q (it has %s)", dir, name, strings.Join(names, ", "))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return devenv.CommandState{}, fmt.Errorf("no environment became ready in %s within %s (is `tugboat dev up --external-controllers --dir %s` running?)", dir, wait, dir)
+		case <-t.C:
+		}
+	}
 }
 
 func newDevDownCommand() *cobra.Command {
