@@ -41,21 +41,22 @@ const (
 
 func main() {
 	only := flag.String("only", "", "run only the mutations of packages containing this string")
+	name := flag.String("name", "", "run only the mutations whose name contains this string")
 	timeout := flag.Duration("timeout", 10*time.Minute, "bound of one package test run")
 	flag.Parse()
-	if err := run(*only, *timeout); err != nil {
+	if err := run(*only, *name, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(1)
 	}
 }
 
-func run(only string, timeout time.Duration) error {
+func run(only, name string, timeout time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	counts := map[outcome]int{}
 	var rows []string
 	for _, m := range mutations {
-		if only != "" && !strings.Contains(m.Pkg, only) {
+		if (only != "" && !strings.Contains(m.Pkg, only)) || (name != "" && !strings.Contains(m.Name, name)) {
 			continue
 		}
 		o, err := try(ctx, m, timeout)

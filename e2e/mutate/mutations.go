@@ -8,7 +8,7 @@ var mutations = []mutation{
 	// mutant: an unconverged environment has no version, and upToDate
 	// refuses an empty one. The convergence rule itself is mutated here.)
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_status.go", Name: "converged while a target is not deployed or healthy",
-		Old: "if converged {\n\t\t\tev.converged, ev.version", New: "if len(es.Versions) == 1 {\n\t\t\tev.converged, ev.version"},
+		Old: "if converged {\n\t\t\tev.converged, ev.version", New: "if converged || len(es.Versions) == 1 {\n\t\t\tev.converged, ev.version"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_decide.go", Name: "soak time ignored",
 		Old: "soakTime(src.env) > 0 && wait > 0", New: "soakTime(src.env) > 0 && wait < 0"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_decide.go", Name: "hold checked on the destination only",
