@@ -130,6 +130,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /{$}", s.servePipelines)
 	mux.HandleFunc("GET /promotions/{name}", s.servePromotion)
 	mux.HandleFunc("POST /promotions/{name}/decision", s.serveDecision)
+	mux.HandleFunc("/promotions/{name}/decision", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		s.fail(w, r, http.StatusMethodNotAllowed, "a decision is posted from the promotion's page")
+	})
 	mux.HandleFunc("GET /releases/{name}", s.serveRelease)
 	mux.HandleFunc("GET /fleet", s.serveFleet)
 	mux.HandleFunc("GET /events", s.serveEvents)
