@@ -293,7 +293,7 @@ func seed(t *testing.T) fixture {
 	done.Status = tugboatv1alpha1.PromotionStatus{
 		Phase: tugboatv1alpha1.PromotionSucceeded, Attempts: 1, StartedAt: started, CompletedAt: completed,
 		StrategyResult: &tugboatv1alpha1.StrategyResult{URL: "https://git.example.com/fleet/web/pulls/42", Reference: "tugboat/web/staging/1.4.0", Message: "opened pull request #42"},
-		Targets: []tugboatv1alpha1.PromotionTargetStatus{{Spoke: "staging-1", Namespace: "apps", Release: "web", Version: "1.4.0", Revision: 7, Health: tugboatv1alpha1.HealthCurrent, Done: true, LastTransitionTime: completed}},
+		Targets:        []tugboatv1alpha1.PromotionTargetStatus{{Spoke: "staging-1", Namespace: "apps", Release: "web", Version: "1.4.0", Revision: 7, Health: tugboatv1alpha1.HealthCurrent, Done: true, LastTransitionTime: completed}},
 		Notifications: []tugboatv1alpha1.NotificationDelivery{
 			{Notifier: "slack", Event: tugboatv1alpha1.EventPromotionRunning, DeliveryState: tugboatv1alpha1.DeliveryState{Phase: tugboatv1alpha1.NotificationDelivered, Attempts: 1, LastAttemptAt: started, DeliveredAt: started}},
 			{Notifier: "email", Event: tugboatv1alpha1.EventPromotionSucceeded, DeliveryState: tugboatv1alpha1.DeliveryState{Phase: tugboatv1alpha1.NotificationDelivered, Attempts: 2, LastAttemptAt: completed, DeliveredAt: completed}},

@@ -25,11 +25,11 @@ type releasePage struct {
 
 // valuesRow is one target of a Pipeline that includes the release.
 type valuesRow struct {
-	Pipeline, Environment  string
-	Spoke, Namespace       string
-	History                string
-	Version, Digest        string
-	This, Same, NoReport   bool
+	Pipeline, Environment string
+	Spoke, Namespace      string
+	History               string
+	Version, Digest       string
+	This, Same, NoReport  bool
 }
 
 func (s *Server) serveRelease(w http.ResponseWriter, r *http.Request) {
