@@ -34,7 +34,6 @@ type pipelineView struct {
 type envView struct {
 	Name     string
 	Versions []string
-	Gates    []string
 	Held     string
 	Targets  []targetView
 	Incoming *arrowView
@@ -68,7 +67,8 @@ type arrowView struct {
 }
 
 func (s *Server) servePipelines(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	ctx, cancel := readContext(r.Context())
+	defer cancel()
 	p := pipelinesPage{page: s.page("Pipelines", "pipelines")}
 	var pipelines tugboatv1alpha1.PipelineList
 	if err := s.client.List(ctx, &pipelines, client.InNamespace(s.opts.Namespace)); err != nil {
@@ -108,7 +108,7 @@ func pipelineOf(pl *tugboatv1alpha1.Pipeline, promotions map[string]*tugboatv1al
 	}
 	for i := range pl.Spec.Environments {
 		env := &pl.Spec.Environments[i]
-		ev := envView{Name: env.Name, Gates: gates(env.Gates), Held: held[env.Name], First: i == 0}
+		ev := envView{Name: env.Name, Held: held[env.Name], First: i == 0}
 		st := status[env.Name]
 		if st != nil {
 			ev.Versions = st.Versions
@@ -137,7 +137,7 @@ func pipelineOf(pl *tugboatv1alpha1.Pipeline, promotions map[string]*tugboatv1al
 // else the version the environment before soaks.
 func arrowInto(pl *tugboatv1alpha1.Pipeline, i int, status map[string]*tugboatv1alpha1.EnvironmentStatus, promotions map[string]*tugboatv1alpha1.Promotion, now time.Time) *arrowView {
 	env, src := &pl.Spec.Environments[i], &pl.Spec.Environments[i-1]
-	a := &arrowView{Gates: gates(env.Gates)}
+	a := &arrowView{Gates: gatesBetween(src.Gates, env.Gates)}
 	if st := status[env.Name]; st != nil && st.ActivePromotion != "" {
 		a.Promotion = st.ActivePromotion
 		if pr := promotions[st.ActivePromotion]; pr != nil {
@@ -169,16 +169,21 @@ func arrowInto(pl *tugboatv1alpha1.Pipeline, i int, status map[string]*tugboatv1
 	return a
 }
 
-// gates describes an environment's gates in a few words each.
-func gates(g tugboatv1alpha1.Gates) []string {
+// gatesBetween describes, in a few words each, the gates a version passes
+// from environment src into dst: src's soak time and health (a version
+// proven there), dst's approval.
+func gatesBetween(src, dst tugboatv1alpha1.Gates) []string {
 	var out []string
-	if g.SoakTime != nil && g.SoakTime.Duration > 0 {
-		out = append(out, "soak "+g.SoakTime.Duration.String())
+	if src.SoakTime != nil && src.SoakTime.Duration > 0 {
+		out = append(out, "soak "+span(src.SoakTime.Duration))
 	}
-	if g.RequireApproval {
+	if src.RequireHealthy != nil && !*src.RequireHealthy {
+		out = append(out, "health not required")
+	}
+	if dst.RequireApproval {
 		n := int32(1)
-		if g.Approvals != nil {
-			n = *g.Approvals
+		if dst.Approvals != nil {
+			n = *dst.Approvals
 		}
 		if n > 1 {
 			out = append(out, fmt.Sprintf("%d approvals", n))
@@ -186,10 +191,19 @@ func gates(g tugboatv1alpha1.Gates) []string {
 			out = append(out, "approval")
 		}
 	}
-	if g.RequireHealthy != nil && !*g.RequireHealthy {
-		out = append(out, "health not required")
-	}
 	return out
+}
+
+// span renders a configured duration briefly: 1h, 10m, 1h30m, 45s.
+func span(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // failRead answers the error of reading what a page is about.

@@ -58,7 +58,8 @@ type decideView struct {
 }
 
 func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	ctx, cancel := readContext(r.Context())
+	defer cancel()
 	name := r.PathValue("name")
 	if !validName(name) {
 		s.fail(w, r, http.StatusBadRequest, "promotion: not a valid name: "+clip(name, 64))
@@ -330,7 +331,8 @@ func (s *Server) serveDecision(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("message: at most %d characters, got %d", request.MaxMessageLength, len(message)))
 		return
 	}
-	ctx := r.Context()
+	ctx, cancel := readContext(r.Context())
+	defer cancel()
 	user, err := s.whoAmI(ctx)
 	if err != nil {
 		s.fail(w, r, http.StatusBadGateway, err.Error())

@@ -33,7 +33,8 @@ type valuesRow struct {
 }
 
 func (s *Server) serveRelease(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	ctx, cancel := readContext(r.Context())
+	defer cancel()
 	name := r.PathValue("name")
 	if !validName(name) {
 		s.fail(w, r, http.StatusBadRequest, "release: not a valid ReleaseHistory name: "+clip(name, 64))
@@ -122,7 +123,8 @@ type spokeView struct {
 const maxQueryLength = 64
 
 func (s *Server) serveFleet(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	ctx, cancel := readContext(r.Context())
+	defer cancel()
 	q := r.URL.Query()
 	p := fleetPage{page: s.page("Fleet", "fleet"), Chart: strings.TrimSpace(q.Get("chart")), Version: strings.TrimSpace(q.Get("version"))}
 	for field, v := range map[string]string{"chart": p.Chart, "version": p.Version} {

@@ -63,10 +63,11 @@
 
   if (window.EventSource && eventsURL) {
     var source = new EventSource(eventsURL);
-    var opened = false;
     source.addEventListener("change", schedule);
-    // After a reconnect, changes may have been missed: fetch once.
-    source.addEventListener("open", function () { if (opened) { schedule(); } opened = true; });
+    // Changes may have happened between the page's rendering and the
+    // stream's (re)connection: fetch once whenever it opens.
+    source.addEventListener("open", function () { document.body.setAttribute("data-live", "open"); schedule(); });
+    source.addEventListener("error", function () { document.body.setAttribute("data-live", "reconnecting"); });
   }
   window.setInterval(tick, 1000);
 })();
