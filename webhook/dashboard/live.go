@@ -168,6 +168,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-s.stopped:
+			return
 		case what := <-ch:
 			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", what)
 		case <-tick.C:

@@ -57,7 +57,13 @@ type Server struct {
 	events     *broker
 	handler    http.Handler
 	cop        *http.CrossOriginProtection
+	// stopped is closed when Start returns, which ends the event streams.
+	stopped chan struct{}
 }
+
+// HubPath is where the hub serves the read-only dashboard, on the
+// receiver's listener.
+const HubPath = "/ui/"
 
 // New returns a dashboard reading the hub cfg points at, with cfg's
 // identity. The scheme must know tugboat.dev/v1alpha1 and client-go's kinds.
@@ -101,6 +107,7 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Server, error
 		pages:      pages,
 		events:     newBroker(),
 		cop:        http.NewCrossOriginProtection(),
+		stopped:    make(chan struct{}),
 	}
 	s.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusForbidden, "cross-site request refused: actions are taken only from the dashboard's own pages")
@@ -115,6 +122,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Start watches the hub until ctx ends, so pages update live. It
 // implements controller-runtime's manager.Runnable.
 func (s *Server) Start(ctx context.Context) error {
+	defer close(s.stopped)
 	s.watchAll(ctx)
 	return nil
 }
