@@ -423,36 +423,57 @@ func TestPages_safe(t *testing.T) {
 	})
 }
 
-// TestEvents_streamsAChange: a change on the hub reaches an open event
-// stream within a second.
-func TestEvents_streamsAChange(t *testing.T) {
-	g := NewWithT(t)
-	f := seed(t)
-	d := serve(t, f.NS, "alice", false)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+"/events", nil)
+// stream opens d's event stream for kinds and answers its lines.
+func stream(t *testing.T, d *dash, kinds string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+"/events?kinds="+kinds, nil)
 	resp, err := http.DefaultClient.Do(req)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
-	g.Expect(resp.Header.Get("Content-Type")).To(Equal("text/event-stream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %s, %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
 	lines := make(chan string, 100)
 	go func() {
+		defer close(lines)
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
 			lines <- sc.Text()
 		}
-		close(lines)
 	}()
-	g.Eventually(lines).Should(Receive(Equal(": connected")))
-	// The watches may publish while they start: wait for the stream to go
-	// quiet, then change a Promotion's phase.
-	g.Consistently(lines, 500*time.Millisecond).ShouldNot(Receive(HavePrefix("event:")))
+	return lines
+}
+
+// TestEvents_streamsAChange: a change on the hub reaches an open event
+// stream of its kind within a second, and no stream of other kinds.
+func TestEvents_streamsAChange(t *testing.T) {
+	g := NewWithT(t)
+	f := seed(t)
+	d := serve(t, f.NS, "alice", false)
+	promotions := stream(t, d, "promotion,pipeline")
+	spokes := stream(t, d, "spoke")
+	g.Eventually(promotions).Should(Receive(Equal(": connected")))
+	g.Eventually(spokes).Should(Receive(Equal(": connected")))
+	// The watches may publish while they start: wait for the streams to
+	// go quiet, then change a Promotion's phase.
+	g.Consistently(promotions, 500*time.Millisecond).ShouldNot(Receive(HavePrefix("event:")))
 	changed := time.Now()
 	setPhase(t, f.NS, f.Waiting, tugboatv1alpha1.PromotionRunning, "running")
-	g.Eventually(lines, time.Second, 10*time.Millisecond).Should(Receive(Equal("event: change")))
-	g.Eventually(lines).Should(Receive(Equal("data: promotion")))
+	g.Eventually(promotions, time.Second, 10*time.Millisecond).Should(Receive(Equal("event: change")))
+	g.Eventually(promotions).Should(Receive(Equal("data: promotion")))
 	t.Logf("change streamed after %s", time.Since(changed))
+	g.Consistently(spokes, 300*time.Millisecond).ShouldNot(Receive(HavePrefix("event:")))
+
+	resp, err := http.Get(d.URL + "/events?kinds=secret")
+	g.Expect(err).NotTo(HaveOccurred())
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest))
+	g.Expect(string(body)).To(ContainSubstring(`kinds: unknown kind &#34;secret&#34;`))
 }
 
 func key(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

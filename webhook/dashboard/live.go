@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,20 +15,21 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
-// broker fans a change out to every open page. A page needs to know that
-// something changed, not what: a subscriber holds at most one pending
-// change.
+// broker fans a change out to every open page that shows the kind that
+// changed. A page needs to know that something changed, not what: a
+// subscriber holds at most one pending change.
 type broker struct {
 	mu   sync.Mutex
-	subs map[chan string]struct{}
+	subs map[chan string]map[string]bool
 }
 
-func newBroker() *broker { return &broker{subs: map[chan string]struct{}{}} }
+func newBroker() *broker { return &broker{subs: map[chan string]map[string]bool{}} }
 
-func (b *broker) subscribe() chan string {
+// subscribe returns a channel that receives changes of kinds.
+func (b *broker) subscribe(kinds map[string]bool) chan string {
 	ch := make(chan string, 1)
 	b.mu.Lock()
-	b.subs[ch] = struct{}{}
+	b.subs[ch] = kinds
 	b.mu.Unlock()
 	return ch
 }
@@ -38,12 +40,15 @@ func (b *broker) unsubscribe(ch chan string) {
 	b.mu.Unlock()
 }
 
-// publish tells every subscriber that what changed; a subscriber with a
-// change pending keeps the pending one.
+// publish tells every subscriber of kind what that it changed; a
+// subscriber with a change pending keeps the pending one.
 func (b *broker) publish(what string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for ch := range b.subs {
+	for ch, kinds := range b.subs {
+		if !kinds[what] {
+			continue
+		}
 		select {
 		case ch <- what:
 		default:
@@ -142,9 +147,25 @@ func (s *Server) watchOnce(ctx context.Context, kind string, list client.ObjectL
 // heartbeat keeps idle event streams (and the proxies between) open.
 const heartbeat = 15 * time.Second
 
-// serveEvents streams a "change" event (Server-Sent Events) whenever a
-// watched object changes; the page's script then fetches the page again.
+// serveEvents streams a "change" event (Server-Sent Events) whenever an
+// object of the kinds asked for (?kinds=promotion,pipeline; default all of
+// watched) changes; the page's script then fetches the page again.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
+	kinds := map[string]bool{}
+	known := watched()
+	if q := r.URL.Query().Get("kinds"); q != "" {
+		for _, k := range strings.Split(q, ",") {
+			if _, ok := known[k]; !ok {
+				s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("kinds: unknown kind %q: use pipeline, promotion, releasehistory or spoke", clip(k, 32)))
+				return
+			}
+			kinds[k] = true
+		}
+	} else {
+		for k := range known {
+			kinds[k] = true
+		}
+	}
 	rc := http.NewResponseController(w)
 	// The hub's receiver bounds writes; a stream outlives that bound.
 	_ = rc.SetWriteDeadline(time.Time{})
@@ -152,7 +173,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	ch := s.events.subscribe()
+	ch := s.events.subscribe(kinds)
 	defer s.events.unsubscribe(ch)
 	w.WriteHeader(http.StatusOK)
 	if _, err := fmt.Fprint(w, "retry: 1000\n: connected\n\n"); err != nil {

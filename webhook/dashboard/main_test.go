@@ -138,7 +138,7 @@ func serve(t *testing.T, ns, user string, readOnly bool) *dash {
 // newNamespace creates a namespace of its own for t.
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "dashboard-"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fleet-"}}
 	if err := hub.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ type arrowView struct {
 func (s *Server) servePipelines(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := readContext(r.Context())
 	defer cancel()
-	p := pipelinesPage{page: s.page("Pipelines", "pipelines")}
+	p := pipelinesPage{page: s.page("Pipelines", "pipelines", "pipeline", "promotion")}
 	var pipelines tugboatv1alpha1.PipelineList
 	if err := s.client.List(ctx, &pipelines, client.InNamespace(s.opts.Namespace)); err != nil {
 		s.failRead(w, r, "pipelines", err)

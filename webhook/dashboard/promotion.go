@@ -70,7 +70,7 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 		s.failRead(w, r, "promotion "+name, err)
 		return
 	}
-	p := promotionPage{page: s.page("Promotion "+pr.Name, "pipelines"), P: pr, Phase: pr.Status.Phase, CSRF: s.token}
+	p := promotionPage{page: s.page("Promotion "+pr.Name, "pipelines", "promotion", "pipeline"), P: pr, Phase: pr.Status.Phase, CSRF: s.token}
 	if p.Phase == "" {
 		p.Phase = tugboatv1alpha1.PromotionPending
 	}

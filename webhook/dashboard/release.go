@@ -45,7 +45,7 @@ func (s *Server) serveRelease(w http.ResponseWriter, r *http.Request) {
 		s.failRead(w, r, "release history "+name, err)
 		return
 	}
-	p := releasePage{page: s.page("Release "+h.Spec.Release+" on "+h.Spec.Spoke, "fleet"), H: h}
+	p := releasePage{page: s.page("Release "+h.Spec.Release+" on "+h.Spec.Spoke, "fleet", "releasehistory", "pipeline"), H: h}
 	if h.Status.Current != nil {
 		p.Current = h.Status.Current.Revision
 	}
@@ -126,7 +126,7 @@ func (s *Server) serveFleet(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := readContext(r.Context())
 	defer cancel()
 	q := r.URL.Query()
-	p := fleetPage{page: s.page("Fleet", "fleet"), Chart: strings.TrimSpace(q.Get("chart")), Version: strings.TrimSpace(q.Get("version"))}
+	p := fleetPage{page: s.page("Fleet", "fleet", "spoke", "releasehistory"), Chart: strings.TrimSpace(q.Get("chart")), Version: strings.TrimSpace(q.Get("version"))}
 	for field, v := range map[string]string{"chart": p.Chart, "version": p.Version} {
 		if len(v) > maxQueryLength {
 			s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%s: at most %d characters, got %d", field, maxQueryLength, len(v)))

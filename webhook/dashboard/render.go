@@ -47,10 +47,15 @@ type page struct {
 	Now time.Time
 	// Warnings are what could not be read (e.g. forbidden by RBAC).
 	Warnings []string
+	// Watch lists the kinds whose changes update the page (see
+	// watched), comma-separated; empty for a page that does not update.
+	Watch string
 }
 
-func (s *Server) page(title, nav string) page {
-	return page{Title: title, Nav: nav, Base: s.opts.BasePath, Namespace: s.opts.Namespace, ReadOnly: s.opts.ReadOnly, Now: s.opts.Clock()}
+// page returns what the layout needs for a page that updates when an
+// object of one of kinds changes.
+func (s *Server) page(title, nav string, kinds ...string) page {
+	return page{Title: title, Nav: nav, Base: s.opts.BasePath, Namespace: s.opts.Namespace, ReadOnly: s.opts.ReadOnly, Now: s.opts.Clock(), Watch: strings.Join(kinds, ",")}
 }
 
 // render writes page name with data, status 200, and the CSRF cookie.
