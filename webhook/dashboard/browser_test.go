@@ -198,3 +198,48 @@ func TestBrowser_fleetAndReleasePagesByKeyboard(t *testing.T) {
 	g.Expect(eval[string](ctx, `document.querySelector("main").innerText`)).To(And(ContainSubstring("same values"), ContainSubstring("different values")))
 	screenshot(t, ctx, "dashboard-release")
 }
+
+// auditJS lists, on the current page, text whose colour contrast with its
+// background is below WCAG AA (4.5:1), form fields without a label and
+// buttons without text.
+const auditJS = `(() => {
+	const rgb = s => (s.match(/[\d.]+/g) || []).map(Number);
+	const lin = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
+	const lum = ([r, g, b]) => 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+	const bg = el => {
+		for (; el; el = el.parentElement) {
+			const v = rgb(getComputedStyle(el).backgroundColor);
+			if (v.length < 4 || v[3] > 0) return v;
+		}
+		return [255, 255, 255];
+	};
+	const out = [];
+	document.querySelectorAll("body *").forEach(el => {
+		if (![...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) return;
+		const st = getComputedStyle(el);
+		if (st.display === "none" || st.visibility === "hidden") return;
+		const a = lum(rgb(st.color)), b = lum(bg(el));
+		const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+		if (ratio < 4.5) out.push("contrast " + ratio.toFixed(2) + ": " + el.tagName + " " + el.textContent.trim().slice(0, 40));
+	});
+	document.querySelectorAll("input:not([type=hidden]), textarea, select").forEach(el => {
+		if (!el.labels || el.labels.length === 0) out.push("no label: " + el.outerHTML.slice(0, 80));
+	});
+	document.querySelectorAll("button, a").forEach(el => {
+		if (!el.textContent.trim()) out.push("no text: " + el.outerHTML.slice(0, 80));
+	});
+	return out;
+})()`
+
+func TestBrowser_pagesAreReadableAndLabelled(t *testing.T) {
+	f := seed(t)
+	d := serve(t, f.NS, "alice", false)
+	ctx := newChrome(t)
+	for _, path := range []string{"/", "/promotions/" + f.Waiting, "/promotions/" + f.Done, "/releases/staging-1.apps.web", "/fleet?chart=web", "/nowhere"} {
+		t.Run(path, func(t *testing.T) {
+			g := NewWithT(t)
+			do(t, ctx, chromedp.Navigate(d.URL+path), chromedp.WaitReady(chromedp.ID("main")))
+			g.Expect(eval[[]string](ctx, auditJS)).To(BeEmpty())
+		})
+	}
+}
