@@ -94,7 +94,7 @@ func TestPipelinesPage_showsEnvironmentsTargetsAndActivePromotion(t *testing.T) 
 		// targets: spoke (linked to its release), version, health, age
 		`href="/releases/prod-1.apps.web"`, `1.3.0 <span class="small">rev 7</span>`, `>Current</span>`, `>2d</time>`,
 		// the active promotion into production, its phase and gates
-		`href="/promotions/web-production-1.4.0"`, `data-phase="WaitingApproval"`,
+		`href="/promotions/web-production-1.4.0"`, `data-phase="WaitingApproval"`, `0 of 1 approvals`,
 		// dev soaks 1.5.0 for an hour, 10 minutes in
 		`soaking: <time data-until=`, `gates: soak 1h</span>`, `gates: soak 10m, approval`,
 	} {
@@ -110,6 +110,14 @@ func TestPipelinesPage_forbiddenWithoutRBAC(t *testing.T) {
 	code, body := b.get("/")
 	g.Expect(code).To(Equal(http.StatusForbidden))
 	g.Expect(body).To(ContainSubstring("you may not read pipelines in namespace " + f.NS))
+
+	// Pages that show several kinds show what they may, and say what not.
+	code, body = b.get("/fleet")
+	g.Expect(code).To(Equal(http.StatusOK))
+	g.Expect(body).To(ContainSubstring("you may not read spokes in namespace " + f.NS))
+	g.Expect(body).To(ContainSubstring("you may not read release histories in namespace " + f.NS))
+	code, _ = b.get("/promotions/" + f.Waiting)
+	g.Expect(code).To(Equal(http.StatusForbidden))
 }
 
 func TestPromotionPage_timeline(t *testing.T) {

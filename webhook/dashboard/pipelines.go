@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/promotion/request"
 )
 
 // pipelinesPage lists every Pipeline as a row of environments.
@@ -148,8 +149,9 @@ func arrowInto(pl *tugboatv1alpha1.Pipeline, i int, status map[string]*tugboatv1
 			if c := apimeta.FindStatusCondition(pr.Status.Conditions, "Ready"); c != nil {
 				a.Message = c.Message
 			}
-			if n := len(pr.Status.Approvals); n > 0 {
-				a.Approvals = fmt.Sprintf("%d vote(s)", n)
+			if waitsForApproval(pl, pr) {
+				t := request.Count(pl, pr)
+				a.Approvals = fmt.Sprintf("%d of %d approvals", len(t.Approvals), t.Required)
 			}
 		}
 		return a
