@@ -49,7 +49,7 @@
   }
 
   function schedule() {
-    if (pending === null) { pending = window.setTimeout(refresh, 100); }
+    if (pending === null) { pending = window.setTimeout(refresh, 50); }
   }
 
   function tick() {
