@@ -201,7 +201,7 @@ func TestBrowser_fleetAndReleasePagesByKeyboard(t *testing.T) {
 	screenshot(t, ctx, "dashboard-release")
 }
 
-// auditJS lists, on the current page, text whose colour contrast with its
+// auditJS lists, on the current page, text whose color contrast with its
 // background is below WCAG AA (4.5:1), form fields without a label and
 // buttons without text.
 const auditJS = `(() => {

@@ -57,7 +57,7 @@ func (b *browser) get(path string) (int, string) {
 // post submits form to path as the dashboard's own page does (same-origin
 // fetch metadata), with the kept CSRF token unless form sets csrf; edit
 // changes the request before it is sent.
-func (b *browser) post(path string, form url.Values, edit func(*http.Request)) (*http.Response, string) {
+func (b *browser) post(path string, form url.Values, edit func(*http.Request)) (answer, string) {
 	b.t.Helper()
 	form = cloneValues(form)
 	if _, ok := form["csrf"]; !ok {
@@ -79,7 +79,13 @@ func (b *browser) post(path string, form url.Values, edit func(*http.Request)) (
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp, string(body)
+	return answer{StatusCode: resp.StatusCode, Header: resp.Header}, string(body)
+}
+
+// answer is what a response said, its body aside.
+type answer struct {
+	StatusCode int
+	Header     http.Header
 }
 
 func TestPipelinesPage_showsEnvironmentsTargetsAndActivePromotion(t *testing.T) {

@@ -85,7 +85,7 @@ func ensureChromium() (string, error) {
 	if err := install(); err != nil {
 		// A fresh machine may have no package lists yet.
 		if out, uerr := exec.Command("apt-get", "update").CombinedOutput(); uerr != nil {
-			return "", fmt.Errorf("%w; apt-get update: %v\n%s", err, uerr, out)
+			return "", fmt.Errorf("%w; apt-get update: %w\n%s", err, uerr, out)
 		}
 		if err := install(); err != nil {
 			return "", err

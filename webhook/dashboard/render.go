@@ -69,7 +69,9 @@ func (s *Server) render(w http.ResponseWriter, name string, status int, data any
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
-	http.SetCookie(w, &http.Cookie{Name: s.cookieName, Value: s.token, Path: s.opts.BasePath, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	// Not Secure: tugboat ui serves plain HTTP on loopback, where a Secure
+	// cookie would never come back.
+	http.SetCookie(w, &http.Cookie{Name: s.cookieName, Value: s.token, Path: s.opts.BasePath, HttpOnly: true, SameSite: http.SameSiteStrictMode}) //nolint:gosec // plain HTTP on loopback
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }
