@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -148,7 +149,7 @@ func timeline(pr *tugboatv1alpha1.Promotion) []entry {
 		title := fmt.Sprintf("%s/%s/%s %s", t.Spoke, t.Namespace, t.Release, state)
 		detail := t.Message
 		if t.Version != "" {
-			detail = fmt.Sprintf("reports %s (revision %d, %s). %s", t.Version, t.Revision, orUnknown(t.Health), t.Message)
+			detail = strings.TrimSpace(fmt.Sprintf("reports %s (revision %d, %s). %s", t.Version, t.Revision, orUnknown(t.Health), t.Message))
 		}
 		out = append(out, entry{Time: t.LastTransitionTime, Kind: "target", Title: title, Detail: detail})
 	}
@@ -161,7 +162,7 @@ func timeline(pr *tugboatv1alpha1.Promotion) []entry {
 			e.Time = n.LastAttemptAt
 		}
 		if n.Attempts > 1 {
-			e.Detail = fmt.Sprintf("%d attempts. %s", n.Attempts, n.Error)
+			e.Detail = strings.TrimSpace(fmt.Sprintf("%d attempts. %s", n.Attempts, n.Error))
 		}
 		out = append(out, e)
 	}
