@@ -100,7 +100,7 @@ func TestPipelinesPage_showsEnvironmentsTargetsAndActivePromotion(t *testing.T) 
 		// targets: spoke (linked to its release), version, health, age
 		`href="/releases/prod-1.apps.web"`, `1.3.0 <span class="small">rev 7</span>`, `>Current</span>`, `>2d</time>`,
 		// the active promotion into production, its phase and gates
-		`href="/promotions/web-production-1.4.0"`, `data-phase="WaitingApproval"`, `0 of 1 approvals`,
+		`href="/promotions/web-production-1.4.0"`, `data-phase="WaitingApproval"`, `0 of 1 approval</span>`,
 		// dev soaks 1.5.0 for an hour, 10 minutes in
 		`soaking: <time data-until=`, `gates: soak 1h</span>`, `gates: soak 10m, approval`,
 	} {

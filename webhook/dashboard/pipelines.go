@@ -152,6 +152,9 @@ func arrowInto(pl *tugboatv1alpha1.Pipeline, i int, status map[string]*tugboatv1
 			if waitsForApproval(pl, pr) {
 				t := request.Count(pl, pr)
 				a.Approvals = fmt.Sprintf("%d of %d approvals", len(t.Approvals), t.Required)
+				if t.Required == 1 {
+					a.Approvals = fmt.Sprintf("%d of 1 approval", len(t.Approvals))
+				}
 			}
 		}
 		return a
