@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -96,10 +97,23 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Logf("screenshot: %s", path)
 }
 
-// waitLive waits until the page's event stream is open.
+// waitLive waits until the page's event stream is open and the page
+// fetched itself once (as it does whenever the stream opens), so that
+// refresh does not replace what the test is about to use.
 func waitLive(t *testing.T, ctx context.Context) {
 	t.Helper()
-	do(t, ctx, chromedp.WaitVisible(chromedp.CSS(`body[data-live="open"]`), chromedp.NodeReady))
+	do(t, ctx, chromedp.WaitReady(chromedp.CSS(`body[data-live="open"][data-refreshed]`)))
+}
+
+// click clicks the element selector finds, from the page's own script: a
+// page that refreshes itself between the test finding a node and clicking
+// it would otherwise leave the test holding a stale node.
+func click(t *testing.T, ctx context.Context, selector string) {
+	t.Helper()
+	ok, err := eval[bool](ctx, `(() => { const el = document.querySelector(`+strconv.Quote(selector)+`); if (!el) return false; el.click(); return true; })()`)
+	if err != nil || !ok {
+		t.Fatalf("clicking %s: found %v, %v", selector, ok, err)
+	}
 }
 
 func TestBrowser_pipelinesPageShowsAPhaseChangeLive(t *testing.T) {
@@ -138,10 +152,11 @@ func TestBrowser_approveRecordsTheUsersIdentity(t *testing.T) {
 	ctx := newChrome(t)
 
 	do(t, ctx, chromedp.Navigate(d.URL+"/promotions/"+f.Waiting), chromedp.WaitVisible(chromedp.ID("approve")))
+	waitLive(t, ctx)
 	g.Expect(eval[string](ctx, `document.getElementById("user").textContent`)).To(Equal("alice"))
 	do(t, ctx, chromedp.SendKeys(chromedp.ID("message"), "canary is fine"))
 	screenshot(t, ctx, "dashboard-promotion")
-	do(t, ctx, chromedp.Click(chromedp.ID("approve")))
+	click(t, ctx, "#approve")
 
 	g.Eventually(func() []tugboatv1alpha1.ApprovalVote { return approvals(t, f.NS, f.Waiting) }, 10*time.Second, 50*time.Millisecond).
 		Should(ConsistOf(And(
@@ -186,6 +201,7 @@ func TestBrowser_fleetAndReleasePagesByKeyboard(t *testing.T) {
 	ctx := newChrome(t)
 
 	do(t, ctx, chromedp.Navigate(d.URL+"/fleet"), chromedp.WaitVisible(chromedp.ID("chart")))
+	waitLive(t, ctx)
 	// The first Tab reaches the skip link; search by keyboard.
 	do(t, ctx, chromedp.KeyEvent("\t"))
 	g.Expect(eval[string](ctx, `document.activeElement.className`)).To(Equal("skip"))

@@ -100,14 +100,21 @@ func TestBrowser_watchesAndApprovesARealPromotion(t *testing.T) {
 	g.Expect(eval[bool](browser, `window.notReloaded === true`)).To(BeTrue())
 
 	// alice follows the arrow and approves.
-	do(t, browser, chromedp.Click(chromedp.CSS(promo)), chromedp.WaitVisible(chromedp.ID("approve")))
+	click(t, browser, promo)
+	do(t, browser, chromedp.WaitVisible(chromedp.ID("approve")))
 	waitLive(t, browser)
-	do(t, browser, chromedp.SendKeys(chromedp.ID("message"), "staging looks good"), chromedp.Click(chromedp.ID("approve")))
+	// The hub keeps writing: the page may refresh at any time, so the test
+	// types through the page's script (what was typed survives a refresh).
+	g.Expect(eval[string](browser, `document.getElementById("message").value = "staging looks good"`)).To(Equal("staging looks good"))
+	g.Expect(eval[bool](browser, `window.beforeApproval = true`)).To(BeTrue())
+	click(t, browser, "#approve")
 	g.Eventually(func() []tugboatv1alpha1.ApprovalVote { return approvals(t, ns, "web-production-1.4.0") }, 10*time.Second, 50*time.Millisecond).
 		Should(ConsistOf(And(HaveField("User", "alice"), HaveField("Source", tugboatv1alpha1.ApprovalSourceKubernetes), HaveField("Decision", tugboatv1alpha1.DecisionApprove))))
 
 	// The hub starts it; once production reports 1.4.0 it succeeds, and
 	// the promotion page shows each step as it happens.
+	// The form's answer is the promotion's page again: a new document.
+	g.Eventually(func() (bool, error) { return eval[bool](browser, `window.beforeApproval === undefined`) }, 10*time.Second, 50*time.Millisecond).Should(BeTrue())
 	do(t, browser, chromedp.WaitVisible(chromedp.ID("phase")))
 	waitLive(t, browser)
 	g.Expect(eval[bool](browser, `window.notReloaded = true`)).To(BeTrue())

@@ -7,6 +7,7 @@
   var eventsURL = document.body.getAttribute("data-events");
   var pending = null;
   var busy = false;
+  var refreshes = 0;
 
   function fieldsOf(root) {
     var out = {};
@@ -28,6 +29,7 @@
         var next = doc.getElementById("main");
         var main = document.getElementById("main");
         if (!next || !main) { return; }
+        if (next.innerHTML === main.innerHTML) { done(); return; }
         var focused = document.activeElement && document.activeElement.id;
         var fields = fieldsOf(main);
         main.replaceChildren.apply(main, Array.prototype.slice.call(next.childNodes).map(function (n) { return document.importNode(n, true); }));
@@ -43,9 +45,16 @@
         if (live) { document.getElementById("live").innerHTML = live.innerHTML; }
         document.title = doc.title;
         tick();
+        done();
       })
       .catch(function () {})
       .finally(function () { busy = false; });
+  }
+
+  // done counts the refreshes on the body, for those who wait for one.
+  function done() {
+    refreshes += 1;
+    document.body.setAttribute("data-refreshed", String(refreshes));
   }
 
   function schedule() {
