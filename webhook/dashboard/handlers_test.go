@@ -440,9 +440,15 @@ func TestPages_safe(t *testing.T) {
 // stream opens d's event stream for kinds and answers its lines.
 func stream(t *testing.T, d *dash, kinds string) <-chan string {
 	t.Helper()
+	return streamAt(t, d.URL+"/events?kinds="+kinds)
+}
+
+// streamAt opens the event stream at url and answers its lines.
+func streamAt(t *testing.T, url string) <-chan string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+"/events?kinds="+kinds, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/e2e/identity"
 	"tugboat.dev/tugboat/webhook/dashboard"
@@ -47,6 +48,12 @@ func TestHub_servesTheDashboardReadOnly(t *testing.T) {
 	g.Expect(code).To(Equal(http.StatusOK))
 	g.Expect(body).To(ContainSubstring("This dashboard is read-only"))
 	g.Expect(body).NotTo(ContainSubstring("<button"))
+
+	// The page's event stream passes through the receiver.
+	events := streamAt(t, base+"events?kinds=promotion")
+	g.Eventually(events).Should(Receive(Equal(": connected")))
+	setPhase(t, f.NS, f.Done, tugboatv1alpha1.PromotionFailed, "rewritten by the test")
+	g.Eventually(events, 5*time.Second).Should(Receive(Equal("event: change")))
 
 	req, _ := http.NewRequest(http.MethodPost, base+"promotions/"+f.Waiting+"/decision", strings.NewReader(url.Values{"decision": {"approve"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
