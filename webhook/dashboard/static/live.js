@@ -22,9 +22,9 @@
     if (busy) { schedule(); return; }
     busy = true;
     fetch(window.location.href, { headers: { "Accept": "text/html" }, credentials: "same-origin", cache: "no-store" })
-      .then(function (r) { return r.ok ? r.text() : null; })
+      // An error is a page too (e.g. the Promotion was deleted): show it.
+      .then(function (r) { return r.text(); })
       .then(function (html) {
-        if (html === null) { return; }
         var doc = new DOMParser().parseFromString(html, "text/html");
         var next = doc.getElementById("main");
         var main = document.getElementById("main");
