@@ -192,6 +192,14 @@ func TestBrowser_noWorkingButtonWithoutApprovalRights(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(status).To(Equal(403))
 	g.Consistently(func() []tugboatv1alpha1.ApprovalVote { return approvals(t, f.NS, f.Waiting) }, 500*time.Millisecond).Should(BeEmpty())
+
+	// When the Promotion goes away, the open page says so.
+	waitLive(t, ctx)
+	pr := &tugboatv1alpha1.Promotion{}
+	g.Expect(hub.Client.Get(context.Background(), key(f.NS, f.Waiting), pr)).To(Succeed())
+	g.Expect(hub.Client.Delete(context.Background(), pr)).To(Succeed())
+	g.Eventually(func() (string, error) { return eval[string](ctx, `document.getElementById("main").innerText`) }, 5*time.Second, 50*time.Millisecond).
+		Should(ContainSubstring("promotion " + f.NS + "/" + f.Waiting + " not found"))
 }
 
 func TestBrowser_fleetAndReleasePagesByKeyboard(t *testing.T) {
