@@ -36,6 +36,7 @@ import (
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/controllers/spoke"
+	"tugboat.dev/tugboat/webhook/dashboard"
 	"tugboat.dev/tugboat/webhook/interactions"
 	"tugboat.dev/tugboat/webhook/pipelineapi"
 	"tugboat.dev/tugboat/webhook/receiver"
@@ -81,6 +82,11 @@ type Options struct {
 	// nil uses the notifiers of controllers/notify with Egress.
 	NotifyBuilder deliver.Builder
 
+	// DashboardNamespace, when set, serves the dashboard of that namespace
+	// read-only under /ui/ on the receiver's listener, with the hub's
+	// identity (a team screen; see docs/dashboard.md).
+	DashboardNamespace string
+
 	// SkipControllerNameValidation allows more than one hub in one process
 	// (tests restart the hub in-process). Not a flag.
 	SkipControllerNameValidation bool
@@ -114,6 +120,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(&cidrs{&o.Egress.Allow}, "egress-allow-cidr", "address range notifiers and strategies may reach despite the default refusal of loopback, link-local and metadata addresses (repeatable)")
 	fs.Int32Var(&o.Notify.MaxAttempts, "notify-max-attempts", o.Notify.MaxAttempts, "attempts before a notice is given up (recorded Failed)")
 	fs.DurationVar(&o.Notify.RetryMax, "notify-retry-max", o.Notify.RetryMax, "longest wait between two attempts of a notice")
+	fs.StringVar(&o.DashboardNamespace, "dashboard-namespace", o.DashboardNamespace, "serve the dashboard of this namespace read-only under /ui/ on the receiver's address (off when empty)")
 	o.Receiver.BindFlags(fs)
 	o.History.BindFlags(fs)
 	o.Spoke.BindFlags(fs)
@@ -201,6 +208,16 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 		interactions.PathPrefix: interactions.New(mgr.GetClient(), mgr.GetAPIReader(), request.Decide, request.MayApprove, interactions.Options{
 			HTTPClient: opts.Egress.Client(10 * time.Second), ResponseURLAllowed: opts.ResponseURLAllowed,
 		}),
+	}
+	if opts.DashboardNamespace != "" {
+		d, err := dashboard.New(mgr.GetConfig(), Scheme(), dashboard.Options{Namespace: opts.DashboardNamespace, ReadOnly: true, BasePath: dashboard.HubPath, Log: ctrl.Log.WithName("dashboard")})
+		if err != nil {
+			return nil, err
+		}
+		ropts.Mounts[dashboard.HubPath] = d.Handler()
+		if err := mgr.Add(d); err != nil {
+			return nil, err
+		}
 	}
 	acts := actions.New(spokedir.Scoped(mgr.GetClient()), mgr.GetAPIReader())
 	if err := acts.SetupWithManager(ctx, mgr); err != nil {

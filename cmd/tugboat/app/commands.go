@@ -16,6 +16,7 @@ func commands() []*cobra.Command {
 		newPromoteCommand(),
 		newApproveCommand(),
 		newRejectCommand(),
+		newUICommand(),
 		newDoctorCommand(),
 		newInstallCommand(),
 	}
