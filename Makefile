@@ -96,8 +96,8 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (config in .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: dev
-dev: ## Start the local hub and spokes (tugboat dev up); Ctrl-C stops them.
-	go run ./cmd/tugboat dev up
+dev: ## Start the local hub and three spokes, production behind an approval gate (tugboat dev up --spokes 3); Ctrl-C stops them.
+	go run ./cmd/tugboat dev up --spokes 3
 
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control-plane binaries in bin/k8s).

@@ -81,6 +81,7 @@ binaries from the Go module proxy into bin/k8s, which takes several minutes.`,
 					fmt.Fprintf(out, "  go run ./cmd/tugboat approve -n %s %s-%s-1.0.0   # %s requires approval\n", env.Namespace, env.Pipeline, last, last)
 				}
 				fmt.Fprintf(out, "\nThe repository %s also holds %v for upgrades.\n", env.ChartRepoURL, devenv.DemoVersions)
+				fmt.Fprintf(out, "\nWatch and approve in the browser, as yourself:\n\n  go run ./cmd/tugboat ui -n %s\n", env.Namespace)
 			}
 			fmt.Fprintf(out, "\nLogs: %s/logs (hub, agents) and %s/clusters/*/logs. Press Ctrl-C to stop and clean up.\n", env.Dir, env.Dir)
 			<-ctx.Done()

@@ -461,8 +461,10 @@ func TestDoctor_crdsMissingNotEstablishedOrOtherVersion(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(findingsOf(findings, "crds", "widgets."+group)).To(BeEmpty(), "widgets is served")
 		g.Expect(findingsOf(findings, "crds", "sprockets."+group)).To(haveFinding("error", "does not serve"))
+		// Discovery learns the group's preferred version (v1beta1, from
+		// sprockets) a moment after the CRD is served: wait for it too.
+		g.Expect(findings).To(HaveLen(4), "%+v", findings)
 	}).WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-	g.Expect(findings).To(HaveLen(4), "%+v", findings)
 	// The group serves v1beta1 too (sprockets), which Kubernetes prefers.
 	g.Expect(findingsOf(findings, "crds", "")).To(ConsistOf(And(
 		HaveField("Severity", BeEquivalentTo("warning")),
