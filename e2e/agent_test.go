@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -295,8 +296,9 @@ func TestAgent_onARealSpoke(t *testing.T) {
 		const name = "spoke-b"
 		right := f.registerSpoke(name)
 		sp := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}}
-		wrong := make([]byte, 32)
-		_, _ = rand.Read(wrong)
+		raw := make([]byte, 32)
+		_, _ = rand.Read(raw)
+		wrong := []byte(hex.EncodeToString(raw)) // as the hub generates keys
 		g.Expect(wrong).NotTo(Equal(right))
 		keyFile := filepath.Join(t.TempDir(), "key")
 		g.Expect(os.WriteFile(keyFile, wrong, 0o600)).To(Succeed())

@@ -73,7 +73,7 @@ func TestPoller_signsWithTheCurrentKeyFile(t *testing.T) {
 	hub := newFakeHub(t)
 	good := hub.keyFile
 	bad := t.TempDir() + "/key"
-	g.Expect(writeFile(bad, "a-key-the-hub-does-not-know")).To(Succeed())
+	g.Expect(writeFile(bad, "a-key-the-hub-does-not-know-0123456789")).To(Succeed())
 	hub.keyFile = bad
 	a := upgradeAction("apps", "web", "1.1.0")
 	hub.offer(a)

@@ -31,7 +31,7 @@ type File struct {
 }
 
 // New reads the key at path; it fails when the file cannot be read or
-// the key is shorter than wire.MinKeySize.
+// the key is shorter than wire.MinSpokeKeySize.
 func New(path string, log logr.Logger) (*File, error) {
 	k := &File{path: path, log: log}
 	info, err := os.Stat(path)
@@ -89,8 +89,8 @@ func Read(path string) ([]byte, error) {
 		return nil, fmt.Errorf("reading hub key: %w", err)
 	}
 	key = bytes.TrimSpace(key)
-	if len(key) < wire.MinKeySize {
-		return nil, fmt.Errorf("hub key in %s must be at least %d bytes, got %d", path, wire.MinKeySize, len(key))
+	if len(key) < wire.MinSpokeKeySize {
+		return nil, fmt.Errorf("hub key in %s must be at least %d bytes (the hub refuses shorter spoke keys), got %d", path, wire.MinSpokeKeySize, len(key))
 	}
 	return key, nil
 }

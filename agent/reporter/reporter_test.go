@@ -24,7 +24,7 @@ const (
 	poll       = 10 * time.Millisecond
 )
 
-var testKey = []byte("0123456789abcdef-test-key")
+var testKey = []byte("0123456789abcdef-test-key-for-the-reporter")
 
 // writeKey writes key to a new file (atomically, by rename, as a Secret
 // volume update does) and returns its path.
@@ -399,7 +399,7 @@ func TestNew_rejectsBadInput(t *testing.T) {
 
 	short := testOptions(t, rc, []byte("short"))
 	_, err = New(short, snap, logr.Discard())
-	g.Expect(err).To(MatchError(ContainSubstring("at least 16 bytes")))
+	g.Expect(err).To(MatchError(ContainSubstring("at least 32 bytes")))
 
 	noCA := testOptions(t, rc, testKey)
 	noCA.CAFile = writeKey(t, "", []byte("not a certificate at all"))

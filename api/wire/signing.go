@@ -37,6 +37,10 @@ const (
 	DefaultWindow = 5 * time.Minute
 	// MinKeySize is the shortest key a Verifier accepts, in bytes.
 	MinKeySize = 16
+	// MinSpokeKeySize is the shortest spoke key (the agent's and the Flux
+	// key) the hub verifies and the agent signs with, in bytes; the hub
+	// generates 64 (32 random bytes, hex).
+	MinSpokeKeySize = 32
 
 	maxSignatureHeader = 1024 // bytes
 	maxSignatures      = 4

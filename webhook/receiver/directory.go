@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"tugboat.dev/tugboat/api/wire"
 )
 
 // MinKeySize is the shortest key, agent or Flux, the receiver verifies
 // with, in bytes. A Spoke whose Secret holds a shorter one cannot
 // authenticate: every request is answered 401 and counted as invalid_key.
 // The hub generates 32 random bytes (64 hex characters).
-const MinKeySize = 32
+const MinKeySize = wire.MinSpokeKeySize
 
 // SpokeRef identifies a Spoke object: its namespace and name.
 type SpokeRef struct {
