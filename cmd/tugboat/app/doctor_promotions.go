@@ -1,0 +1,208 @@
+//go:build !agentonly
+
+package app
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+)
+
+// checkPromotions reports Promotions stuck waiting for approval, near or
+// past their timeout, not started, and each Pipeline's recent failures.
+func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelines []tugboatv1alpha1.Pipeline) {
+	now := d.now()
+	byName := map[string]*tugboatv1alpha1.Pipeline{}
+	for i := range pipelines {
+		byName[pipelines[i].Namespace+"/"+pipelines[i].Name] = &pipelines[i]
+	}
+	problems := 0
+	add := func(sev severity, obj, msg, hint string) {
+		problems++
+		d.add(checkPromotion, sev, obj, msg, hint)
+	}
+	failed := map[string][]*tugboatv1alpha1.Promotion{} // by pipeline
+	for i := range promotions {
+		pr := &promotions[i]
+		obj := pr.Namespace + "/" + pr.Name
+		what := fmt.Sprintf("%s into %s of pipeline %s", pr.Spec.Version, pr.Spec.To, pr.Spec.Pipeline)
+		ready := apimeta.FindStatusCondition(pr.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
+		since := pr.CreationTimestamp.Time
+		if ready != nil && !ready.LastTransitionTime.IsZero() {
+			since = ready.LastTransitionTime.Time
+		}
+		switch pr.Status.Phase {
+		case tugboatv1alpha1.PromotionWaitingApproval:
+			if waited := now.Sub(since); waited > d.opts.approvalAge {
+				add(severityWarning, obj, fmt.Sprintf("%s has waited for approval for %s", what, age(waited)),
+					fmt.Sprintf("tugboat approve %s -n %s, or tugboat reject %s -n %s", pr.Name, pr.Namespace, pr.Name, pr.Namespace))
+			}
+		case "", tugboatv1alpha1.PromotionPending:
+			if waited := now.Sub(since); waited > d.opts.staleAfter {
+				msg := fmt.Sprintf("%s is Pending for %s", what, age(waited))
+				if ready != nil && ready.Message != "" {
+					msg += ": " + ready.Message
+				}
+				add(severityWarning, obj, msg, "it starts once the Promotion into "+pr.Spec.To+" under way finishes; if none is, see the hub check")
+			}
+		case tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.PromotionVerifying:
+			timeout := defaultPromotionTimeout
+			if p := byName[pr.Namespace+"/"+pr.Spec.Pipeline]; p != nil && p.Spec.Timeout != nil && p.Spec.Timeout.Duration > 0 {
+				timeout = p.Spec.Timeout.Duration
+			}
+			start := pr.CreationTimestamp.Time
+			if pr.Status.StartedAt != nil {
+				start = pr.Status.StartedAt.Time
+			}
+			elapsed := now.Sub(start)
+			waiting := waitingTargets(pr)
+			switch {
+			case elapsed > timeout+d.opts.reconcileGrace:
+				add(severityError, obj, fmt.Sprintf("%s is %s for %s, past its %s timeout, and the hub has not failed it%s", what, pr.Status.Phase, age(elapsed), age(timeout), waiting),
+					"the hub's promotion controller is not acting: see the hub check")
+			case elapsed >= timeout*4/5:
+				add(severityWarning, obj, fmt.Sprintf("%s is %s for %s of its %s timeout%s", what, pr.Status.Phase, age(elapsed), age(timeout), waiting),
+					fmt.Sprintf("look at the targets of %s: tugboat status %s -n %s", pr.Spec.To, pr.Spec.Pipeline, pr.Namespace))
+			}
+		case tugboatv1alpha1.PromotionFailed:
+			key := pr.Namespace + "/" + pr.Spec.Pipeline
+			failed[key] = append(failed[key], pr)
+		}
+	}
+
+	// Each Pipeline's most recent failures: an error while nothing into
+	// that environment succeeded or started since, a warning otherwise.
+	for _, list := range failed {
+		sort.Slice(list, func(i, j int) bool {
+			ti, tj := finishedAt(list[i]), finishedAt(list[j])
+			if !ti.Equal(tj) {
+				return ti.After(tj)
+			}
+			return list[i].Name < list[j].Name
+		})
+		for n, pr := range list {
+			if n >= d.opts.failures {
+				break
+			}
+			obj := pr.Namespace + "/" + pr.Name
+			reason, msg := "", ""
+			if c := apimeta.FindStatusCondition(pr.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil {
+				reason, msg = c.Reason, c.Message
+			}
+			text := fmt.Sprintf("%s into %s of pipeline %s failed %s ago", pr.Spec.Version, pr.Spec.To, pr.Spec.Pipeline, age(now.Sub(finishedAt(pr))))
+			if reason != "" {
+				text += fmt.Sprintf(" (%s): %s", reason, msg)
+			}
+			retry := fmt.Sprintf("fix what the message names, then retry: tugboat promote %s --to %s --version %s -n %s", pr.Spec.Pipeline, pr.Spec.To, pr.Spec.Version, pr.Namespace)
+			if later := laterPromotion(promotions, pr); later != "" {
+				add(severityWarning, obj, text+"; since then "+later, retry)
+				continue
+			}
+			add(severityError, obj, text, retry)
+		}
+	}
+	if problems == 0 {
+		d.add(checkPromotion, severityOK, "", fmt.Sprintf("%s %s: none stuck, none failed", plural(len(promotions), "Promotion"), d.scope()), "")
+	}
+}
+
+// waitingTargets lists the destination targets a Promotion still waits for.
+func waitingTargets(pr *tugboatv1alpha1.Promotion) string {
+	var parts []string
+	for _, t := range pr.Status.Targets {
+		if t.Done {
+			continue
+		}
+		s := t.Spoke + "/" + t.Namespace + "/" + t.Release
+		if t.Message != "" {
+			s += " (" + t.Message + ")"
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; waiting for " + strings.Join(parts, ", ")
+}
+
+func finishedAt(pr *tugboatv1alpha1.Promotion) time.Time {
+	if pr.Status.CompletedAt != nil {
+		return pr.Status.CompletedAt.Time
+	}
+	return pr.CreationTimestamp.Time
+}
+
+// laterPromotion describes a Promotion into the same environment that
+// succeeded after failed finished, or is under way; "" when there is none.
+func laterPromotion(promotions []tugboatv1alpha1.Promotion, failed *tugboatv1alpha1.Promotion) string {
+	for i := range promotions {
+		pr := &promotions[i]
+		if pr.UID == failed.UID || pr.Namespace != failed.Namespace || pr.Spec.Pipeline != failed.Spec.Pipeline || pr.Spec.To != failed.Spec.To {
+			continue
+		}
+		switch {
+		case pr.Status.Phase == tugboatv1alpha1.PromotionSucceeded && finishedAt(pr).After(finishedAt(failed)):
+			return fmt.Sprintf("%s succeeded (%s)", pr.Spec.Version, pr.Name)
+		case !pr.Status.Phase.Terminal():
+			return fmt.Sprintf("%s is under way (%s)", pr.Spec.Version, pr.Name)
+		}
+	}
+	return ""
+}
+
+// checkReleaseHistories counts the ReleaseHistories whose Ready is False,
+// by reason.
+func (d *doctor) checkReleaseHistories(ctx context.Context) {
+	var list tugboatv1alpha1.ReleaseHistoryList
+	if !d.list(ctx, checkReleaseHistory, "releasehistories", &list) {
+		return
+	}
+	byReason := map[string][]*tugboatv1alpha1.ReleaseHistory{}
+	for i := range list.Items {
+		rh := &list.Items[i]
+		if c := apimeta.FindStatusCondition(rh.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil && c.Status == metav1.ConditionFalse {
+			byReason[c.Reason] = append(byReason[c.Reason], rh)
+		}
+	}
+	if len(byReason) == 0 {
+		d.add(checkReleaseHistory, severityOK, "", fmt.Sprintf("%s %s, none Ready=False", plural(len(list.Items), "ReleaseHistory"), d.scope()), "")
+		return
+	}
+	reasons := make([]string, 0, len(byReason))
+	for r := range byReason {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, reason := range reasons {
+		rhs := byReason[reason]
+		sort.Slice(rhs, func(i, j int) bool {
+			return rhs[i].Namespace+"/"+rhs[i].Name < rhs[j].Namespace+"/"+rhs[j].Name
+		})
+		names := make([]string, len(rhs))
+		for i, rh := range rhs {
+			names[i] = rh.Namespace + "/" + rh.Name
+		}
+		first := rhs[0]
+		msg := ""
+		if c := apimeta.FindStatusCondition(first.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil && c.Message != "" {
+			msg = fmt.Sprintf(" (%s: %s)", first.Name, c.Message)
+		}
+		var hint string
+		switch reason {
+		case "Failed":
+			hint = fmt.Sprintf("see what happened on the spoke: tugboat history %s/%s/%s -n %s --events", first.Spec.Spoke, first.Spec.Namespace, first.Spec.Release, first.Namespace)
+		case "Uninstalled":
+			hint = "the releases are gone from their spokes: delete their ReleaseHistories if that is for good, and drop them from Pipelines' targets"
+		default:
+			hint = "kubectl describe releasehistory " + first.Name + " -n " + first.Namespace
+		}
+		d.add(checkReleaseHistory, severityWarning, "", fmt.Sprintf("%s Ready=False (%s): %s%s", plural(len(rhs), "ReleaseHistory"), reason, firstFew(names, 3), msg), hint)
+	}
+}
