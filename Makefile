@@ -31,6 +31,10 @@ IMAGE_TARBALL ?= false
 IMAGE_REPOSITORY ?= ghcr.io/tugboat-dev
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
+## The Helm charts (config/charts): make generate writes their generated files.
+HUB_CHART := config/charts/tugboat-hub
+AGENT_CHART := config/charts/tugboat-agent
+
 GO_TEST_FLAGS ?= -count=1 -timeout=40m
 PKGS ?= ./...
 
@@ -49,12 +53,12 @@ image: ## Build the tugboat and tugboat-agent images without Docker: OCI layouts
 		--out "$(IMAGE_DIR)" --base "$(IMAGE_BASE)" --arch "$(IMAGE_ARCH)" --repository "$(IMAGE_REPOSITORY)" --tarball=$(IMAGE_TARBALL)
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy, CRDs and RBAC with controller-gen, and the agent's webhook configurations.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy, and into the Helm charts the CRDs and RBAC (controller-gen) and the agent's webhook configurations.
 	$(CONTROLLER_GEN) object:headerFile=config/boilerplate.go.txt paths=./api/...
-	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=tugboat-hub paths=./controllers/... output:rbac:artifacts:config=config/hub/rbac
-	$(CONTROLLER_GEN) rbac:roleName=tugboat-agent paths=./agent/... output:rbac:artifacts:config=config/agent/rbac
-	go run ./webhook/admission/genmanifests -o config/agent/webhook/manifests.yaml
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=$(HUB_CHART)/files/crds
+	$(CONTROLLER_GEN) rbac:roleName=tugboat-hub paths=./controllers/... output:rbac:artifacts:config=$(HUB_CHART)/files/rbac
+	$(CONTROLLER_GEN) rbac:roleName=tugboat-agent paths=./agent/... output:rbac:artifacts:config=$(AGENT_CHART)/files/rbac
+	go run ./webhook/admission/genmanifests -o $(AGENT_CHART)/files/webhook/manifests.yaml
 
 .PHONY: verify
 verify: generate ## Regenerate and fail if the tree changed (also checks go.mod tidiness and gofmt).

@@ -1,42 +1,43 @@
 package agent
 
 import (
-	"bytes"
-	"os"
 	"slices"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"tugboat.dev/tugboat/agent/ownership"
 	"tugboat.dev/tugboat/config"
 )
 
-// readRoles decodes the ClusterRoles and Roles of a YAML file.
-func readRoles(t *testing.T, path string) (cluster []rbacv1.ClusterRole, namespaced []rbacv1.Role) {
+// chartRoles renders the agent's chart (config/charts/tugboat-agent, with
+// the helm strategy's opt-in role) in namespace tugboat-system and returns
+// its ClusterRoles and Roles named name.
+func chartRoles(t *testing.T, name string) (cluster []rbacv1.ClusterRole, namespaced []rbacv1.Role) {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	objs, err := config.Render(config.AgentChart, "tugboat-system", map[string]any{
+		"spoke": "s1", "hub": map[string]any{"url": "https://hub.example.com"},
+		"helmStrategy": map[string]any{"enabled": true, "allowedNamespaces": []any{"apps"}, "allowedChartSources": []any{"*"}},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, doc := range bytes.Split(data, []byte("\n---")) {
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal(doc, &meta); err != nil || meta.Kind == "" {
+	for _, o := range objs {
+		if o.GetName() != name {
 			continue
 		}
-		switch meta.Kind {
+		switch o.GetKind() {
 		case "ClusterRole":
 			var r rbacv1.ClusterRole
-			if err := yaml.Unmarshal(doc, &r); err != nil {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
 				t.Fatal(err)
 			}
 			cluster = append(cluster, r)
 		case "Role":
 			var r rbacv1.Role
-			if err := yaml.Unmarshal(doc, &r); err != nil {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
 				t.Fatal(err)
 			}
 			namespaced = append(namespaced, r)
@@ -55,7 +56,7 @@ var readVerbs = []string{"get", "list", "watch"}
 func TestRBAC_theDefaultRoleOnlyReads(t *testing.T) {
 	g := NewWithT(t)
 	opts := NewOptions()
-	cluster, namespaced := readRoles(t, "../config/agent/rbac/role.yaml")
+	cluster, namespaced := chartRoles(t, "tugboat-agent")
 	g.Expect(cluster).To(HaveLen(1))
 	g.Expect(cluster[0].Name).To(Equal("tugboat-agent"))
 	for _, r := range cluster[0].Rules {
@@ -86,7 +87,7 @@ func TestRBAC_theDefaultRoleOnlyReads(t *testing.T) {
 // The backfill's role grants patch on exactly what the backfill lists.
 func TestRBAC_theBackfillRoleCoversTheBackfill(t *testing.T) {
 	g := NewWithT(t)
-	cluster, _ := readRoles(t, "../config/agent/rbac/backfill.yaml")
+	cluster, _ := chartRoles(t, "tugboat-agent-backfill")
 	g.Expect(cluster).To(HaveLen(1))
 	var granted []string
 	for _, r := range cluster[0].Rules {
@@ -108,7 +109,7 @@ func TestRBAC_theBackfillRoleCoversTheBackfill(t *testing.T) {
 // Helm's release storage and the HelmRelease version patch.
 func TestRBAC_theHelmStrategyRoleIsSeparate(t *testing.T) {
 	g := NewWithT(t)
-	cluster, _ := readRoles(t, "../config/agent/helm-strategy/clusterrole.yaml")
+	cluster, _ := chartRoles(t, "tugboat-agent-helm-strategy")
 	g.Expect(cluster).To(HaveLen(1))
 	g.Expect(cluster[0].Name).To(Equal("tugboat-agent-helm-strategy"))
 	g.Expect(cluster[0].Rules).To(ContainElement(And(
@@ -123,38 +124,3 @@ func TestRBAC_theHelmStrategyRoleIsSeparate(t *testing.T) {
 	}
 }
 
-// config/agent binds the read-only role and the backfill's, never the helm
-// strategy's; the helm-strategy component adds it, bound in a namespace by
-// a RoleBinding only.
-func TestRBAC_theHelmStrategyRoleIsOptIn(t *testing.T) {
-	g := NewWithT(t)
-	kinds := func(kustomization string) map[string]map[string]any {
-		objs, err := config.Build([]byte(kustomization))
-		g.Expect(err).NotTo(HaveOccurred())
-		out := map[string]map[string]any{}
-		for _, o := range objs {
-			md, _ := o["metadata"].(map[string]any)
-			out[o["kind"].(string)+"/"+md["name"].(string)] = o
-		}
-		return out
-	}
-	base := kinds("resources: [../agent]\n")
-	g.Expect(base).To(HaveKey("ClusterRoleBinding/tugboat-agent"))
-	g.Expect(base).To(HaveKey("ClusterRoleBinding/tugboat-agent-backfill"))
-	g.Expect(base).NotTo(HaveKey("ClusterRole/tugboat-agent-helm-strategy"))
-	for name, o := range base {
-		if strings.HasPrefix(name, "ClusterRoleBinding/") || strings.HasPrefix(name, "RoleBinding/") {
-			ref, _ := o["roleRef"].(map[string]any)
-			g.Expect(ref["name"]).NotTo(Equal("tugboat-agent-helm-strategy"), name)
-		}
-	}
-	opted := kinds("resources: [../agent]\ncomponents: [../agent/helm-strategy]\n")
-	g.Expect(opted).To(HaveKey("ClusterRole/tugboat-agent-helm-strategy"))
-	g.Expect(opted).To(HaveKey("RoleBinding/tugboat-agent-helm-strategy"))
-	for name, o := range opted {
-		if strings.HasPrefix(name, "ClusterRoleBinding/") {
-			ref, _ := o["roleRef"].(map[string]any)
-			g.Expect(ref["name"]).NotTo(Equal("tugboat-agent-helm-strategy"), "never bound cluster-wide: %s", name)
-		}
-	}
-}

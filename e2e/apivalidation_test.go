@@ -24,7 +24,7 @@ func TestAPIValidation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real API server")
 	}
-	c := harness.StartT(t, harness.Options{Name: "api", ControlPlaneOnly: true, CRDPaths: []string{"../config/crd/bases"}})
+	c := harness.StartT(t, harness.Options{Name: "api", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
 	ctx := context.Background()
 
 	t.Run("rejects invalid objects, naming the field", func(t *testing.T) { testRejectsInvalid(ctx, t, c.Client) })

@@ -40,7 +40,7 @@ import (
 
 func startHubCluster(t *testing.T) *harness.Cluster {
 	t.Helper()
-	return harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/crd/bases"}})
+	return harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
 }
 
 // url is the receiver's URL for path.

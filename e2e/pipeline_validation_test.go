@@ -138,7 +138,7 @@ func expectNotStalled(g Gomega, c client.Client, ns, name string, timeout time.D
 func TestPipelineValidation_rejectsOrStallsInvalidPipelines(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	hubCluster := harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/crd/bases"}})
+	hubCluster := harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
 	c := hubCluster.Client
 	f := newFleetWith(t, hubCluster, func(o *hub.Options) { o.Strategies = noopStrategies() })
 	ns := f.ns

@@ -2,7 +2,6 @@ package actions
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/go-logr/logr/testr"
@@ -10,14 +9,36 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/config"
 )
 
-// helmStrategyRole is the opt-in ClusterRole of the helm strategy.
-const helmStrategyRole = "../../config/agent/helm-strategy/clusterrole.yaml"
+// helmStrategyRole is the opt-in ClusterRole of the helm strategy, as the
+// agent's chart renders it.
+func helmStrategyRole(t *testing.T) rbacv1.ClusterRole {
+	t.Helper()
+	objs, err := config.Render(config.AgentChart, "tugboat-system", map[string]any{
+		"spoke": "s1", "hub": map[string]any{"url": "https://hub.example.com"},
+		"helmStrategy": map[string]any{"enabled": true, "allowedNamespaces": []any{"apps"}, "allowedChartSources": []any{"*"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && o.GetName() == "tugboat-agent-helm-strategy" {
+			var role rbacv1.ClusterRole
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
+				t.Fatal(err)
+			}
+			return role
+		}
+	}
+	t.Fatal("the agent chart renders no ClusterRole tugboat-agent-helm-strategy")
+	return rbacv1.ClusterRole{}
+}
 
 // Issue 12, Medium 3: the helm strategy's opt-in role is enough for its
 // upgrades (Helm SDK and the Flux path) in a namespace where it is bound,
@@ -27,10 +48,7 @@ const helmStrategyRole = "../../config/agent/helm-strategy/clusterrole.yaml"
 func TestExecutor_helmStrategyRoleIsEnoughWhereBoundAndOnlyThere(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	data, err := os.ReadFile(helmStrategyRole)
-	g.Expect(err).NotTo(HaveOccurred())
-	var role rbacv1.ClusterRole
-	g.Expect(yaml.Unmarshal(data, &role)).To(Succeed())
+	role := helmStrategyRole(t)
 	role.Name += "-" + randomHex(3) // one per test run on the shared cluster
 	g.Expect(cluster.Client.Create(ctx, &role)).To(Succeed())
 	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), &role) })

@@ -22,7 +22,7 @@ func TestReconciler_mapRetriesAFailedList(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cluster, err := harness.Start(ctx, harness.Options{Name: "pipeline-map", ControlPlaneOnly: true, CRDPaths: []string{"../../config/crd/bases"}})
+	cluster, err := harness.Start(ctx, harness.Options{Name: "pipeline-map", ControlPlaneOnly: true, CRDPaths: []string{"../../config/charts/tugboat-hub/files/crds"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = cluster.Stop() }()
 	direct, err := client.New(cluster.RESTConfig, client.Options{Scheme: harness.DefaultScheme()})

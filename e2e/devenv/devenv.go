@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"tugboat.dev/tugboat/config/crd"
+	"tugboat.dev/tugboat/config"
 	"tugboat.dev/tugboat/e2e/bins"
 	"tugboat.dev/tugboat/e2e/harness"
 )
@@ -201,11 +201,11 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 			fmt.Fprintf(opts.Progress, "could not build the helm CLI (%v); use your own\n", herr)
 		}
 	}
-	crdFS, err := crd.Bases()
+	crdFiles, err := config.CRDs()
 	if err != nil {
 		return nil, err
 	}
-	crds, err := harness.ReadCRDsFS(crdFS)
+	crds, err := harness.ReadCRDFiles(crdFiles)
 	if err != nil {
 		return nil, fmt.Errorf("reading embedded CRDs: %w", err)
 	}

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -59,20 +59,17 @@ func ReadCRDs(paths ...string) ([]*apiextensionsv1.CustomResourceDefinition, err
 	return crds, nil
 }
 
-// ReadCRDsFS reads every CustomResourceDefinition from the *.yaml files at
-// the root of fsys.
-func ReadCRDsFS(fsys fs.FS) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	names, err := fs.Glob(fsys, "*.yaml")
-	if err != nil {
-		return nil, err
+// ReadCRDFiles decodes the CustomResourceDefinitions of YAML files keyed by
+// name (config.CRDs), in the order of their names.
+func ReadCRDFiles(files map[string][]byte) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
 	}
+	sort.Strings(names)
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, name := range names {
-		data, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, err
-		}
-		found, err := decodeCRDs(name, data)
+		found, err := decodeCRDs(name, files[name])
 		if err != nil {
 			return nil, err
 		}

@@ -10,13 +10,8 @@
 package identity
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,12 +22,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/e2e/bins"
+	"tugboat.dev/tugboat/config"
 )
 
 // HubUser is the user name of the hub's ServiceAccount, which the policy
@@ -45,32 +39,31 @@ const PolicyName = "tugboat-approvals"
 // ApproverRole is the example ClusterRole of config/hub.
 const ApproverRole = "tugboat-approver"
 
-// Files are the manifests Install applies, relative to the repository root:
-// the policy and its binding, the example approver role, and the hub's
-// RBAC (generated ClusterRole and its binding to the ServiceAccount).
-var Files = []string{
-	"config/hub/approvals/policy.yaml",
-	"config/hub/approvals/approver-role.yaml",
-	"config/hub/rbac/role.yaml",
-	"config/hub/manager/rolebinding.yaml",
+// installKinds are the kinds of the hub chart that Install applies: the
+// approval policy and its binding, the example approver role, and the hub's
+// RBAC (its Secret role bound cluster-wide, as spokeNamespaces ["*"] does).
+var installKinds = map[string]bool{
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"ClusterRole": true, "ClusterRoleBinding": true,
 }
 
-// Install applies Files to the cluster admin reaches and waits until the
+// Install applies installKinds of the hub chart (config/charts/tugboat-hub,
+// rendered for namespace tugboat-system) to the cluster admin reaches and
+// waits until the
 // API server enforces the policy. (An expression that does not compile
 // makes the policy refuse every request it matches, with the compiler's
 // error: the tests that expect a request to pass see it.)
 func Install(ctx context.Context, admin client.Client) error {
-	wd, err := os.Getwd()
+	objs, err := config.Render(config.HubChart, "tugboat-system", map[string]any{"spokeNamespaces": []any{"*"}})
 	if err != nil {
 		return err
 	}
-	root, err := bins.FindRepoRoot(wd)
-	if err != nil {
-		return err
-	}
-	for _, f := range Files {
-		if err := applyFile(ctx, admin, filepath.Join(root, f)); err != nil {
-			return fmt.Errorf("applying %s: %w", f, err)
+	for _, o := range objs {
+		if !installKinds[o.GetKind()] {
+			continue
+		}
+		if err := apply(ctx, admin, o); err != nil {
+			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -89,49 +82,21 @@ func Install(ctx context.Context, admin client.Client) error {
 	}
 }
 
-func applyFile(ctx context.Context, c client.Client, path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
+// apply creates u, or updates it when it exists.
+func apply(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
+	if err := c.Create(ctx, u); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
 			return err
 		}
-		if len(u.Object) == 0 {
-			continue
+		cur := &unstructured.Unstructured{}
+		cur.SetGroupVersionKind(u.GroupVersionKind())
+		if err := c.Get(ctx, client.ObjectKeyFromObject(u), cur); err != nil {
+			return err
 		}
-		if u.GetKind() == "ClusterRoleBinding" {
-			// The base's kustomization sets the namespace; applied alone,
-			// set it as kustomize would.
-			subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
-			for _, s := range subjects {
-				if m, ok := s.(map[string]any); ok && m["kind"] == "ServiceAccount" && m["namespace"] == nil {
-					m["namespace"] = "tugboat-system"
-				}
-			}
-			_ = unstructured.SetNestedSlice(u.Object, subjects, "subjects")
-		}
-		if err := c.Create(ctx, u); err != nil {
-			if !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
-			}
-			cur := &unstructured.Unstructured{}
-			cur.SetGroupVersionKind(u.GroupVersionKind())
-			if err := c.Get(ctx, client.ObjectKeyFromObject(u), cur); err != nil {
-				return err
-			}
-			u.SetResourceVersion(cur.GetResourceVersion())
-			if err := c.Update(ctx, u); err != nil {
-				return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
-			}
-		}
+		u.SetResourceVersion(cur.GetResourceVersion())
+		return c.Update(ctx, u)
 	}
+	return nil
 }
 
 // Config returns a copy of admin that impersonates user (with groups, plus

@@ -14,11 +14,12 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
+	"helm.sh/helm/v3/pkg/strvals"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"tugboat.dev/tugboat/config"
 )
 
 // tilt stands in for Tilt's Starlark API: each function the Tiltfile calls
@@ -28,13 +29,13 @@ type tilt struct {
 	root  string
 	flags map[string]string // --name=value; a bare --name is "true"
 
-	docker     []dockerBuild
-	yaml       []*unstructured.Unstructured
-	resources  []k8sResource
-	locals     []localResource
-	contexts   []string
-	kustomized []string
-	defined    map[string]string // config flag → kind
+	docker    []dockerBuild
+	yaml      []*unstructured.Unstructured
+	resources []k8sResource
+	locals    []localResource
+	contexts  []string
+	helmed    []string
+	defined   map[string]string // config flag → kind
 }
 
 type dockerBuild struct {
@@ -93,10 +94,7 @@ func (tl *tilt) predeclared() starlark.StringDict {
 			"define_string_list": b("config.define_string_list", tl.define("string_list")),
 			"parse":              b("config.parse", tl.parse),
 		}},
-		"kustomize": b("kustomize", tl.kustomize),
-		"helm": b("helm", func(starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
-			return nil, fmt.Errorf("helm: no charts yet")
-		}),
+		"helm":               b("helm", tl.helm),
 		"decode_yaml_stream": b("decode_yaml_stream", decodeYAMLStream),
 		"encode_yaml_stream": b("encode_yaml_stream", encodeYAMLStream),
 		"encode_yaml":        b("encode_yaml", encodeYAML),
@@ -153,22 +151,46 @@ func (tl *tilt) parse(args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Va
 	return d, nil
 }
 
-// kustomize renders the real base, as `kustomize build` does for Tilt.
-func (tl *tilt) kustomize(args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var path string
-	if err := starlark.UnpackArgs("kustomize", args, kwargs, "paths", &path); err != nil {
+// helm renders the real chart with the given values, as Tilt's helm()
+// runs `helm template` (the chart must be one of the embedded ones, at the
+// path it has in the repository).
+func (tl *tilt) helm(args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var path, name, namespace string
+	var set *starlark.List
+	if err := starlark.UnpackArgs("helm", args, kwargs, "paths", &path, "name?", &name, "namespace?", &namespace, "set?", &set); err != nil {
 		return nil, err
 	}
-	tl.kustomized = append(tl.kustomized, path)
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(tl.root, path))
-	if err != nil {
-		return nil, fmt.Errorf("kustomize %s: %w", path, err)
+	tl.helmed = append(tl.helmed, path)
+	chart := filepath.Base(path)
+	if filepath.Join(tl.root, path) != filepath.Join(tl.root, "config", "charts", chart) || name != chart {
+		return nil, fmt.Errorf("helm %s (name %s): not a chart of config/charts installed under its own name", path, name)
 	}
-	out, err := m.AsYaml()
-	if err != nil {
-		return nil, err
+	values := map[string]any{}
+	if set != nil {
+		for i := range set.Len() {
+			kv, ok := starlark.AsString(set.Index(i))
+			if !ok {
+				return nil, fmt.Errorf("helm %s: set holds %s, not a string", path, set.Index(i))
+			}
+			if err := strvals.ParseInto(kv, values); err != nil {
+				return nil, fmt.Errorf("helm %s: set %q: %w", path, kv, err)
+			}
+		}
 	}
-	return starlark.String(out), nil
+	objs, err := config.Render(chart, namespace, values)
+	if err != nil {
+		return nil, fmt.Errorf("helm %s: %w", path, err)
+	}
+	var out strings.Builder
+	for _, o := range objs {
+		data, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		out.WriteString("---\n")
+		out.Write(data)
+	}
+	return starlark.String(out.String()), nil
 }
 
 func (tl *tilt) k8sYAML(args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

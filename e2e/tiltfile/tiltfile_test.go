@@ -74,7 +74,7 @@ func TestTiltfile_realClusterBuildsBothImagesAndWiresTheAgentToTheHub(t *testing
 
 	g.Expect(tl.locals).To(BeEmpty())
 	g.Expect(tl.contexts).To(Equal([]string{"gke_dev"}))
-	g.Expect(tl.kustomized).To(Equal([]string{"config/hub", "config/agent"}))
+	g.Expect(tl.helmed).To(Equal([]string{"config/charts/tugboat-hub", "config/charts/tugboat-agent"}))
 
 	// Images: the Dockerfile's two final stages, with the version.
 	dockerfile, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
@@ -121,11 +121,7 @@ func TestTiltfile_realClusterBuildsBothImagesAndWiresTheAgentToTheHub(t *testing
 
 	// The agent: spoke "tilt", the hub's Service (its receiver port), plain
 	// HTTP allowed, and the key Secret of the Spoke the Tiltfile creates.
-	g.Expect(stringsOf(agentC["args"])).To(ContainElement("--hub-insecure-http"))
-	cm := find(tl.yaml, "ConfigMap", "tugboat-agent")
-	g.Expect(cm).NotTo(BeNil())
-	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
-	g.Expect(data).To(HaveKeyWithValue("spoke", "tilt"))
+	g.Expect(stringsOf(agentC["args"])).To(ContainElements("--hub-insecure-http", "--spoke=tilt"))
 	svc := find(tl.yaml, "Service", "tugboat-hub")
 	g.Expect(svc).NotTo(BeNil())
 	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
@@ -136,7 +132,13 @@ func TestTiltfile_realClusterBuildsBothImagesAndWiresTheAgentToTheHub(t *testing
 		}
 	}
 	g.Expect(receiverPort).NotTo(BeZero())
-	g.Expect(data["hubURL"]).To(Equal("http://tugboat-hub." + svc.GetNamespace() + ".svc:" + itoa(receiverPort)))
+	var hubURLs []string
+	for _, a := range stringsOf(agentC["args"]) {
+		if strings.HasPrefix(a, "--hub-url=") {
+			hubURLs = append(hubURLs, strings.TrimPrefix(a, "--hub-url="))
+		}
+	}
+	g.Expect(hubURLs).To(Equal([]string{"http://tugboat-hub." + svc.GetNamespace() + ".svc:" + itoa(receiverPort)}))
 	spoke := find(tl.yaml, "Spoke", "tilt")
 	g.Expect(spoke).NotTo(BeNil())
 	g.Expect(spoke.GetAPIVersion()).To(Equal("tugboat.dev/v1alpha1"))

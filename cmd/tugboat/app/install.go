@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/strvals"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -21,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	kustomizetypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -30,22 +32,27 @@ import (
 )
 
 const (
-	// agentNamespace is where config/agent runs the agent on a spoke.
+	// agentNamespace is where the agent's chart runs the agent on a spoke,
+	// and the hub's chart the hub.
 	agentNamespace = "tugboat-system"
-	// agentKeySecret is the Secret config/agent mounts the hub key from.
+	// agentKeySecret is the Secret the agent's chart mounts the hub key from
+	// (its value hub.keySecretName).
 	agentKeySecret = "tugboat-agent-hub-key"
-	// imageRepository is the image the bases name.
+	// imageRepository is the hub's image; the agent's is imageRepository-agent.
 	imageRepository = "ghcr.io/tugboat-dev/tugboat"
 )
 
 func newInstallCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "install",
-		Short: "Install the hub, or a spoke's agent, from the manifests built into this binary",
-		Long: `install applies the kustomize bases of config/ (built into the binary) with
-server-side apply: "install hub" on the management cluster, "install agent" on a
+		Short: "Install the hub, or a spoke's agent, from the Helm charts built into this binary",
+		Long: `install installs the Helm charts of config/charts (built into the binary) with
+the Helm SDK, as the release tugboat-hub or tugboat-agent in namespace
+tugboat-system: "install hub" on the management cluster, "install agent" on a
 spoke, after registering the spoke on the hub and copying its key. Running it
-again changes nothing; --dry-run prints the YAML instead (for GitOps).`,
+again upgrades the release in place (objects that did not change are left
+alone); --dry-run prints the YAML instead (for GitOps). helm list, helm
+history and helm rollback work on these releases.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newInstallHubCommand(), newInstallAgentCommand())
@@ -54,74 +61,93 @@ again changes nothing; --dry-run prints the YAML instead (for GitOps).`,
 
 // installFlags are the flags both install verbs share.
 type installFlags struct {
-	image   string
-	dryRun  bool
-	timeout time.Duration
+	image      string
+	dryRun     bool
+	timeout    time.Duration
+	valueFiles []string
+	set        []string
 }
 
-func (f *installFlags) bind(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.image, "image", defaultImage(), "the tugboat image to run (repository:tag or repository@digest)")
+func (f *installFlags) bind(cmd *cobra.Command, defaultImage string) {
+	cmd.Flags().StringVar(&f.image, "image", defaultImage, "the image to run (repository:tag or repository@digest)")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the YAML that would be applied and change nothing")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long to wait for CRDs to be Established (and, for an agent, for the hub to generate the spoke's key)")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long to wait for the API server (and, for an agent, for the hub to generate the spoke's key)")
+	cmd.Flags().StringArrayVarP(&f.valueFiles, "values", "f", nil, "a values file for the chart, as helm install -f (repeatable; later files win)")
+	cmd.Flags().StringArrayVar(&f.set, "set", nil, "a chart value, as helm install --set (key=value; repeatable)")
 }
 
 func (f *installFlags) validate() error {
 	if f.timeout <= 0 {
 		return fmt.Errorf("--timeout must be positive")
 	}
-	_, err := imageOverride(f.image)
+	_, err := parseImage(f.image)
 	return err
 }
 
-// defaultImage is the image of this binary's version; a development build
-// keeps the bases' own (:latest).
-func defaultImage() string {
-	v := version()
-	if v == "dev" {
-		return imageRepository + ":latest"
+// values merges, over base (what the command's own flags set), the values
+// files and then --set, as helm does.
+func (f *installFlags) values(base map[string]any) (map[string]any, error) {
+	out := base
+	for _, file := range f.valueFiles {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--values: %w", err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("--values %s: %w", file, err)
+		}
+		out = chartutil.CoalesceTables(m, out)
 	}
-	return imageRepository + ":" + v
+	for _, kv := range f.set {
+		if err := strvals.ParseInto(kv, out); err != nil {
+			return nil, fmt.Errorf("--set %q: %w", kv, err)
+		}
+	}
+	return out, nil
 }
 
-// imageOverride turns an image reference into kustomize's images entry for
-// the bases' image.
-func imageOverride(ref string) (kustomizetypes.Image, error) {
-	img := kustomizetypes.Image{Name: imageRepository}
+// defaultImage is the image of this binary's version (repository, plus
+// "-agent" for the agent's); a development build takes :latest.
+func defaultImage(repository string) string {
+	v := version()
+	if v == "dev" {
+		return repository + ":latest"
+	}
+	return repository + ":" + v
+}
+
+// image is a parsed image reference, as the charts' image values take it.
+type image struct{ repository, tag, digest string }
+
+func (i image) values() map[string]any {
+	return map[string]any{"repository": i.repository, "tag": i.tag, "digest": i.digest}
+}
+
+// parseImage splits repository:tag or repository@digest.
+func parseImage(ref string) (image, error) {
+	var img image
+	bad := fmt.Errorf("--image %q is not an image reference (repository:tag or repository@sha256:...)", ref)
 	if ref == "" || strings.ContainsAny(ref, " \t\r\n\"'") {
-		return img, fmt.Errorf("--image %q is not an image reference (repository:tag or repository@sha256:...)", ref)
+		return img, bad
 	}
 	name := ref
 	if at := strings.Index(ref, "@"); at >= 0 {
-		name, img.Digest = ref[:at], ref[at+1:]
-		if !strings.Contains(img.Digest, ":") {
+		name, img.digest = ref[:at], ref[at+1:]
+		if !strings.HasPrefix(img.digest, "sha256:") {
 			return img, fmt.Errorf("--image %q: the digest must look like sha256:<hex>", ref)
 		}
 	} else if colon := strings.LastIndex(ref, ":"); colon > strings.LastIndex(ref, "/") {
-		name, img.NewTag = ref[:colon], ref[colon+1:]
+		name, img.tag = ref[:colon], ref[colon+1:]
+		if img.tag == "" {
+			return img, bad
+		}
 	}
-	if name == "" || strings.HasSuffix(name, "/") || img.NewTag == "" && img.Digest == "" && strings.HasSuffix(ref, ":") {
-		return img, fmt.Errorf("--image %q is not an image reference (repository:tag or repository@sha256:...)", ref)
+	if name == "" || strings.HasSuffix(name, "/") {
+		return img, bad
 	}
-	img.NewName = name
+	img.repository = name
 	return img, nil
-}
-
-// build builds the overlay k over the embedded bases.
-func build(k kustomizetypes.Kustomization) ([]*unstructured.Unstructured, error) {
-	k.APIVersion, k.Kind = kustomizetypes.KustomizationVersion, kustomizetypes.KustomizationKind
-	data, err := yaml.Marshal(k)
-	if err != nil {
-		return nil, err
-	}
-	maps, err := config.Build(data)
-	if err != nil {
-		return nil, err
-	}
-	objs := make([]*unstructured.Unstructured, 0, len(maps))
-	for _, m := range maps {
-		objs = append(objs, &unstructured.Unstructured{Object: m})
-	}
-	return objs, nil
 }
 
 // printYAML writes objs as one YAML stream, in the order they would be
@@ -144,34 +170,76 @@ func printYAML(w io.Writer, objs []*unstructured.Unstructured) error {
 	return nil
 }
 
+// installChart renders the chart (to check, before anything changes, that
+// the cluster serves every kind it holds), then installs or upgrades its
+// release with the Helm SDK and says what it did.
+func installChart(ctx context.Context, out io.Writer, c *cluster, kf kubeFlags, chartName string, values map[string]any, timeout time.Duration) error {
+	objs, err := config.Render(chartName, agentNamespace, values)
+	if err != nil {
+		return err
+	}
+	if err := c.checkKinds(objs); err != nil {
+		return err
+	}
+	rel, err := config.Apply(ctx, config.Target{Kubeconfig: kf.kubeconfig, Context: kf.context, Namespace: agentNamespace}, chartName, values, timeout)
+	if err != nil {
+		return c.explain("installing the chart "+chartName+" into", err)
+	}
+	verb := "installed"
+	if rel.Version > 1 {
+		verb = "upgraded in place"
+	}
+	fmt.Fprintf(out, "Release %s/%s %s (chart %s-%s, revision %d, %d objects):\n", agentNamespace, rel.Name, verb,
+		rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Version, len(objs))
+	for _, o := range objs {
+		fmt.Fprintf(out, "  %s\n", describe(o))
+	}
+	return nil
+}
+
 func newInstallHubCommand() *cobra.Command {
 	var (
-		kf kubeFlags
-		f  installFlags
+		kf              kubeFlags
+		f               installFlags
+		spokeNamespaces []string
 	)
 	cmd := &cobra.Command{
 		Use:   "hub",
-		Short: "Install the hub: the tugboat.dev CRDs, its RBAC, Deployment and Service",
-		Long: `install hub applies config/hub to the management cluster: the tugboat.dev
-CRDs (and waits until they are Established), the namespace tugboat-system, the
-hub's ServiceAccount, ClusterRole and bindings, its Deployment and Service.
-The hub's receiver serves TLS from Secret tugboat-system/tugboat-hub-receiver-tls
-(tls.crt, tls.key), which you provide (for example with cert-manager).`,
-		Example: `  tugboat install hub --context hub
-  tugboat install hub --context hub --image ghcr.io/tugboat-dev/tugboat:v0.1.0
+		Short: "Install the hub: the tugboat.dev CRDs, its RBAC, Deployment and Service (the chart tugboat-hub)",
+		Long: `install hub installs the chart tugboat-hub into namespace tugboat-system of the
+management cluster: the tugboat.dev CRDs (kept on uninstall), the hub's
+ServiceAccount, ClusterRoles and bindings, the approval policy, its Deployment
+and Service, and a self-signed certificate for the receiver (see the chart's
+values for cert-manager or your own). The hub reads Secrets only in
+tugboat-system and the namespaces of --spoke-namespace: put Spokes and
+Pipelines there.`,
+		Example: `  tugboat install hub --context hub --spoke-namespace fleet
+  tugboat install hub --context hub --image ghcr.io/tugboat-dev/tugboat:v0.1.0 --set replicas=3
   tugboat install hub --dry-run > hub.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
 				return err
 			}
-			img, _ := imageOverride(f.image)
-			objs, err := build(kustomizetypes.Kustomization{Resources: []string{"../hub"}, Images: []kustomizetypes.Image{img}})
+			for _, ns := range spokeNamespaces {
+				if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 && ns != "*" {
+					return fmt.Errorf("--spoke-namespace %q is not a valid namespace: %s", ns, strings.Join(msgs, "; "))
+				}
+			}
+			img, _ := parseImage(f.image)
+			namespaces := make([]any, 0, len(spokeNamespaces))
+			for _, ns := range spokeNamespaces {
+				namespaces = append(namespaces, ns)
+			}
+			values, err := f.values(map[string]any{"image": img.values(), "spokeNamespaces": namespaces})
 			if err != nil {
 				return err
 			}
-			objs = applyOrder(objs)
 			if f.dryRun {
+				objs, err := config.Render(config.HubChart, agentNamespace, values)
+				if err != nil {
+					return err
+				}
 				return printYAML(cmd.OutOrStdout(), objs)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout+time.Minute)
@@ -180,23 +248,26 @@ The hub's receiver serves TLS from Secret tugboat-system/tugboat-hub-receiver-tl
 			if err != nil {
 				return err
 			}
-			if err := a.checkKinds(objs); err != nil {
-				return err
-			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "Installing the hub into the %s:\n", a.where)
-			if err := a.applyAll(ctx, out, objs, f.timeout, nil); err != nil {
+			if err := installChart(ctx, out, a, kf, config.HubChart, values, f.timeout); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "The hub is installed. It serves once Secret %s/tugboat-hub-receiver-tls holds its TLS certificate:\n"+
-				"  kubectl -n %s rollout status deployment/tugboat-hub\n", agentNamespace, agentNamespace)
+			if err := a.waitEstablished(ctx, hubCRDs, f.timeout); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "The hub is installed. Once it is ready, register spokes (tugboat spoke add, or tugboat install agent):\n"+
+				"  kubectl -n %s rollout status deployment/tugboat-hub\n", agentNamespace)
 			return nil
 		},
 	}
 	kf.bind(cmd)
-	f.bind(cmd)
+	f.bind(cmd, defaultImage(imageRepository))
+	cmd.Flags().StringArrayVar(&spokeNamespaces, "spoke-namespace", nil, `a namespace the hub serves (Spokes, Pipelines and their Secrets), besides tugboat-system; repeatable; "*" for every namespace`)
 	return cmd
 }
+
+// hubCRDs are the CRDs install hub waits for.
+var hubCRDs = []string{"pipelines.tugboat.dev", "promotions.tugboat.dev", "releasehistories.tugboat.dev", "spokes.tugboat.dev"}
 
 // agentInstall is what `tugboat install agent` was asked to do.
 type agentInstall struct {
@@ -222,9 +293,10 @@ func newInstallAgentCommand() *cobra.Command {
      waits (--timeout) until the hub has generated its key Secret <spoke>-key;
   2. on the spoke, it copies that key into Secret tugboat-system/tugboat-agent-hub-key
      (the key is never printed);
-  3. it applies config/agent to the spoke, with the spoke's name and the hub's URL
-     (and, with --cert-manager, the certmanager component: cert-manager keeps the
-     webhook's certificate instead of the agent).
+  3. it installs the chart tugboat-agent on the spoke (release tugboat-agent in
+     tugboat-system), with the spoke's name and the hub's URL (and, with
+     --cert-manager, cert-manager keeps the webhook's certificate instead of the
+     agent). -f and --set pass further values, e.g. --set helmStrategy.enabled=true.
 
 --dry-run prints the spoke's manifests (without the key Secret) and touches
 neither cluster.`,
@@ -244,8 +316,8 @@ neither cluster.`,
 	fl.StringVarP(&o.hubNamespace, "namespace", "n", "", "namespace of the Spoke on the hub (default: the hub context's namespace, else default)")
 	fl.StringVar(&o.spokeContext, "spoke-context", "", "kubeconfig context of the spoke cluster")
 	fl.StringVar(&o.spokeKubeconfig, "spoke-kubeconfig", "", "kubeconfig file of the spoke cluster (its current context unless --spoke-context)")
-	fl.BoolVar(&o.certManager, "cert-manager", false, "let cert-manager keep the agent's webhook certificate (the certmanager component; cert-manager must be installed on the spoke)")
-	o.bind(cmd)
+	fl.BoolVar(&o.certManager, "cert-manager", false, "let cert-manager keep the agent's webhook certificate (the chart's webhook.certificate=certManager; cert-manager must be installed on the spoke)")
+	o.bind(cmd, defaultImage(imageRepository+"-agent"))
 	_ = cmd.MarkFlagRequired("spoke")
 	_ = cmd.MarkFlagRequired("hub-url")
 	return cmd
@@ -271,33 +343,30 @@ func (o *agentInstall) validate() error {
 	return errors.Join(errs...)
 }
 
-// manifests builds config/agent for this spoke.
-func (o *agentInstall) manifests() ([]*unstructured.Unstructured, error) {
-	img, _ := imageOverride(o.image)
-	k := kustomizetypes.Kustomization{
-		Resources: []string{"../agent"},
-		ConfigMapGenerator: []kustomizetypes.ConfigMapArgs{{GeneratorArgs: kustomizetypes.GeneratorArgs{
-			Name: "tugboat-agent", Namespace: agentNamespace, Behavior: "merge",
-			KvPairSources: kustomizetypes.KvPairSources{LiteralSources: []string{"spoke=" + o.spoke, "hubURL=" + o.hubURL}},
-		}}},
-		Images: []kustomizetypes.Image{img},
-	}
+// chartValues are the agent chart's values for this spoke.
+func (o *agentInstall) chartValues() (map[string]any, error) {
+	img, _ := parseImage(o.image)
+	certificate := "agent"
 	if o.certManager {
-		// The component also sets webhookCertRotation=false.
-		k.Components = []string{"../agent/certmanager"}
+		certificate = "certManager"
 	}
-	objs, err := build(k)
-	if err != nil {
-		return nil, err
-	}
-	return applyOrder(objs), nil
+	return o.values(map[string]any{
+		"spoke":   o.spoke,
+		"hub":     map[string]any{"url": o.hubURL, "keySecretName": agentKeySecret},
+		"image":   img.values(),
+		"webhook": map[string]any{"certificate": certificate},
+	})
 }
 
 func (o *agentInstall) run(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	objs, err := o.manifests()
+	values, err := o.chartValues()
+	if err != nil {
+		return err
+	}
+	objs, err := config.Render(config.AgentChart, agentNamespace, values)
 	if err != nil {
 		return err
 	}
@@ -352,10 +421,14 @@ func (o *agentInstall) run(cmd *cobra.Command) error {
 		// The key goes into the request only; it is never printed.
 		"data": map[string]any{tugboatv1alpha1.SpokeKeySecretKey: key},
 	}}
-	afterNamespaces := func(ctx context.Context) error {
-		return spoke.apply(ctx, out, keySecret, fmt.Sprintf(" (the key of Secret %s/%s on the hub)", ns, secretName))
+	nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": agentNamespace}}}
+	if err := spoke.apply(ctx, out, nsObj, ""); err != nil {
+		return err
 	}
-	if err := spoke.applyAll(ctx, out, objs, o.timeout, afterNamespaces); err != nil {
+	if err := spoke.apply(ctx, out, keySecret, fmt.Sprintf(" (the key of Secret %s/%s on the hub)", ns, secretName)); err != nil {
+		return err
+	}
+	if err := installChart(ctx, out, spoke, spokeKube, config.AgentChart, values, o.timeout); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "The agent reports to %s as spoke %s. Once its Pod is Ready, Spoke %s/%s on the hub turns Ready:\n"+

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
@@ -97,38 +96,12 @@ func describe(u *unstructured.Unstructured) string {
 	return u.GetKind() + " " + u.GetName()
 }
 
-// rank orders the kinds: CRDs, then Namespaces (phase one, before the CRDs
-// are waited for), then what workloads read (configuration, RBAC), then the
-// rest, and the admission webhook configurations last.
-func rank(u *unstructured.Unstructured) int {
-	gk := u.GroupVersionKind().GroupKind()
-	switch {
-	case gk == schema.GroupKind{Group: apiextensionsv1.GroupName, Kind: "CustomResourceDefinition"}:
-		return 0
-	case gk == schema.GroupKind{Kind: "Namespace"}:
-		return 1
-	case gk.Group == "" && (gk.Kind == "ConfigMap" || gk.Kind == "Secret" || gk.Kind == "ServiceAccount"),
-		gk.Group == "rbac.authorization.k8s.io":
-		return 2
-	case gk.Group == "admissionregistration.k8s.io":
-		return 4
-	}
-	return 3
-}
-
-// applyOrder sorts objs in the order they are applied (see rank), else in
-// kustomize's order.
-func applyOrder(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-	sort.SliceStable(objs, func(i, j int) bool { return rank(objs[i]) < rank(objs[j]) })
-	return objs
-}
-
 // checkKinds fails, before anything is changed, when the cluster does not
 // serve a kind of objs whose CRD is not among them (cert-manager's, say).
 func (c *cluster) checkKinds(objs []*unstructured.Unstructured) error {
 	defined := map[schema.GroupKind]bool{}
 	for _, o := range objs {
-		if rank(o) == 0 {
+		if o.GetKind() == "CustomResourceDefinition" {
 			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
 			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
 			defined[schema.GroupKind{Group: group, Kind: kind}] = true
@@ -141,36 +114,6 @@ func (c *cluster) checkKinds(objs []*unstructured.Unstructured) error {
 		}
 		if _, err := c.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 			return c.explain("checking "+gvk.GroupVersion().String()+" "+gvk.Kind+" (for "+describe(o)+") on", err)
-		}
-	}
-	return nil
-}
-
-// applyAll applies objs (in applyOrder): first the CRDs and Namespaces,
-// then waits (up to timeout) until the CRDs are Established, calls
-// afterNamespaces (if set), and applies the rest.
-func (c *cluster) applyAll(ctx context.Context, out io.Writer, objs []*unstructured.Unstructured, timeout time.Duration, afterNamespaces func(context.Context) error) error {
-	var crds []string
-	i := 0
-	for ; i < len(objs) && rank(objs[i]) < 2; i++ {
-		if err := c.apply(ctx, out, objs[i], ""); err != nil {
-			return err
-		}
-		if rank(objs[i]) == 0 {
-			crds = append(crds, objs[i].GetName())
-		}
-	}
-	if err := c.waitEstablished(ctx, crds, timeout); err != nil {
-		return err
-	}
-	if afterNamespaces != nil {
-		if err := afterNamespaces(ctx); err != nil {
-			return err
-		}
-	}
-	for ; i < len(objs); i++ {
-		if err := c.apply(ctx, out, objs[i], ""); err != nil {
-			return err
 		}
 	}
 	return nil
