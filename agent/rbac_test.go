@@ -123,4 +123,3 @@ func TestRBAC_theHelmStrategyRoleIsSeparate(t *testing.T) {
 		g.Expect(r.APIGroups).NotTo(ContainElement("rbac.authorization.k8s.io"), "a chart must not escalate the agent's rights")
 	}
 }
-
