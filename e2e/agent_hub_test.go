@@ -21,8 +21,10 @@ import (
 	"tugboat.dev/tugboat/agent"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/config"
 	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/e2e/harness"
+	"tugboat.dev/tugboat/e2e/identity"
 )
 
 // fleet is one hub cluster with the hub process in-process, and spoke
@@ -90,13 +92,35 @@ func newFleetWith(t *testing.T, hubCluster *harness.Cluster, mutate func(*hub.Op
 	if err := hubCluster.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
+	installHubChart(t, hubCluster, f.ns)
 	f.startHub()
 	t.Cleanup(f.killHub)
 	return f
 }
 
+// installHubChart installs the hub's chart on c as `tugboat install hub`
+// does (release tugboat-hub in tugboat-system), serving the namespaces
+// spokeNamespaces, with no hub Pod (replicas 0) and without the CRDs (the
+// harness installed the same files): tests run the hub in-process as the
+// chart's ServiceAccount, with the chart's RBAC and approval policy.
+func installHubChart(t *testing.T, c *harness.Cluster, spokeNamespaces ...string) {
+	t.Helper()
+	namespaces := make([]any, 0, len(spokeNamespaces))
+	for _, ns := range spokeNamespaces {
+		namespaces = append(namespaces, ns)
+	}
+	target := config.Target{Kubeconfig: c.KubeconfigPath, Namespace: "tugboat-system"}
+	_, err := config.Apply(context.Background(), target, config.HubChart, map[string]any{
+		"replicas": 0, "crds": map[string]any{"install": false}, "spokeNamespaces": namespaces,
+	}, time.Minute)
+	if err != nil {
+		t.Fatalf("installing the hub chart on %s: %v", c.Name, err)
+	}
+}
+
 // startHub runs the hub process (receiver, recorder, Spoke controller)
-// in-process against the hub cluster.
+// in-process against the hub cluster, as the hub chart's ServiceAccount
+// (installHubChart): a right the chart's RBAC lacks fails the test.
 func (f *fleet) startHub() {
 	f.t.Helper()
 	opts := hubtest.Options()
@@ -105,7 +129,7 @@ func (f *fleet) startHub() {
 	if f.mutate != nil {
 		f.mutate(&opts)
 	}
-	_, stop := hubtest.Start(f.t, f.hub.RESTConfig, opts)
+	_, stop := hubtest.Start(f.t, identity.HubConfig(f.hub.RESTConfig), opts)
 	f.mu.Lock()
 	f.stopHub = stop
 	f.mu.Unlock()

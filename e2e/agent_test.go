@@ -30,6 +30,7 @@ import (
 	"tugboat.dev/tugboat/agent"
 	"tugboat.dev/tugboat/agent/ownership"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/config"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/e2e/harness"
@@ -67,6 +68,12 @@ func TestAgent_onARealSpoke(t *testing.T) {
 		g := NewWithT(t)
 		g.Eventually(f.current("spoke-a", "early", "early")).WithTimeout(hubWait).WithPolling(poll).
 			Should(Equal(current{1, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}))
+		// The agent reports the protocol it speaks: the hub does not mark it
+		// outdated.
+		var sp tugboatv1alpha1.Spoke
+		g.Expect(f.hub.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "spoke-a"}, &sp)).To(Succeed())
+		g.Expect(sp.Status.AgentProtocolVersion).To(Equal(int32(wire.ProtocolVersion)))
+		g.Expect(apimeta.FindStatusCondition(sp.Status.Conditions, tugboatv1alpha1.AgentOutdatedCondition.String())).To(BeNil())
 		g.Eventually(func(g Gomega) {
 			objs := releaseObjects(g, spoke, "early", "early")
 			kinds := map[string]int{}

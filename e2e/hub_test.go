@@ -610,6 +610,40 @@ func TestHub_spokeReadyFollowsHeartbeats(t *testing.T) {
 	}).WithTimeout(15 * time.Second).WithPolling(500 * time.Millisecond).Should(Equal(isTrue))
 }
 
+// TestHub_marksASpokeWhoseAgentSpeaksAnOlderProtocol: a snapshot without
+// protocolVersion (an agent older than the field) is recorded, and the Spoke
+// is AgentOutdated with the versions in its message; a current agent's
+// snapshot clears the mark.
+func TestHub_marksASpokeWhoseAgentSpeaksAnOlderProtocol(t *testing.T) {
+	g := NewWithT(t)
+	f := newFleet(t, startHubCluster(t))
+	const spoke = "old-1"
+	key := f.registerSpoke(spoke)
+	f.waitReceiverReady(g)
+	post := func(protocol int) {
+		snap := wire.StateSnapshot{
+			Spoke: spoke, AgentVersion: "v0.0.9", ProtocolVersion: protocol, TakenAt: time.Now().UTC(),
+			Releases: []wire.ReleaseState{*releaseState("apps", "web", "1.0.0", 1, wire.StatusDeployed, wire.HealthCurrent)},
+		}
+		r := f.do(f.signedPost(wire.StatePath(spoke), key, mustJSON(t, snap), time.Now()))
+		g.Expect(r.code).To(Equal(http.StatusAccepted), "%s", r.body)
+	}
+	outdated := func(g Gomega) *metav1.Condition {
+		var sp tugboatv1alpha1.Spoke
+		g.Expect(f.hub.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: spoke}, &sp)).To(Succeed())
+		g.Expect(apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())).To(BeTrue())
+		return apimeta.FindStatusCondition(sp.Status.Conditions, tugboatv1alpha1.AgentOutdatedCondition.String())
+	}
+	post(0)
+	g.Eventually(outdated).WithTimeout(hubWait).WithPolling(100 * time.Millisecond).Should(And(
+		HaveField("Status", metav1.ConditionTrue), HaveField("Reason", tugboatv1alpha1.OlderProtocolReason.String()),
+		HaveField("Message", ContainSubstring("agent v0.0.9 speaks protocol v0, the hub v1"))))
+	g.Expect(f.current(spoke, "apps", "web")(g)).To(Equal(current{1, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}),
+		"an older agent is still recorded")
+	post(wire.ProtocolVersion)
+	g.Eventually(outdated).WithTimeout(hubWait).WithPolling(100 * time.Millisecond).Should(BeNil())
+}
+
 // TestHub_recordsReleaseEventsFromCI posts, as a CI job would for a cluster
 // with neither an agent nor Flux, signed event batches carrying the
 // release's State: the hub creates and updates the ReleaseHistory.

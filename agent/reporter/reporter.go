@@ -36,7 +36,8 @@ var _ interface {
 } = (*Reporter)(nil)
 
 // SnapshotFunc returns every release the agent sees: its level-based truth.
-// The Reporter fills Spoke, AgentVersion and TakenAt when they are empty,
+// The Reporter fills Spoke, AgentVersion, ProtocolVersion and TakenAt when
+// they are empty,
 // and Releases when nil.
 type SnapshotFunc func(ctx context.Context) (*wire.StateSnapshot, error)
 
@@ -445,6 +446,9 @@ func (r *Reporter) takeSnapshot(ctx context.Context) (*wire.StateSnapshot, error
 	s := *snap
 	if s.Spoke == "" {
 		s.Spoke = r.opts.Spoke
+	}
+	if s.ProtocolVersion == 0 {
+		s.ProtocolVersion = wire.ProtocolVersion
 	}
 	if s.AgentVersion == "" {
 		s.AgentVersion = r.opts.AgentVersion

@@ -29,6 +29,11 @@ const (
 	// and False with the failing notifier and its error once a notice could
 	// not be delivered. It never blocks a promotion.
 	NotifiedCondition ConditionType = "Notified"
+
+	// AgentOutdatedCondition, on a Spoke, is True while its agent speaks an
+	// older agent↔hub protocol than the hub (reason OlderProtocol): it still
+	// works, and should be upgraded. Absent otherwise.
+	AgentOutdatedCondition ConditionType = "AgentOutdated"
 )
 
 // Notification reasons.
@@ -80,6 +85,10 @@ const (
 	// none ever did. Ready is Unknown, not False: the spoke may be fine, the hub
 	// just does not know.
 	AgentNotSeenReason ConditionReason = "AgentNotSeen"
+
+	// OlderProtocolReason: the agent reported an older protocolVersion than
+	// the hub's (AgentOutdated).
+	OlderProtocolReason ConditionReason = "OlderProtocol"
 )
 
 // Pipeline reasons.

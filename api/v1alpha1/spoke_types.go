@@ -108,6 +108,13 @@ type SpokeStatus struct {
 	// +kubebuilder:validation:MaxLength=64
 	AgentVersion string `json:"agentVersion,omitempty"`
 
+	// agentProtocolVersion is the agent↔hub wire protocol version the agent
+	// reported in its last state snapshot (0: an agent older than the field).
+	// Below the hub's, the Spoke is AgentOutdated.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	AgentProtocolVersion int32 `json:"agentProtocolVersion,omitempty"`
+
 	// kubernetesVersion is the spoke API server's version, as the agent reports
 	// it (e.g. v1.36.3).
 	// +optional

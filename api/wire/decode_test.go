@@ -244,6 +244,8 @@ func TestDecodeStateSnapshot_rejectsBadBodies(t *testing.T) {
 		{name: "null releases", body: mutate(t, valid, func(m map[string]any) { m["releases"] = nil }), want: []string{"releases: required"}},
 		{name: "missing takenAt", body: mutate(t, valid, func(m map[string]any) { delete(m, "takenAt") }), want: []string{"takenAt: required"}},
 		{name: "missing agentVersion", body: mutate(t, valid, func(m map[string]any) { delete(m, "agentVersion") }), want: []string{"agentVersion: required"}},
+		{name: "negative protocolVersion", body: mutate(t, valid, func(m map[string]any) { m["protocolVersion"] = -1 }), want: []string{"protocolVersion: must be between 0 and 1000"}},
+		{name: "protocolVersion not a number", body: mutate(t, valid, func(m map[string]any) { m["protocolVersion"] = "v1" }), want: []string{"protocolVersion"}},
 		{name: "missing chartVersion", body: mutate(t, valid, func(m map[string]any) { delete(item(m, "releases", 1), "chartVersion") }), want: []string{"releases[1].chartVersion: required"}},
 		{name: "bad status", body: mutate(t, valid, func(m map[string]any) { item(m, "releases", 0)["status"] = "installed" }), want: []string{`releases[0].status: unsupported value "installed"`, "pending-rollback"}},
 		{name: "bad health", body: mutate(t, valid, func(m map[string]any) { item(m, "releases", 1)["health"] = "Healthy" }), want: []string{`releases[1].health: unsupported value "Healthy"`}},

@@ -5,6 +5,15 @@ import (
 	"time"
 )
 
+// ProtocolVersion is the version of the agent↔hub protocol this build
+// speaks, reported in every state snapshot (protocolVersion). The hub
+// accepts older agents and marks their Spoke (AgentOutdated) so an operator
+// knows to upgrade them; an agent that reports none predates the field.
+const ProtocolVersion = 1
+
+// MaxProtocolVersion bounds the protocolVersion a snapshot may claim.
+const MaxProtocolVersion = 1000
+
 // Limits of protocol v1. Decoders and Validate enforce them; the agent splits
 // its batches to stay within them.
 const (
@@ -246,6 +255,9 @@ type StateSnapshot struct {
 	Spoke string `json:"spoke"`
 	// AgentVersion is the agent's version.
 	AgentVersion string `json:"agentVersion"`
+	// ProtocolVersion is the wire protocol version the agent speaks
+	// (ProtocolVersion of its build); 0 for an agent older than the field.
+	ProtocolVersion int `json:"protocolVersion,omitempty"`
 	// KubernetesVersion is the spoke API server's version, if known.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// TakenAt is when the agent took the snapshot; the hub ignores a snapshot

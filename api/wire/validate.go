@@ -104,6 +104,9 @@ func (s *StateSnapshot) Validate() error {
 	dnsLabel(&fe, "spoke", s.Spoke, true)
 	text(&fe, "agentVersion", s.AgentVersion, MaxVersionLength, true, false)
 	text(&fe, "kubernetesVersion", s.KubernetesVersion, MaxVersionLength, false, false)
+	if s.ProtocolVersion < 0 || s.ProtocolVersion > MaxProtocolVersion {
+		fe.add("protocolVersion", fmt.Sprintf("must be between 0 and %d", MaxProtocolVersion))
+	}
 	if s.TakenAt.IsZero() {
 		fe.add("takenAt", "required")
 	}

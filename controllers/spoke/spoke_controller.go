@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
@@ -229,6 +230,13 @@ func (r *Reconciler) reconcileReady(sp *tugboatv1alpha1.Spoke) time.Duration {
 		r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionUnknown, tugboatv1alpha1.AgentNotSeenReason,
 			"waiting for the agent's first heartbeat")
 		return 0
+	}
+	if v := int(sp.Status.AgentProtocolVersion); v < wire.ProtocolVersion {
+		r.setCondition(sp, tugboatv1alpha1.AgentOutdatedCondition, metav1.ConditionTrue, tugboatv1alpha1.OlderProtocolReason,
+			fmt.Sprintf("agent %s speaks protocol v%d, the hub v%d: it still reports, but upgrade it (helm upgrade tugboat-agent, or tugboat install agent)",
+				sp.Status.AgentVersion, v, wire.ProtocolVersion))
+	} else {
+		apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.AgentOutdatedCondition.String())
 	}
 	age := r.Now().Sub(sp.Status.LastSeen.Time)
 	if age <= timeout {
