@@ -20,8 +20,8 @@ import (
 
 	"tugboat.dev/tugboat/agent"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub"
 	"tugboat.dev/tugboat/config"
+	"tugboat.dev/tugboat/controllers/hub"
 	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/e2e/identity"

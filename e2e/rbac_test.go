@@ -93,7 +93,9 @@ func TestAgent_cannotWriteOutsideWhatItsRoleGrants(t *testing.T) {
 	g.Expect(agent.Patch(ctx, deployment("apps", "existing"), label, client.DryRunAll)).To(Succeed())
 	g.Expect(agent.List(ctx, &corev1.SecretList{})).To(Succeed(), "Helm's storage informers list Secrets")
 
-	forbidden := func(err error, what string) { g.ExpectWithOffset(1, apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", what, err) }
+	forbidden := func(err error, what string) {
+		g.ExpectWithOffset(1, apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", what, err)
+	}
 	for _, ns := range []string{"web", "kube-system"} {
 		forbidden(agent.Create(ctx, deployment(ns, "new"), client.DryRunAll), "create a Deployment in "+ns)
 		forbidden(agent.Patch(ctx, deployment(ns, "existing"), label, client.DryRunAll), "patch a Deployment in "+ns)
