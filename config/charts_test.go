@@ -254,6 +254,29 @@ func TestAgentChart_certManagerTurnsTheAgentsRotationOff(t *testing.T) {
 	}
 }
 
+// TestAgentChart_withoutWebhooksTheBackfillLabels: webhook.enabled=false
+// renders no webhook configuration, Secret or mount, and the agent runs
+// with --webhook-disabled and its backfill.
+func TestAgentChart_withoutWebhooksTheBackfillLabels(t *testing.T) {
+	g := NewWithT(t)
+	objs := render(t, config.AgentChart, "tugboat-system", agentValues(map[string]any{"webhook": map[string]any{"enabled": false}}))
+	for key := range objs {
+		g.Expect(key).NotTo(ContainSubstring("WebhookConfiguration"))
+		g.Expect(key).NotTo(ContainSubstring("tugboat-agent-webhook-tls"))
+	}
+	c := container(t, objs, "Deployment/tugboat-system/tugboat-agent")
+	opts := agent.NewOptions()
+	fs := flagSet("agent")
+	opts.BindFlags(fs)
+	g.Expect(fs.Parse(c.Args[1:])).To(Succeed())
+	g.Expect(opts.Validate()).To(Succeed())
+	g.Expect(opts.Webhook.Disabled).To(BeTrue())
+	g.Expect(opts.Backfill).To(BeTrue())
+	for _, m := range c.VolumeMounts {
+		g.Expect(m.Name).NotTo(Equal("webhook-tls"))
+	}
+}
+
 // TestAgentChart_helmStrategyIsOptInAndBoundOnlyWhereAllowed: without the
 // opt-in nothing grants writes; with it, the role is bound per allowed
 // namespace, never cluster-wide, and the agent's limits say the same.
@@ -306,6 +329,7 @@ func TestCharts_rejectBadValuesWithAClearError(t *testing.T) {
 		{"agent: helm strategy without namespaces", config.AgentChart, agentValues(map[string]any{"helmStrategy": map[string]any{"enabled": true, "allowedChartSources": []any{"https://c"}}}), "helmStrategy.allowedNamespaces"},
 		{"agent: helm strategy without sources", config.AgentChart, agentValues(map[string]any{"helmStrategy": map[string]any{"enabled": true, "allowedNamespaces": []any{"apps"}}}), "helmStrategy.allowedChartSources"},
 		{"agent: bad chart source", config.AgentChart, agentValues(map[string]any{"helmStrategy": map[string]any{"allowedChartSources": []any{"ftp://x"}}}), "allowedChartSources"},
+		{"agent: neither webhooks nor backfill", config.AgentChart, agentValues(map[string]any{"webhook": map[string]any{"enabled": false}, "backfill": map[string]any{"enabled": false}}), "webhook.enabled=false needs backfill.enabled"},
 		{"agent: unknown certificate mode", config.AgentChart, agentValues(map[string]any{"webhook": map[string]any{"certificate": "vault"}}), "/webhook/certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,7 +3,7 @@
 // notifiers, each in a package of its own below this one.
 //
 // The RBAC markers here declare what the hub process as a whole needs and are
-// turned into config/hub/rbac by `make generate`; each reconciler adds the
+// turned into the hub chart's files/rbac by `make generate`; each reconciler adds the
 // markers for its own kinds next to its SetupWithManager.
 package controllers
 

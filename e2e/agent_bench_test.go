@@ -83,7 +83,7 @@ func BenchmarkAgent_rss5000Pods(b *testing.B) {
 	g.Expect(os.WriteFile(keyFile, key, 0o600)).To(Succeed())
 	rcv := newBenchReceiver(b, "bench", key)
 	metricsAddr := closedAddr(b)
-	agentProc, _ := startAgentProcess(b, bin, spoke, "bench", rcv.url, keyFile, metricsAddr)
+	agentProc, _ := startAgentProcess(b, bin, spoke.KubeconfigPath, "bench", rcv.url, keyFile, metricsAddr)
 
 	// The agent registers its webhooks once its informers have synced.
 	g.Eventually(func() error {
@@ -285,7 +285,7 @@ func addKwokNodes(b *testing.B, c *harness.Cluster, pods int) {
 // appended; it runs in its own process group, logs to a file (returned; its
 // tail is logged when tb failed) and is stopped (SIGTERM, then SIGKILL) at
 // cleanup.
-func startAgentProcess(tb testing.TB, bin string, c *harness.Cluster, spoke, hubURL, keyFile, metricsAddr string, extra ...string) (*exec.Cmd, string) {
+func startAgentProcess(tb testing.TB, bin, kubeconfig, spoke, hubURL, keyFile, metricsAddr string, extra ...string) (*exec.Cmd, string) {
 	tb.Helper()
 	logPath := filepath.Join(tb.TempDir(), "agent.log")
 	logFile, err := os.Create(logPath)
@@ -293,7 +293,7 @@ func startAgentProcess(tb testing.TB, bin string, c *harness.Cluster, spoke, hub
 		tb.Fatal(err)
 	}
 	args := []string{"agent",
-		"--kubeconfig", c.KubeconfigPath,
+		"--kubeconfig", kubeconfig,
 		"--spoke", spoke,
 		"--hub-url", hubURL, "--hub-insecure-http", "--hub-key-file", keyFile,
 		"--hub-state-interval", "2s",

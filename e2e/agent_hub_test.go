@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,8 +15,12 @@ import (
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/agent"
@@ -40,6 +45,10 @@ type fleet struct {
 
 	mu      sync.Mutex
 	stopHub func()
+
+	// agentCharts records, per spoke cluster, the namespaces the agent
+	// chart installed there lets the helm strategy write (agentConfig).
+	agentCharts map[string][]string
 }
 
 // startClusters starts a hub control plane and n full spoke clusters side
@@ -100,9 +109,13 @@ func newFleetWith(t *testing.T, hubCluster *harness.Cluster, mutate func(*hub.Op
 
 // installHubChart installs the hub's chart on c as `tugboat install hub`
 // does (release tugboat-hub in tugboat-system), serving the namespaces
-// spokeNamespaces, with no hub Pod (replicas 0) and without the CRDs (the
-// harness installed the same files): tests run the hub in-process as the
-// chart's ServiceAccount, with the chart's RBAC and approval policy.
+// spokeNamespaces (again: an upgrade to these), with no hub Pod (replicas 0)
+// and without the CRDs (the harness installed the same files): tests run
+// the hub in-process as the chart's ServiceAccount, with the chart's RBAC.
+// The approval policy is left out: these tests act out people as the
+// cluster's administrator, and the policy is tested where people are acted
+// out by their own identities (e2e/identity, controllers/promotion/request,
+// webhook/dashboard).
 func installHubChart(t *testing.T, c *harness.Cluster, spokeNamespaces ...string) {
 	t.Helper()
 	namespaces := make([]any, 0, len(spokeNamespaces))
@@ -112,6 +125,7 @@ func installHubChart(t *testing.T, c *harness.Cluster, spokeNamespaces ...string
 	target := config.Target{Kubeconfig: c.KubeconfigPath, Namespace: "tugboat-system"}
 	_, err := config.Apply(context.Background(), target, config.HubChart, map[string]any{
 		"replicas": 0, "crds": map[string]any{"install": false}, "spokeNamespaces": namespaces,
+		"approvals": map[string]any{"policy": false},
 	}, time.Minute)
 	if err != nil {
 		t.Fatalf("installing the hub chart on %s: %v", c.Name, err)
@@ -179,6 +193,113 @@ func (f *fleet) registerSpoke(name string) []byte {
 	return key.Data[tugboatv1alpha1.SpokeKeySecretKey]
 }
 
+// agentUser is the agent chart's ServiceAccount, as the API server names it.
+const agentUser = "system:serviceaccount:tugboat-system:tugboat-agent"
+
+// agentConfig installs the agent's chart on c (or upgrades it, adding
+// helmNamespaces to the namespaces its helm strategy role is bound in) and
+// returns a REST config acting as the chart's ServiceAccount: the fleet's
+// agents run with the RBAC the chart ships. The chart is installed without
+// a Pod (the agents run in-process) and without its webhook configurations,
+// which point at a Service the harness cannot route to; the agents register
+// their own by URL (--webhook-register, as `tugboat dev up` does), with the
+// one right the chart leaves out because it deploys them as manifests:
+// writing webhook configurations (webhookRegistration).
+func (f *fleet) agentConfig(c *harness.Cluster, helmNamespaces ...string) *rest.Config {
+	f.t.Helper()
+	g := NewWithT(f.t)
+	ctx := context.Background()
+	f.mu.Lock()
+	if f.agentCharts == nil {
+		f.agentCharts = map[string][]string{}
+	}
+	installed, ok := f.agentCharts[c.Name]
+	namespaces := installed
+	for _, ns := range helmNamespaces {
+		if !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	f.agentCharts[c.Name] = namespaces
+	f.mu.Unlock()
+	if !ok || len(namespaces) > len(installed) {
+		values := map[string]any{
+			"spoke": "e2e", "hub": map[string]any{"url": "https://hub.invalid"}, "replicas": 0,
+			"webhook": map[string]any{"enabled": false},
+		}
+		if len(namespaces) > 0 {
+			allowed := make([]any, 0, len(namespaces))
+			for _, ns := range namespaces {
+				err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+				g.Expect(err == nil || apierrors.IsAlreadyExists(err)).To(BeTrue(), "%v", err)
+				allowed = append(allowed, ns)
+			}
+			values["helmStrategy"] = map[string]any{"enabled": true, "allowedNamespaces": allowed, "allowedChartSources": []any{"*"}}
+		}
+		target := config.Target{Kubeconfig: c.KubeconfigPath, Namespace: "tugboat-system"}
+		_, err := config.Apply(ctx, target, config.AgentChart, values, time.Minute)
+		g.Expect(err).NotTo(HaveOccurred(), "installing the agent chart on %s", c.Name)
+		webhookRegistration(f.t, c)
+	}
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: agentUser}
+	// RBAC takes effect once the API server's informers have the bindings.
+	cl, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() error {
+		return cl.List(ctx, &corev1.SecretList{}, client.Limit(1))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	for _, ns := range helmNamespaces {
+		g.Eventually(func() error {
+			return cl.List(ctx, &corev1.SecretList{}, client.InNamespace(ns), client.Limit(1))
+		}).WithTimeout(30*time.Second).Should(Succeed(), "the helm strategy's role in %s", ns)
+	}
+	return cfg
+}
+
+// agentKubeconfig is agentConfig as a kubeconfig file, for agent processes.
+func (f *fleet) agentKubeconfig(c *harness.Cluster, helmNamespaces ...string) string {
+	f.t.Helper()
+	f.agentConfig(c, helmNamespaces...)
+	kc, err := clientcmd.LoadFromFile(c.KubeconfigPath)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, auth := range kc.AuthInfos {
+		auth.Impersonate = agentUser
+	}
+	path := filepath.Join(f.t.TempDir(), "agent.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		f.t.Fatal(err)
+	}
+	return path
+}
+
+// webhookRegistration grants the agent's ServiceAccount on c what
+// --webhook-register needs (writing webhook configurations): a test-only
+// right, the chart deploys the configurations instead.
+func webhookRegistration(t *testing.T, c *harness.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	const name = "e2e-agent-webhook-registration"
+	for _, o := range []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"admissionregistration.k8s.io"},
+			Resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
+			Verbs:     []string{"get", "create", "patch", "update", "delete"},
+		}}},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "tugboat-system", Name: "tugboat-agent"}},
+		},
+	} {
+		if err := c.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
 func (f *fleet) startAgent(name string, c *harness.Cluster, keyFile string, log logr.Logger) (stop func()) {
 	f.t.Helper()
 	opts := agent.NewOptions()
@@ -192,7 +313,7 @@ func (f *fleet) startAgent(name string, c *harness.Cluster, keyFile string, log 
 	opts.Webhook.BindAddress = "127.0.0.1:0"
 	opts.Webhook.URLHost = "127.0.0.1"
 	opts.Webhook.Name = "tugboat-agent-" + name
-	a, err := agent.New(c.RESTConfig, opts, log)
+	a, err := agent.New(f.agentConfig(c), opts, log)
 	if err != nil {
 		f.t.Fatalf("assembling agent %s: %v", name, err)
 	}

@@ -311,7 +311,7 @@ func TestAgent_onARealSpoke(t *testing.T) {
 
 		// A second agent on the same spoke cluster, without webhooks or
 		// backfill (spoke-a's agent does those).
-		_, stop := f.agentWith(name, spoke.RESTConfig, keyFile, log, func(o *agent.Options) {
+		_, stop := f.agentWith(name, f.agentConfig(spoke), keyFile, log, func(o *agent.Options) {
 			o.Webhook.Disabled, o.Backfill = true, false
 		})
 		defer stop()
@@ -393,7 +393,7 @@ func TestAgent_onARealSpoke(t *testing.T) {
 			return counterValue(g, "tugboat_agent_backfill_passes_total", map[string]string{"result": "ok"})
 		}
 		before := passes(g)
-		_, stop := f.agentWith(name, spoke.RESTConfig, keyFile, log, func(o *agent.Options) {
+		_, stop := f.agentWith(name, f.agentConfig(spoke), keyFile, log, func(o *agent.Options) {
 			o.Webhook.Disabled = true
 			o.WatchNamespaces = []string{ns}
 			o.BackfillInterval = time.Second

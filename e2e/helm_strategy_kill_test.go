@@ -101,7 +101,7 @@ func TestHelmStrategy_agentKilledMidUpgradeCompletesOnce(t *testing.T) {
 
 	devKey := filepath.Join(t.TempDir(), "dev.key")
 	g.Expect(os.WriteFile(devKey, f.registerSpoke("dev"), 0o600)).To(Succeed())
-	f.agentWith("dev", dev.RESTConfig, devKey, log.WithName("dev"), func(o *agent.Options) {
+	f.agentWith("dev", f.agentConfig(dev, "apps"), devKey, log.WithName("dev"), func(o *agent.Options) {
 		o.Actions.Limits.Namespaces = []string{"apps"}
 		o.Actions.Limits.ChartSources = []string{repoURL}
 	})
@@ -109,7 +109,7 @@ func TestHelmStrategy_agentKilledMidUpgradeCompletesOnce(t *testing.T) {
 	g.Expect(os.WriteFile(prodKey, f.registerSpoke("production"), 0o600)).To(Succeed())
 	startProd := func() (*exec.Cmd, string) {
 		t.Helper()
-		return startAgentProcess(t, bin, prod, "production", "http://"+f.hubAddr, prodKey, "0",
+		return startAgentProcess(t, bin, f.agentKubeconfig(prod, "apps"), "production", "http://"+f.hubAddr, prodKey, "0",
 			"--actions-allowed-namespaces", "apps",
 			"--actions-allowed-chart-sources", repoURL,
 			"--actions-pending-grace", "5s",

@@ -52,7 +52,7 @@ func TestHelmStrategy_agentsPromoteWithinTheirLimits(t *testing.T) {
 	for i, n := range names {
 		keyFile := filepath.Join(t.TempDir(), n+".key")
 		g.Expect(os.WriteFile(keyFile, f.registerSpoke(n), 0o600)).To(Succeed())
-		_, stop := f.agentWith(n, clusters[i].RESTConfig, keyFile, log.WithName(n), func(o *agent.Options) {
+		_, stop := f.agentWith(n, f.agentConfig(clusters[i], "apps"), keyFile, log.WithName(n), func(o *agent.Options) {
 			o.Actions.Limits.Namespaces = []string{"apps"}
 			o.Actions.Limits.ChartSources = []string{repo.URL}
 		})

@@ -27,6 +27,8 @@ func TestHub_squatterDoesNotBlockTheRealSpoke(t *testing.T) {
 	const spoke, squatterNS = "edge-1", "squatter"
 	key := f.registerSpoke(spoke)
 	g.Expect(f.hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: squatterNS}})).To(Succeed())
+	// Both tenants' namespaces are served by the hub.
+	installHubChart(t, f.hub, f.ns, squatterNS)
 	g.Expect(f.hub.Client.Create(ctx, &tugboatv1alpha1.Spoke{
 		ObjectMeta: metav1.ObjectMeta{Namespace: squatterNS, Name: spoke},
 		Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: spoke + "-key"}},

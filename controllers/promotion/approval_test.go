@@ -26,7 +26,7 @@ import (
 
 var (
 	// cluster is a real API server with tugboat's CRDs and the approval
-	// policy of config/hub.
+	// policy of the hub chart.
 	cluster *harness.Cluster
 	// hubc acts as the hub's ServiceAccount.
 	hubc client.Client

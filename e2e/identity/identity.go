@@ -1,5 +1,5 @@
 // Package identity lets tests act as different Kubernetes users on a harness
-// cluster, with the approval policy of config/hub installed: the hub's
+// cluster, with the approval policy of the hub chart installed: the hub's
 // ServiceAccount (exempt from the policy), people with or without the RBAC
 // verb "approve" on environments, and the requester of a promotion.
 //
@@ -36,7 +36,7 @@ const HubUser = "system:serviceaccount:tugboat-system:tugboat-hub"
 // PolicyName names the ValidatingAdmissionPolicy and its binding.
 const PolicyName = "tugboat-approvals"
 
-// ApproverRole is the example ClusterRole of config/hub.
+// ApproverRole is the example ClusterRole of the hub chart.
 const ApproverRole = "tugboat-approver"
 
 // installKinds are the kinds of the hub chart that Install applies: the

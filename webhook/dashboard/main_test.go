@@ -28,7 +28,7 @@ import (
 
 var (
 	// hub is a real API server (etcd and kube-apiserver) with tugboat's
-	// CRDs and the approval policy of config/hub.
+	// CRDs and the approval policy of the hub chart.
 	hub *harness.Cluster
 	// hubc acts as the hub's ServiceAccount: it writes statuses as the
 	// controllers would.

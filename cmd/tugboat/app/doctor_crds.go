@@ -90,7 +90,7 @@ func (d *doctor) unreachable(err error) {
 func (d *doctor) explainCRD(ctx context.Context, k tugboatKind) {
 	name := k.plural + "." + d.group
 	gv := d.group + "/" + d.version
-	install := "install the CRDs: kubectl apply -k config/crd (config/hub installs the whole hub)"
+	install := "install the CRDs: tugboat install hub (or helm upgrade --install tugboat-hub config/charts/tugboat-hub -n tugboat-system --create-namespace)"
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	err := d.crds.Get(ctx, types.NamespacedName{Name: name}, crd)
 	switch {

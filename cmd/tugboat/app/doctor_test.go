@@ -472,7 +472,7 @@ func TestDoctor_crdsMissingNotEstablishedOrOtherVersion(t *testing.T) {
 	g.Expect(findingsOf(findings, "crds", "gadgets."+group)).To(ConsistOf(And(
 		HaveField("Severity", BeEquivalentTo("error")),
 		HaveField("Message", "Gadget is not installed: no CustomResourceDefinition gadgets."+group),
-		HaveField("Hint", ContainSubstring("kubectl apply -k config/crd")))))
+		HaveField("Hint", ContainSubstring("tugboat install hub")))))
 	g.Expect(findingsOf(findings, "crds", "gizmos."+group)).To(ConsistOf(And(
 		HaveField("Severity", BeEquivalentTo("error")),
 		HaveField("Message", And(HavePrefix("CRD gizmos."+group+" is not established ("), ContainSubstring("Widget"))))))

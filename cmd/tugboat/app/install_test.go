@@ -27,6 +27,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/cmd/tugboat/app"
+	"tugboat.dev/tugboat/config"
 	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/e2e/harness"
@@ -336,6 +337,60 @@ func TestInstall(t *testing.T) {
 		noKey(out)
 		noKey(errOut)
 	})
+}
+
+// TestUninstall_keepsDataUnlessPurged installs the hub and an agent on a
+// fresh cluster: uninstall keeps the hub's CRDs and data and the agent's
+// key; --purge removes them.
+func TestUninstall_keepsDataUnlessPurged(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := harness.StartT(t, harness.Options{Name: "uninstall", ControlPlaneOnly: true})
+	kc := c.KubeconfigPath
+	out, _, err := run("install", "hub", "--kubeconfig", kc, "--timeout", "60s")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	sp := &tugboatv1alpha1.Spoke{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tugboat-system", Name: "edge-1"},
+		Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: "edge-1-key"}},
+	}
+	g.Eventually(func() error { return c.Client.Create(ctx, sp) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(c.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tugboat-system", Name: "tugboat-agent-hub-key"}})).To(Succeed())
+	// The agent's chart, as install agent installs it (without a hub to
+	// generate the key, which the test wrote above).
+	_, err = config.Apply(ctx, config.Target{Kubeconfig: kc, Namespace: "tugboat-system"}, config.AgentChart,
+		map[string]any{"spoke": "edge-1", "hub": map[string]any{"url": "https://hub.example.com"}}, time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	out, _, err = run("uninstall", "agent", "--kubeconfig", kc)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("Release tugboat-system/tugboat-agent uninstalled"))
+	err = c.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent"}, &appsv1.Deployment{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent-hub-key"}, &corev1.Secret{})).To(Succeed(), "the key stays")
+	out, _, err = run("uninstall", "agent", "--kubeconfig", kc, "--purge")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("No release tugboat-system/tugboat-agent"))
+	g.Expect(out).To(ContainSubstring("Secret tugboat-system/tugboat-agent-hub-key deleted"))
+	err = c.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent-hub-key"}, &corev1.Secret{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+
+	out, _, err = run("uninstall", "hub", "--kubeconfig", kc)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("Release tugboat-system/tugboat-hub uninstalled"))
+	err = c.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-hub"}, &appsv1.Deployment{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+	g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(sp), &tugboatv1alpha1.Spoke{})).To(Succeed(), "the data stays")
+
+	out, _, err = run("uninstall", "hub", "--kubeconfig", kc, "--purge")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("CustomResourceDefinition spokes.tugboat.dev deleted"))
+	g.Eventually(func() bool {
+		err := c.Client.Get(ctx, client.ObjectKey{Name: "spokes.tugboat.dev"}, &apiextensionsv1.CustomResourceDefinition{})
+		return apierrors.IsNotFound(err)
+	}).WithTimeout(30 * time.Second).Should(BeTrue())
+
+	_, _, err = run("uninstall", "hub", "--kubeconfig", kc, "--timeout", "0s")
+	g.Expect(err).To(MatchError(ContainSubstring("--timeout must be positive")))
 }
 
 // startHub runs the real hub in-process against the hub cluster until the

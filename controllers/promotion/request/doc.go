@@ -11,7 +11,7 @@
 // leaves every decision that follows to the Pipeline and Promotion
 // reconcilers. It does not authenticate anyone either: a vote names an
 // identity its caller verified (the API server for Kubernetes users, see
-// config/hub/policy). Its errors are typed (ErrInvalid, ErrNotFound,
+// the hub chart's approvals policy). Its errors are typed (ErrInvalid, ErrNotFound,
 // ErrNotWaiting, ErrNotAllowed) so callers can map them to HTTP status
 // codes or clear CLI messages.
 package request

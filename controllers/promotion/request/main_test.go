@@ -19,7 +19,7 @@ import (
 
 var (
 	// hub is a real API server (etcd and kube-apiserver) with tugboat's
-	// CRDs and the approval policy of config/hub; hub.Client is its
+	// CRDs and the approval policy of the hub chart; hub.Client is its
 	// administrator, whom the policy restricts like any person.
 	hub *harness.Cluster
 	// hubc acts as the hub's ServiceAccount, which the policy exempts: it
