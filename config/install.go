@@ -9,11 +9,22 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Target is the cluster and namespace a chart is installed into.
 type Target struct {
+	// RESTConfig, when set, reaches the cluster (the hub installing an agent
+	// through a Cluster API kubeconfig); Kubeconfig and Context are then
+	// unused.
+	RESTConfig *rest.Config
 	// Kubeconfig is the kubeconfig file (empty: $KUBECONFIG, in-cluster,
 	// ~/.kube/config, as kubectl loads it).
 	Kubeconfig string
@@ -27,6 +38,9 @@ type Target struct {
 
 // Getter is the Helm REST client getter of the target.
 func (t Target) Getter() genericclioptions.RESTClientGetter {
+	if t.RESTConfig != nil {
+		return &restGetter{cfg: t.RESTConfig, namespace: t.Namespace}
+	}
 	f := genericclioptions.NewConfigFlags(true)
 	kubeconfig, kubecontext, namespace := t.Kubeconfig, t.Context, t.Namespace
 	if kubeconfig != "" {
@@ -108,4 +122,36 @@ func Uninstall(t Target, chartName string, timeout time.Duration) (bool, error) 
 		return false, fmt.Errorf("uninstalling the release %s from namespace %s: %w", chartName, t.Namespace, err)
 	}
 	return true, nil
+}
+
+// restGetter gives Helm a REST config instead of a kubeconfig file.
+type restGetter struct {
+	cfg       *rest.Config
+	namespace string
+}
+
+func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.cfg), nil }
+
+func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(g.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return memory.NewMemCacheClient(dc), nil
+}
+
+func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) {
+	dc, err := g.ToDiscoveryClient()
+	if err != nil {
+		return nil, err
+	}
+	return restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(dc), dc, nil), nil
+}
+
+// ToRawKubeConfigLoader only supplies the namespace; everything else comes
+// from ToRESTConfig.
+func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
+	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{
+		Context: clientcmdapi.Context{Namespace: g.namespace},
+	})
 }

@@ -196,11 +196,13 @@ func (f *fleet) registerSpoke(name string) []byte {
 // agentUser is the agent chart's ServiceAccount, as the API server names it.
 const agentUser = "system:serviceaccount:tugboat-system:tugboat-agent"
 
-// agentConfig installs the agent's chart on c (or upgrades it, adding
-// helmNamespaces to the namespaces its helm strategy role is bound in) and
-// returns a REST config acting as the chart's ServiceAccount: the fleet's
-// agents run with the RBAC the chart ships. The chart is installed without
-// a Pod (the agents run in-process) and without its webhook configurations,
+// agentConfig applies the agent's chart to c (again when helmNamespaces
+// adds namespaces its helm strategy role is bound in) and returns a REST
+// config acting as the chart's ServiceAccount: the fleet's agents run with
+// the RBAC the chart ships. The chart's objects are applied as rendered,
+// not as a Helm release (the agents would report that release among the
+// spoke's, which tests count), without a Pod (the agents run in-process)
+// and without its webhook configurations,
 // which point at a Service the harness cannot route to; the agents register
 // their own by URL (--webhook-register, as `tugboat dev up` does), with the
 // one right the chart leaves out because it deploys them as manifests:
@@ -236,9 +238,14 @@ func (f *fleet) agentConfig(c *harness.Cluster, helmNamespaces ...string) *rest.
 			}
 			values["helmStrategy"] = map[string]any{"enabled": true, "allowedNamespaces": allowed, "allowedChartSources": []any{"*"}}
 		}
-		target := config.Target{Kubeconfig: c.KubeconfigPath, Namespace: "tugboat-system"}
-		_, err := config.Apply(ctx, target, config.AgentChart, values, time.Minute)
-		g.Expect(err).NotTo(HaveOccurred(), "installing the agent chart on %s", c.Name)
+		objs, err := config.Render(config.AgentChart, "tugboat-system", values)
+		g.Expect(err).NotTo(HaveOccurred())
+		err = c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tugboat-system"}})
+		g.Expect(err == nil || apierrors.IsAlreadyExists(err)).To(BeTrue(), "%v", err)
+		for _, o := range objs {
+			g.Expect(c.Client.Patch(ctx, o, client.Apply, client.FieldOwner("e2e"), client.ForceOwnership)).To(Succeed(),
+				"applying %s %s of the agent chart on %s", o.GetKind(), o.GetName(), c.Name)
+		}
 		webhookRegistration(f.t, c)
 	}
 	cfg := rest.CopyConfig(c.RESTConfig)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,10 +71,13 @@ func TestAgent_onARealSpoke(t *testing.T) {
 			Should(Equal(current{1, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}))
 		// The agent reports the protocol it speaks: the hub does not mark it
 		// outdated.
-		var sp tugboatv1alpha1.Spoke
-		g.Expect(f.hub.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "spoke-a"}, &sp)).To(Succeed())
-		g.Expect(sp.Status.AgentProtocolVersion).To(Equal(int32(wire.ProtocolVersion)))
-		g.Expect(apimeta.FindStatusCondition(sp.Status.Conditions, tugboatv1alpha1.AgentOutdatedCondition.String())).To(BeNil())
+		g.Eventually(func(g Gomega) {
+			var sp tugboatv1alpha1.Spoke
+			g.Expect(f.hub.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "spoke-a"}, &sp)).To(Succeed())
+			g.Expect(sp.Status.LastSeen).NotTo(BeNil(), "a heartbeat arrived")
+			g.Expect(sp.Status.AgentProtocolVersion).To(Equal(int32(wire.ProtocolVersion)))
+			g.Expect(apimeta.FindStatusCondition(sp.Status.Conditions, tugboatv1alpha1.AgentOutdatedCondition.String())).To(BeNil())
+		}).WithTimeout(hubWait).WithPolling(poll).Should(Succeed())
 		g.Eventually(func(g Gomega) {
 			objs := releaseObjects(g, spoke, "early", "early")
 			kinds := map[string]int{}
@@ -527,24 +531,30 @@ func runsWithTheGeneratedRBAC(t *testing.T, f *fleet, spoke *harness.Cluster, un
 	g.Expect(spoke.Client.Get(ctx, client.ObjectKey{Name: webhookName}, &admissionregistrationv1.MutatingWebhookConfiguration{})).To(Succeed())
 }
 
-// installAgentChart installs the agent's chart on c as `tugboat install
-// agent` does (release tugboat-agent in tugboat-system), for spoke, with no
-// agent Pod (replicas 0): tests run the agent in-process as the chart's
-// ServiceAccount. It is uninstalled when the test ends.
+// installAgentChart applies the objects of the agent's chart to c, as
+// rendered for spoke (release namespace tugboat-system), webhook
+// configurations included, with no agent Pod (replicas 0): the test runs the
+// agent in-process as the chart's ServiceAccount. Applied as objects rather
+// than a Helm release, so that the fleet's agentConfig can apply the same
+// objects (the Helm release path is tested by config and `tugboat install`).
+// The webhook configurations are deleted when the test ends.
 func installAgentChart(t *testing.T, c *harness.Cluster, spoke string) {
 	t.Helper()
-	target := config.Target{Kubeconfig: c.KubeconfigPath, Namespace: "tugboat-system"}
-	_, err := config.Apply(context.Background(), target, config.AgentChart, map[string]any{
+	g := NewWithT(t)
+	ctx := context.Background()
+	objs, err := config.Render(config.AgentChart, "tugboat-system", map[string]any{
 		"spoke": spoke, "hub": map[string]any{"url": "https://hub.invalid"}, "replicas": 0,
-	}, time.Minute)
-	if err != nil {
-		t.Fatalf("installing the agent chart on %s: %v", c.Name, err)
-	}
-	t.Cleanup(func() {
-		if _, err := config.Uninstall(target, config.AgentChart, time.Minute); err != nil {
-			t.Errorf("uninstalling the agent chart: %v", err)
-		}
 	})
+	g.Expect(err).NotTo(HaveOccurred())
+	err = c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tugboat-system"}})
+	g.Expect(err == nil || apierrors.IsAlreadyExists(err)).To(BeTrue(), "%v", err)
+	for _, o := range objs {
+		g.Expect(c.Client.Patch(ctx, o, client.Apply, client.FieldOwner("e2e"), client.ForceOwnership)).To(Succeed(),
+			"applying %s %s of the agent chart", o.GetKind(), o.GetName())
+		if strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
+			t.Cleanup(func() { _ = c.Client.Delete(context.Background(), o) })
+		}
+	}
 }
 
 // pointWebhooksAt points the chart's webhook configurations at a's webhook

@@ -246,6 +246,32 @@ func testRejectsInvalid(ctx context.Context, t *testing.T, c client.Client) {
 			want: []string{"metadata.name must be a DNS label"},
 		},
 		{
+			name: "spoke agent bootstrap without a kubeconfig",
+			obj: func() client.Object {
+				s := minimalSpoke("boot-no-kubeconfig")
+				s.Spec.AgentBootstrap = &tugboatv1.AgentBootstrap{HubURL: "https://tugboat.example.com"}
+				return s
+			}(),
+			want: []string{"spec.agentBootstrap", "needs clusterRef or kubeConfigSecretRef"},
+		},
+		{
+			name: "spoke agent bootstrap to a plain http hub",
+			obj: func() client.Object {
+				s := minimalSpoke("boot-http")
+				s.Spec.ClusterRef = &tugboatv1.ObjectReference{Name: "boot-http"}
+				s.Spec.AgentBootstrap = &tugboatv1.AgentBootstrap{HubURL: "http://tugboat.example.com"}
+				return s
+			}(),
+			want: []string{"spec.agentBootstrap.hubURL", "should match"},
+		},
+		{
+			name: "spoke class with a bad selector",
+			obj: &tugboatv1.SpokeClass{ObjectMeta: meta("bad-selector"), Spec: tugboatv1.SpokeClassSpec{
+				ClusterSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Near"}}},
+			}},
+			want: []string{"spec.clusterSelector", "operator must be In, NotIn, Exists or DoesNotExist"},
+		},
+		{
 			name: "promotion from an environment into itself",
 			obj: func() client.Object {
 				p := minimalPromotion("same-env")

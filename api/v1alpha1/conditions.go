@@ -34,6 +34,22 @@ const (
 	// older agent↔hub protocol than the hub (reason OlderProtocol): it still
 	// works, and should be upgraded. Absent otherwise.
 	AgentOutdatedCondition ConditionType = "AgentOutdated"
+
+	// AgentInstalledCondition, on a Spoke with spec.agentBootstrap, is True
+	// once the hub installed its agent at the hub's version, and False with
+	// the reason while it waits or after it failed.
+	AgentInstalledCondition ConditionType = "AgentInstalled"
+)
+
+// Agent bootstrap reasons (AgentInstalled).
+const (
+	// AgentInstalledReason: the agent's chart is installed at the hub's version.
+	AgentInstalledReason ConditionReason = "Installed"
+	// WaitingForControlPlaneReason: the Cluster's control plane is not
+	// initialized yet.
+	WaitingForControlPlaneReason ConditionReason = "WaitingForControlPlane"
+	// InstallFailedReason: the install failed; the message says why (retried).
+	InstallFailedReason ConditionReason = "InstallFailed"
 )
 
 // Notification reasons.

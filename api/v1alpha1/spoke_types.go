@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -38,6 +39,7 @@ const (
 
 // SpokeSpec describes a leaf cluster and how the hub authenticates its agent.
 // +kubebuilder:validation:XValidation:rule="!(has(self.clusterRef) && has(self.kubeConfigSecretRef))",message="clusterRef and kubeConfigSecretRef are mutually exclusive",fieldPath=".kubeConfigSecretRef"
+// +kubebuilder:validation:XValidation:rule="!has(self.agentBootstrap) || has(self.clusterRef) || has(self.kubeConfigSecretRef)",message="agentBootstrap needs clusterRef or kubeConfigSecretRef: the hub installs the agent through that kubeconfig",fieldPath=".agentBootstrap"
 type SpokeSpec struct {
 	// keySecretRef names the Secret, in the Spoke's namespace, that holds the
 	// HMAC key the spoke's agent signs its requests with. The Secret holds the
@@ -74,6 +76,40 @@ type SpokeSpec struct {
 	// false.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// agentBootstrap, when set, has the hub install the tugboat agent (its Helm
+	// chart, through the Helm SDK) into the spoke through the kubeconfig of
+	// clusterRef or kubeConfigSecretRef, with the spoke's key, and upgrade it
+	// when the hub's version moves. For a Cluster API Cluster it waits until
+	// the control plane is initialized. Progress and errors show in the
+	// condition AgentInstalled. Unset (the default), the hub never writes to
+	// the spoke. A SpokeClass sets it on the Spokes it creates.
+	// +optional
+	AgentBootstrap *AgentBootstrap `json:"agentBootstrap,omitempty"`
+}
+
+// AgentBootstrap is how the hub installs a spoke's agent.
+type AgentBootstrap struct {
+	// hubURL is the hub's receiver URL as the spoke reaches it (https://...).
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https://[^\s/?#]+(/[^\s?#]*)?$`
+	HubURL string `json:"hubURL"`
+
+	// caSecretRef names a Secret, in the Spoke's namespace, whose "ca.crt" the
+	// agent trusts for the hub's certificate (copied to the spoke, e.g. the
+	// hub chart's self-signed tugboat-hub-receiver-tls). Unset: the system roots.
+	// +optional
+	CASecretRef *LocalSecretReference `json:"caSecretRef,omitempty"`
+
+	// values are more values of the agent's chart (config/charts/tugboat-agent),
+	// e.g. {"helmStrategy": {"enabled": true, ...}}. spoke, hub.url, hub.caSecretName
+	// and the image tag are set by the hub.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Values *apiextensionsv1.JSON `json:"values,omitempty"`
 }
 
 // SpokeStatus is what the hub last heard from the spoke's agent.
@@ -126,6 +162,38 @@ type SpokeStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ReleaseCount int32 `json:"releaseCount,omitempty"`
+
+	// agentBootstrap is what the hub last installed into the spoke
+	// (spec.agentBootstrap), when it did.
+	// +optional
+	AgentBootstrap *AgentBootstrapStatus `json:"agentBootstrap,omitempty"`
+}
+
+// AgentBootstrapStatus records the hub's last install of a spoke's agent.
+type AgentBootstrapStatus struct {
+	// version is the tugboat version (the image tag) installed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version,omitempty"`
+
+	// chartVersion is the version of the agent's chart installed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ChartVersion string `json:"chartVersion,omitempty"`
+
+	// revision is the Helm release revision of the install.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Revision int32 `json:"revision,omitempty"`
+
+	// observedGeneration is the Spoke generation (spec.agentBootstrap) installed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// installedAt is when the hub last installed or upgraded the agent.
+	// +optional
+	InstalledAt *metav1.Time `json:"installedAt,omitempty"`
 }
 
 // Spoke is a leaf cluster whose tugboat agent reports Helm releases to the hub.

@@ -20,6 +20,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -36,6 +37,7 @@ import (
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/controllers/spoke"
+	"tugboat.dev/tugboat/controllers/spokeclass"
 	"tugboat.dev/tugboat/webhook/dashboard"
 	"tugboat.dev/tugboat/webhook/interactions"
 	"tugboat.dev/tugboat/webhook/pipelineapi"
@@ -87,6 +89,12 @@ type Options struct {
 	// identity (a team screen; see docs/dashboard.md).
 	DashboardNamespace string
 
+	// Version is the hub's version (not a flag: main sets it): the agent
+	// version it installs into spokes with spec.agentBootstrap.
+	Version string
+	// BootstrapTimeout bounds each agent install into a spoke.
+	BootstrapTimeout time.Duration
+
 	// SkipControllerNameValidation allows more than one hub in one process
 	// (tests restart the hub in-process). Not a flag.
 	SkipControllerNameValidation bool
@@ -104,6 +112,8 @@ func NewOptions() Options {
 		Promotion:              promotion.NewOptions(),
 		Notify:                 deliver.NewOptions(),
 		SlackAPIURL:            "https://slack.com/api/",
+		Version:                "dev",
+		BootstrapTimeout:       2 * time.Minute,
 	}
 }
 
@@ -136,6 +146,7 @@ func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(s)
 	_ = tugboatv1alpha1.AddToScheme(s)
+	_ = clusterv1.AddToScheme(s)
 	return s
 }
 
@@ -175,8 +186,20 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
-	if err := (&spoke.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: opts.Spoke}).SetupWithManager(mgr); err != nil {
+	if err := (&spoke.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: opts.Spoke,
+		Bootstrap: spoke.BootstrapOptions{Version: opts.Version, Timeout: opts.BootstrapTimeout}}).SetupWithManager(mgr); err != nil {
 		return nil, err
+	}
+	// SpokeClasses need Cluster API's Clusters on the hub: without them the
+	// controller would wait forever for its informer.
+	if ok, err := spokeclass.Available(cfg); err != nil {
+		return nil, err
+	} else if ok {
+		if err := (&spokeclass.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
+	} else {
+		ctrl.Log.WithName("hub").Info("Cluster API is not installed on the hub: SpokeClasses are not reconciled (restart the hub once it is)")
 	}
 	if err := pipeline.IndexFields(ctx, mgr); err != nil {
 		return nil, err

@@ -59,6 +59,8 @@ type Reconciler struct {
 	// Secrets).
 	APIReader client.Reader
 	Options   Options
+	// Bootstrap configures the agent installs of spec.agentBootstrap.
+	Bootstrap BootstrapOptions
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
 }
@@ -134,7 +136,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.StalledCondition.String())
 	apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
-	return ctrl.Result{RequeueAfter: r.reconcileReady(sp)}, nil
+	requeue := r.reconcileReady(sp)
+	if again := r.reconcileBootstrap(ctx, sp); again > 0 && (requeue == 0 || again < requeue) {
+		requeue = again
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 type stalledError struct {

@@ -11,6 +11,7 @@ import (
 
 func newHubCommand() *cobra.Command {
 	opts := hub.NewOptions()
+	opts.Version = version()
 	var kube kubeFlags
 	var logs logFlags
 	cmd := &cobra.Command{

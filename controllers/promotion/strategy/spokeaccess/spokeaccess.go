@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	capisecret "sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -25,9 +26,6 @@ const (
 	Timeout = 30 * time.Second
 	// UserAgent identifies the hub in the spoke's audit log.
 	UserAgent = "tugboat-hub"
-	// ClusterAPISecretSuffix is appended to a Cluster API Cluster's name to
-	// name its kubeconfig Secret.
-	ClusterAPISecretSuffix = "-kubeconfig" //nolint:gosec // a name suffix, not a credential
 )
 
 // SecretKey locates a kubeconfig: one key of one Secret on the hub.
@@ -68,7 +66,7 @@ func Source(spoke *tugboatv1alpha1.Spoke) (SecretKey, error) {
 				"spoke %s/%s: spec.clusterRef names a Cluster in namespace %q; a Spoke only reaches clusters in its own namespace",
 				spoke.Namespace, spoke.Name, ref.Namespace))
 		}
-		return SecretKey{Namespace: spoke.Namespace, Name: ref.Name + ClusterAPISecretSuffix, Key: tugboatv1alpha1.DefaultKubeConfigSecretKey}, nil
+		return SecretKey{Namespace: spoke.Namespace, Name: capisecret.Name(ref.Name, capisecret.Kubeconfig), Key: capisecret.KubeconfigDataName}, nil
 	default:
 		return SecretKey{}, strategy.Terminal(fmt.Errorf(
 			"spoke %s/%s has no kubeconfig for the hub: set spec.kubeConfigSecretRef or spec.clusterRef, or use the helm strategy which needs no hub credentials",
