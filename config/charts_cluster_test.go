@@ -129,7 +129,7 @@ func TestCharts_everyObjectIsAcceptedByARealAPIServer(t *testing.T) {
 					continue
 				}
 				g.Eventually(func() error {
-					return c.Client.Patch(ctx, o.DeepCopy(), client.Apply, client.FieldOwner("charts-test"), client.ForceOwnership, client.DryRunAll)
+					return c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("charts-test"), client.ForceOwnership, client.DryRunAll)
 				}).WithTimeout(30*time.Second).Should(Succeed(), "%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
 			}
 		})

@@ -243,7 +243,7 @@ func (f *fleet) agentConfig(c *harness.Cluster, helmNamespaces ...string) *rest.
 		err = c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tugboat-system"}})
 		g.Expect(err == nil || apierrors.IsAlreadyExists(err)).To(BeTrue(), "%v", err)
 		for _, o := range objs {
-			g.Expect(c.Client.Patch(ctx, o, client.Apply, client.FieldOwner("e2e"), client.ForceOwnership)).To(Succeed(),
+			g.Expect(c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("e2e"), client.ForceOwnership)).To(Succeed(),
 				"applying %s %s of the agent chart on %s", o.GetKind(), o.GetName(), c.Name)
 		}
 		webhookRegistration(f.t, c)

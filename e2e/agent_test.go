@@ -549,7 +549,7 @@ func installAgentChart(t *testing.T, c *harness.Cluster, spoke string) {
 	err = c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tugboat-system"}})
 	g.Expect(err == nil || apierrors.IsAlreadyExists(err)).To(BeTrue(), "%v", err)
 	for _, o := range objs {
-		g.Expect(c.Client.Patch(ctx, o, client.Apply, client.FieldOwner("e2e"), client.ForceOwnership)).To(Succeed(),
+		g.Expect(c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("e2e"), client.ForceOwnership)).To(Succeed(),
 			"applying %s %s of the agent chart", o.GetKind(), o.GetName())
 		if strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
 			t.Cleanup(func() { _ = c.Client.Delete(context.Background(), o) })

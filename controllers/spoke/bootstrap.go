@@ -27,7 +27,7 @@ import (
 const (
 	bootstrapNamespace = "tugboat-system"
 	bootstrapKeySecret = "tugboat-agent-hub-key"
-	bootstrapCASecret  = "tugboat-hub-ca"
+	bootstrapCASecret  = "tugboat-hub-ca" //nolint:gosec // a Secret's name, not a credential
 	// bootstrapRetry is how soon a failed or waiting bootstrap is tried again.
 	bootstrapRetry = 15 * time.Second
 )
