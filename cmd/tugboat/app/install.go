@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -252,7 +253,7 @@ Pipelines there.`,
 			if err := installChart(ctx, out, a, kf, config.HubChart, values, f.timeout); err != nil {
 				return err
 			}
-			if err := a.waitEstablished(ctx, hubCRDs, f.timeout); err != nil {
+			if err := a.waitEstablished(ctx, hubCRDs(), f.timeout); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "The hub is installed. Once it is ready, register spokes (tugboat spoke add, or tugboat install agent):\n"+
@@ -266,8 +267,24 @@ Pipelines there.`,
 	return cmd
 }
 
-// hubCRDs are the CRDs install hub waits for.
-var hubCRDs = []string{"pipelines.tugboat.dev", "promotions.tugboat.dev", "releasehistories.tugboat.dev", "spokes.tugboat.dev"}
+// hubCRDs are the names of the CRDs the hub's chart installs (install hub
+// waits for them, uninstall hub --purge deletes them).
+func hubCRDs() []string {
+	files, err := config.CRDs()
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(files))
+	for file := range files {
+		// controller-gen names them <group>_<plural>.yaml.
+		group, plural, ok := strings.Cut(strings.TrimSuffix(file, ".yaml"), "_")
+		if ok {
+			names = append(names, plural+"."+group)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
 
 // agentInstall is what `tugboat install agent` was asked to do.
 type agentInstall struct {

@@ -83,7 +83,7 @@ func newUninstallHubCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.run(cmd, "hub cluster", config.HubChart, func(ctx context.Context, c *cluster) error {
-				for _, name := range hubCRDs {
+				for _, name := range hubCRDs() {
 					crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
 					switch err := c.client.Delete(ctx, crd); {
 					case err == nil:
