@@ -55,6 +55,8 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list
+// Flux HelmReleases, read to match each to its Helm release and fold its conditions into the release's health (helmreleases.go); the helm strategy's patch of their version is in the opt-in config/agent/helm-strategy.
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
 // The webhook configurations are deployed as manifests (config/agent/webhook); the certificate rotator watches them and injects its CA into the agent's own (named tugboat-agent, --webhook-configuration-name) only.
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,resourceNames=tugboat-agent,verbs=update
