@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -92,6 +93,8 @@ type Agent struct {
 	cfg     *rest.Config
 	regs    []toolscache.ResourceEventHandlerRegistration
 	version string
+	// discovery finds whether the cluster serves Flux HelmReleases.
+	discovery discovery.DiscoveryInterface
 }
 
 // New assembles the agent for the cluster cfg points at.
@@ -101,6 +104,7 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
+	_ = helmv2.AddToScheme(scheme)
 
 	tracked, err := labels.NewRequirement(ownership.LabelRelease, selection.Exists, nil)
 	if err != nil {
@@ -116,6 +120,7 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 		// Trimmed to what the agent reads (transform.go).
 		byObject[w.obj] = cache.ByObject{Label: trackedSel, Transform: cacheTransform(w.obj)}
 	}
+	byObject[&helmv2.HelmRelease{}] = cache.ByObject{Transform: transformHelmRelease}
 	cacheOpts := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
 	if len(opts.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
@@ -134,10 +139,13 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	a := &Agent{Manager: mgr, opts: opts, log: log, cfg: cfg, Index: ownership.NewIndex(200_000)}
-	if dc, err := discovery.NewDiscoveryClientForConfig(cfg); err == nil {
-		if v, err := dc.ServerVersion(); err == nil {
-			a.version = v.GitVersion
-		}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating a discovery client: %w", err)
+	}
+	a.discovery = dc
+	if v, err := dc.ServerVersion(); err == nil {
+		a.version = v.GitVersion
 	}
 	rep, err := reporter.New(opts.Reporter, a.snapshot, log.WithName("reporter"))
 	if err != nil {
@@ -333,6 +341,9 @@ func (r *runner) Start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		a.regs = append(a.regs, reg)
+	}
+	if reg := r.startHelmReleases(ctx); reg != nil {
 		a.regs = append(a.regs, reg)
 	}
 	// Wait for every handler to have processed its initial list.

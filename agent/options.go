@@ -38,6 +38,10 @@ type Options struct {
 	// Settle is how long a newly deployed revision stays InProgress before
 	// its workloads can declare it healthy.
 	Settle time.Duration
+	// HelmReleaseDiscoveryInterval is how often an agent on a cluster that
+	// does not serve Flux HelmReleases checks again whether it does (Flux
+	// installed later); zero checks at start only.
+	HelmReleaseDiscoveryInterval time.Duration
 	// Actions configures the promotion actions the agent pulls from the hub
 	// (helm strategy) and the limits the spoke enforces on them. Enabled by
 	// default, refusing every action until limits are set.
@@ -111,6 +115,8 @@ func NewOptions() Options {
 		BackfillInterval: 5 * time.Minute,
 		Settle:           500 * time.Millisecond,
 		Actions:          actions.NewOptions(),
+
+		HelmReleaseDiscoveryInterval: time.Minute,
 	}
 }
 
@@ -137,6 +143,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.BackfillRate, "backfill-rate", o.BackfillRate, "backfill patches per second")
 	fs.DurationVar(&o.BackfillInterval, "backfill-interval", o.BackfillInterval, "time between backfill passes, which label what the webhooks missed (0: at start only)")
 	fs.DurationVar(&o.Settle, "settle-time", o.Settle, "how long a newly deployed revision stays InProgress before its workloads can declare it healthy")
+	fs.DurationVar(&o.HelmReleaseDiscoveryInterval, "helmrelease-discovery-interval", o.HelmReleaseDiscoveryInterval,
+		"how often to check again whether the cluster serves Flux HelmReleases, while it does not (0: at start only)")
 	o.Actions.BindFlags(fs)
 }
 
@@ -149,6 +157,9 @@ func (o *Options) Validate() error {
 	}
 	if o.BackfillInterval < 0 {
 		errs = append(errs, fmt.Errorf("--backfill-interval must not be negative"))
+	}
+	if o.HelmReleaseDiscoveryInterval < 0 {
+		errs = append(errs, fmt.Errorf("--helmrelease-discovery-interval must not be negative"))
 	}
 	if o.Settle < 0 {
 		errs = append(errs, fmt.Errorf("--settle-time must not be negative"))
