@@ -54,6 +54,8 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, CRDs and RBAC with controller-
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-hub paths=./controllers/... output:rbac:artifacts:config=config/hub/rbac
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-agent paths=./agent/... output:rbac:artifacts:config=config/agent/rbac
+	# Flux's HelmRelease CRD for the tests, from the pinned helm-controller/api module.
+	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:artifacts:config=e2e/testdata/crds/flux
 	go run ./webhook/admission/genmanifests -o config/agent/webhook/manifests.yaml
 
 .PHONY: verify

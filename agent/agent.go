@@ -120,8 +120,15 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 		// Trimmed to what the agent reads (transform.go).
 		byObject[w.obj] = cache.ByObject{Label: trackedSel, Transform: cacheTransform(w.obj)}
 	}
-	byObject[&helmv2.HelmRelease{}] = cache.ByObject{Transform: transformHelmRelease}
-	cacheOpts := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+	// HelmReleases are not in byObject: their type may not be served (yet),
+	// and byObject's types must be. The default transform trims them.
+	stripManagedFields := cache.TransformStripManagedFields()
+	cacheOpts := cache.Options{ByObject: byObject, DefaultTransform: func(o any) (any, error) {
+		if _, ok := o.(*helmv2.HelmRelease); ok {
+			return transformHelmRelease(o)
+		}
+		return stripManagedFields(o)
+	}}
 	if len(opts.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range opts.WatchNamespaces {
