@@ -194,9 +194,9 @@ func TestAgentToHub_seesFluxHelmReleases(t *testing.T) {
 		c := rh.Status.Current
 		g.Expect(current{c.Revision, c.ChartVersion, c.Status, c.Health}).
 			To(Equal(current{3, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthFailed}), "the rollback's workloads are healthy, the HelmRelease is not")
-		g.Expect(c.HealthReason).To(Equal("HelmRelease apps/web is stalled (RetriesExceeded): Failed to upgrade after 1 attempt(s)"))
+		g.Expect(c.HealthReason).To(Equal("HelmRelease apps/web is stalled (RetriesExceeded): Failed to upgrade after 1 attempt(s); " + upgradeFailed))
 		g.Expect(rh.Status.HelmRelease).To(Equal(&tugboatv1alpha1.HelmReleaseStatus{
-			Ready: metav1.ConditionFalse, Reason: "RetriesExceeded", Message: "Failed to upgrade after 1 attempt(s)",
+			Ready: metav1.ConditionFalse, Reason: "RetriesExceeded", Message: "Failed to upgrade after 1 attempt(s); " + upgradeFailed,
 			Stalled: true, LastAttemptedRevision: "1.1.0",
 		}))
 	}).WithTimeout(hubWait).WithPolling(poll).Should(Succeed())

@@ -16,7 +16,8 @@ import (
 // HelmReleaseStatus reads what a Flux HelmRelease's status says, the way
 // helm-controller v1 writes it: the Ready condition's status, reason and
 // message; Stalled=True (helm-controller gave up, e.g. RetriesExceeded:
-// its reason and message then win); Reconciling=True; spec.suspend; and
+// its reason then wins, and its message goes first); Reconciling=True;
+// spec.suspend; and
 // status.lastAttemptedRevision.
 //
 // A HelmRelease whose generation helm-controller has not observed yet
@@ -42,7 +43,14 @@ func HelmReleaseStatus(hr *helmv2.HelmRelease) wire.HelmReleaseStatus {
 	stale := !hr.Spec.Suspend && hr.Generation > hr.Status.ObservedGeneration
 	if c := apimeta.FindStatusCondition(conds, fluxmeta.StalledCondition); c != nil && c.Status == metav1.ConditionTrue && !stale {
 		st.Stalled = true
-		st.Reason, st.Message = c.Reason, c.Message
+		if st.Message != "" && st.Message != c.Message {
+			// "Failed to upgrade after 1 attempt(s); Helm upgrade failed
+			// for release ...": why it gave up, and what failed last.
+			st.Message = c.Message + "; " + st.Message
+		} else {
+			st.Message = c.Message
+		}
+		st.Reason = c.Reason
 	}
 	if c := apimeta.FindStatusCondition(conds, fluxmeta.ReconcilingCondition); (c != nil && c.Status == metav1.ConditionTrue) || stale {
 		st.Reconciling = true

@@ -35,6 +35,10 @@ var (
 		"Running 'upgrade' action with timeout of 5m0s")
 )
 
+// stalledMessage is what the agent reports of a HelmRelease that stalled
+// after readyUpgradeFailed.
+const stalledMessage = "Failed to upgrade after 1 attempt(s); Helm upgrade failed for release apps/web with chart web@1.4.0: context deadline exceeded"
+
 func hrCond(t string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: 2}
 }
@@ -58,8 +62,8 @@ func TestHelmReleaseStatus(t *testing.T) {
 			Ready: wire.ConditionTrue, Reason: "UpgradeSucceeded", Message: readyUpgraded.Message,
 			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
 		}},
-		{"retries exceeded: Stalled's reason and message win", hr(2, 2, false, readyUpgradeFailed, releasedUpgradeFailed, stalledRetries, remediatedRollback), wire.HelmReleaseStatus{
-			Ready: wire.ConditionFalse, Reason: "RetriesExceeded", Message: "Failed to upgrade after 1 attempt(s)", Stalled: true,
+		{"retries exceeded: Stalled's reason wins, its message goes first", hr(2, 2, false, readyUpgradeFailed, releasedUpgradeFailed, stalledRetries, remediatedRollback), wire.HelmReleaseStatus{
+			Ready: wire.ConditionFalse, Reason: "RetriesExceeded", Message: stalledMessage, Stalled: true,
 			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
 		}},
 		{"failed, retrying", hr(2, 2, false, readyUpgradeFailed, releasedUpgradeFailed, remediatedRollback, reconcilingRetry), wire.HelmReleaseStatus{
@@ -71,7 +75,7 @@ func TestHelmReleaseStatus(t *testing.T) {
 			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
 		}},
 		{"suspended: its last conditions stand", hr(3, 2, true, readyUpgradeFailed, stalledRetries), wire.HelmReleaseStatus{
-			Ready: wire.ConditionFalse, Reason: "RetriesExceeded", Message: "Failed to upgrade after 1 attempt(s)", Stalled: true, Suspended: true,
+			Ready: wire.ConditionFalse, Reason: "RetriesExceeded", Message: stalledMessage, Stalled: true, Suspended: true,
 			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
 		}},
 		{"no conditions yet", hr(1, 0, false), wire.HelmReleaseStatus{
@@ -119,10 +123,10 @@ func TestFoldHelmRelease(t *testing.T) {
 			status(hr(2, 2, false, readyUpgraded)), wire.HealthFailed, "Pod apps/web-x: ImagePullBackOff"},
 		{"stalled is failed however healthy the workloads", wire.HealthCurrent, ReasonRolloutComplete,
 			status(hr(2, 2, false, readyUpgradeFailed, releasedUpgradeFailed, stalledRetries, remediatedRollback)),
-			wire.HealthFailed, "HelmRelease apps/web is stalled (RetriesExceeded): Failed to upgrade after 1 attempt(s)"},
+			wire.HealthFailed, "HelmRelease apps/web is stalled (RetriesExceeded): " + stalledMessage},
 		{"stalled wins over a workload's failure", wire.HealthFailed, "Pod apps/web-x: CrashLoopBackOff",
 			status(hr(2, 2, false, readyUpgradeFailed, stalledRetries)),
-			wire.HealthFailed, "HelmRelease apps/web is stalled (RetriesExceeded): Failed to upgrade after 1 attempt(s)"},
+			wire.HealthFailed, "HelmRelease apps/web is stalled (RetriesExceeded): " + stalledMessage},
 		{"failed without a retry is failed", wire.HealthCurrent, ReasonRolloutComplete,
 			status(hr(2, 2, false, readyUpgradeFailed, releasedUpgradeFailed)),
 			wire.HealthFailed, "HelmRelease apps/web failed (UpgradeFailed): " + readyUpgradeFailed.Message},
@@ -146,7 +150,7 @@ func TestFoldHelmRelease(t *testing.T) {
 			status(hr(3, 2, true, readyUpgraded)), wire.HealthCurrent, ReasonRolloutComplete},
 		{"suspended and stalled: failed", wire.HealthCurrent, ReasonRolloutComplete,
 			status(hr(2, 2, true, readyUpgradeFailed, stalledRetries)),
-			wire.HealthFailed, "HelmRelease apps/web is stalled (RetriesExceeded): Failed to upgrade after 1 attempt(s)"},
+			wire.HealthFailed, "HelmRelease apps/web is stalled (RetriesExceeded): " + stalledMessage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -85,7 +85,7 @@ func TestTracker_helmReleaseIsMatchedAndFoldedIntoHealth(t *testing.T) {
 	// helm-controller gives up: the release is failed, whatever its
 	// workloads say, and the hub hears it with the HelmRelease's words.
 	tr.ObserveHelmRelease(fluxHR("12", false, hrFailed, hrStalled))
-	wantReason := "HelmRelease flux-apps/web-hr is stalled (RetriesExceeded): Failed to upgrade after 1 attempt(s)"
+	wantReason := "HelmRelease flux-apps/web-hr is stalled (RetriesExceeded): Failed to upgrade after 1 attempt(s); " + hrFailed.Message
 	g.Eventually(func(g Gomega) {
 		s := stateOf(g, tr, "web")
 		g.Expect(s.Health).To(Equal(wire.HealthFailed))
