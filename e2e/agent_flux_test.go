@@ -218,6 +218,15 @@ func TestAgentToHub_seesFluxHelmReleases(t *testing.T) {
 	g.Expect(limited.Get(ctx, client.ObjectKeyFromObject(hr), &helmv2.HelmRelease{})).To(Succeed())
 	hr.Spec.Suspend = false
 	g.Expect(apierrors.IsForbidden(limited.Update(ctx, hr))).To(BeTrue())
+
+	// Flux lets go of the release: it is a plain Helm release again,
+	// healthy (spec.helmRelease, set once, stays).
+	g.Expect(fc.Delete(ctx, hr)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		rh := history(g)
+		g.Expect(rh.Status.HelmRelease).To(BeNil())
+		g.Expect(rh.Status.Current.Health).To(Equal(tugboatv1alpha1.HealthCurrent))
+	}).WithTimeout(hubWait).WithPolling(poll).Should(Succeed())
 }
 
 // asImpersonated is cfg acting as the agent's ServiceAccount

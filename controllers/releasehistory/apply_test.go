@@ -157,8 +157,11 @@ func TestApplyState_recordsTheHelmReleaseOfTheCurrentRevisionOnly(t *testing.T) 
 	// News of an older revision does not speak for the HelmRelease now.
 	applyState(st, withHR(state(1, "1.0.0", wire.StatusSuperseded, wire.HealthCurrent), wire.HelmReleaseStatus{Ready: wire.ConditionTrue}))
 	g.Expect(st.HelmRelease.Stalled).To(BeTrue())
-	// A state without it (an event of a revision) leaves it.
-	applyState(st, state(2, "1.1.0", wire.StatusFailed, wire.HealthFailed))
+	// A state naming the HelmRelease without its status (Flux's own
+	// events, through the hub's Flux endpoint) leaves it.
+	fromFlux := state(2, "1.1.0", wire.StatusFailed, wire.HealthFailed)
+	fromFlux.HelmRelease = &wire.HelmReleaseRef{Namespace: "apps", Name: "web"}
+	applyState(st, fromFlux)
 	g.Expect(st.HelmRelease.Reason).To(Equal("RetriesExceeded"))
 	applyState(st, withHR(state(3, "1.1.0", wire.StatusDeployed, wire.HealthCurrent), wire.HelmReleaseStatus{
 		Ready: wire.ConditionTrue, Reason: "UpgradeSucceeded", Suspended: true, LastAttemptedRevision: "1.1.0",
@@ -166,4 +169,7 @@ func TestApplyState_recordsTheHelmReleaseOfTheCurrentRevisionOnly(t *testing.T) 
 	g.Expect(st.HelmRelease).To(Equal(&tugboatv1alpha1.HelmReleaseStatus{
 		Ready: "True", Reason: "UpgradeSucceeded", Suspended: true, LastAttemptedRevision: "1.1.0",
 	}))
+	// The HelmRelease is deleted: the current revision is managed by none.
+	applyState(st, state(3, "1.1.0", wire.StatusDeployed, wire.HealthCurrent))
+	g.Expect(st.HelmRelease).To(BeNil())
 }
