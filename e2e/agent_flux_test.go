@@ -3,8 +3,10 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,12 +18,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/agent"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
@@ -242,4 +246,136 @@ func asImpersonated(cfg *rest.Config) *rest.Config {
 func hrCondition(hr *helmv2.HelmRelease, typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: hr.Generation, LastTransitionTime: metav1.Now()}
+}
+
+// stallingHelmController stands in for helm-controller on a spoke where
+// every upgrade of the HelmRelease fails: when spec.chart.spec.version is
+// one it has not attempted yet, it runs the upgrade (which fails: the chart
+// renders an object the API server refuses), rolls back (remediation) and
+// stalls, writing the status helm-controller v1.6 writes (Stalled
+// RetriesExceeded, Ready and Released False, Remediated True); a HelmRelease
+// at the installed version it marks released (markReleased).
+func stallingHelmController(ctx context.Context, t *testing.T, c *harness.Cluster, ns, name string, wg *sync.WaitGroup) {
+	defer wg.Done()
+	h := newHelm(t, c, ns)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		hr := &unstructured.Unstructured{}
+		hr.SetGroupVersionKind(helmReleaseGVK)
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hr); err != nil {
+			continue
+		}
+		want, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+		attempted, _, _ := unstructured.NestedString(hr.Object, "status", "lastAttemptedRevision")
+		observed, _, _ := unstructured.NestedInt64(hr.Object, "status", "observedGeneration")
+		rel, err := h.get(name)
+		if err != nil || want == "" || observed == hr.GetGeneration() {
+			continue
+		}
+		if rel.Chart.Metadata.Version == want {
+			if err := markReleased(ctx, c.Client, hr, rel); err != nil && ctx.Err() == nil {
+				t.Logf("helm-controller stand-in: %v", err)
+			}
+			continue
+		}
+		if attempted == want {
+			continue
+		}
+		_, err = h.tryUpgrade(ctx, name, webChartWith(h, want, map[string]string{"broken.yaml": brokenTemplate}), map[string]any{"broken": true})
+		if err == nil {
+			t.Errorf("helm-controller stand-in: the broken upgrade to %s succeeded", want)
+			return
+		}
+		h.rollback(name, rel.Version)
+		failure := fmt.Sprintf("Helm upgrade failed for release %s/%s with chart web@%s: %v", ns, name, want, err)
+		if err := markStalled(ctx, c.Client, hr, want, failure); err != nil && ctx.Err() == nil {
+			t.Logf("helm-controller stand-in: %v", err)
+		}
+	}
+}
+
+// markStalled writes what helm-controller v1.6 writes on hr when an upgrade
+// to version failed and, out of retries, it rolled back and gave up.
+func markStalled(ctx context.Context, c client.Client, hr *unstructured.Unstructured, version, failure string) error {
+	gen := hr.GetGeneration()
+	now := time.Now().UTC().Format(time.RFC3339)
+	cond := func(typ, status, reason, msg string) any {
+		return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg, "observedGeneration": gen, "lastTransitionTime": now}
+	}
+	status, _, _ := unstructured.NestedMap(hr.Object, "status")
+	if status == nil {
+		status = map[string]any{}
+	}
+	status["observedGeneration"], status["lastAttemptedGeneration"] = gen, gen
+	status["lastAttemptedRevision"], status["lastAttemptedReleaseAction"] = version, "upgrade"
+	status["upgradeFailures"], status["failures"] = int64(1), int64(1)
+	status["conditions"] = []any{
+		cond("Stalled", "True", "RetriesExceeded", "Failed to upgrade after 1 attempt(s)"),
+		cond("Ready", "False", helmv2.UpgradeFailedReason, failure),
+		cond("Released", "False", helmv2.UpgradeFailedReason, failure),
+		cond("Remediated", "True", helmv2.RollbackSucceededReason, "Helm rollback succeeded"),
+	}
+	hr.Object["status"] = status
+	return c.Status().Update(ctx, hr)
+}
+
+// TestKubernetesStrategy_aStalledHelmReleaseFailsThePromotion promotes with
+// the kubernetes strategy into a production whose helm-controller fails the
+// upgrade, rolls back and stalls: production's agent reports it, and the
+// Promotion fails at once, with the HelmRelease's own message, instead of
+// waiting for its timeout.
+func TestKubernetesStrategy_aStalledHelmReleaseFailsThePromotion(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	hubCluster, clusters := startClusters(t, 2)
+	f := newFleet(t, hubCluster)
+	log := testr.NewWithOptions(t, testr.Options{Verbosity: 0})
+	for i, n := range []string{"staging", "production"} {
+		g.Expect(harness.InstallCRDs(ctx, clusters[i].Client, fluxCRDs)).To(Succeed())
+		f.addSpoke(n, clusters[i], log.WithName(n))
+		kubeconfig, err := os.ReadFile(clusters[i].KubeconfigPath)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(hubCluster.Client.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: n + "-kubeconfig"},
+			Data:       map[string][]byte{"value": kubeconfig},
+		})).To(Succeed())
+		var sp tugboatv1alpha1.Spoke
+		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: n}, &sp)).To(Succeed())
+		patch := client.MergeFrom(sp.DeepCopy())
+		sp.Spec.KubeConfigSecretRef = &tugboatv1alpha1.SecretKeyReference{Name: n + "-kubeconfig"}
+		g.Expect(hubCluster.Client.Patch(ctx, &sp, patch)).To(Succeed())
+	}
+	newHelm(t, clusters[1], "apps").install("web", "0.9.0")
+	g.Expect(clusters[1].Client.Create(ctx, newHelmRelease("apps", "web", "0.9.0"))).To(Succeed())
+	wg.Add(2)
+	go stallingHelmController(ctx, t, clusters[1], "apps", "web", &wg)
+	newHelm(t, clusters[0], "apps").install("web", "1.0.0")
+	g.Expect(clusters[0].Client.Create(ctx, newHelmRelease("apps", "web", "1.0.0"))).To(Succeed())
+	go fakeHelmController(ctx, t, clusters[0], "apps", "web", &wg, nil)
+
+	p := webPipeline(f.ns, tugboatv1alpha1.StrategyKubernetes)
+	p.Spec.Environments = p.Spec.Environments[1:]
+	for i := range p.Spec.Environments {
+		p.Spec.Environments[i].Targets[0].HelmRelease = &tugboatv1alpha1.ObjectReference{Name: "web"}
+	}
+	g.Expect(hubCluster.Client.Create(ctx, p)).To(Succeed())
+
+	name := pipeline.PromotionName("web", "production", "1.0.0")
+	g.Eventually(f.phase(name)).WithTimeout(90*time.Second).WithPolling(200*time.Millisecond).
+		Should(Equal(tugboatv1alpha1.PromotionFailed), "promotion %s", name)
+	msg := readyMessage(f.promotion(g, name))
+	g.Expect(msg).To(HavePrefix("production/apps/web: HelmRelease apps/web stalled on 1.0.0: RetriesExceeded: Failed to upgrade after 1 attempt(s); " +
+		"Helm upgrade failed for release apps/web with chart web@1.0.0: "))
+	g.Expect(msg).To(ContainSubstring("web_Not_A_DNS_Name"), "Helm's own error")
+	g.Expect(msg).NotTo(ContainSubstring("timed out"))
+	// Production runs the old version again, healthy workloads, Failed.
+	g.Expect(f.current("production", "apps", "web")(g)).To(Equal(current{3, "0.9.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthFailed}))
 }
