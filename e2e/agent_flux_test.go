@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -215,6 +217,9 @@ func TestAgentToHub_seesFluxHelmReleases(t *testing.T) {
 		g.Expect(rh.Status.HelmRelease.Suspended).To(BeTrue())
 		g.Expect(rh.Status.Current.Health).To(Equal(tugboatv1alpha1.HealthFailed))
 	}).WithTimeout(hubWait).WithPolling(poll).Should(Succeed())
+	// kubectl get releasehistories -o wide shows it.
+	g.Expect(tableRow(t, hubCluster, f.ns, tugboatv1alpha1.ReleaseHistoryName(name, "apps", "web"))).
+		To(And(HaveKeyWithValue("HelmRelease", "web"), HaveKeyWithValue("Suspended", true), HaveKeyWithValue("Health", "Failed")))
 
 	// The agent's identity may read HelmReleases, never write them.
 	limited, err := client.New(asImpersonated(spoke.RESTConfig), client.Options{Scheme: fc.Scheme()})
@@ -378,4 +383,36 @@ func TestKubernetesStrategy_aStalledHelmReleaseFailsThePromotion(t *testing.T) {
 	g.Expect(msg).NotTo(ContainSubstring("timed out"))
 	// Production runs the old version again, healthy workloads, Failed.
 	g.Expect(f.current("production", "apps", "web")(g)).To(Equal(current{3, "0.9.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthFailed}))
+}
+
+// tableRow is the ReleaseHistory as the API server prints it (kubectl get
+// -o wide): its cells by column name.
+func tableRow(t *testing.T, c *harness.Cluster, namespace, name string) map[string]any {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, c.RESTConfig.Host+"/apis/tugboat.dev/v1alpha1/namespaces/"+namespace+"/releasehistories/"+name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var table metav1.Table
+	if err := json.NewDecoder(resp.Body).Decode(&table); err != nil {
+		t.Fatal(err)
+	}
+	if len(table.Rows) != 1 {
+		t.Fatalf("%d rows", len(table.Rows))
+	}
+	cells := map[string]any{}
+	for i, col := range table.ColumnDefinitions {
+		cells[col.Name] = table.Rows[0].Cells[i]
+	}
+	return cells
 }

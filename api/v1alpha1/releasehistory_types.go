@@ -324,6 +324,8 @@ type DeploymentNotification struct {
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.current.chartVersion`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.current.status`
 // +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.current.health`
+// +kubebuilder:printcolumn:name="HelmRelease",type=string,JSONPath=`.spec.helmRelease.name`,priority=1
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.status.helmRelease.suspended`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ReleaseHistory struct {
 	metav1.TypeMeta `json:",inline"`
