@@ -72,10 +72,20 @@ func (r *runner) watchHelmReleases(ctx context.Context) (toolscache.ResourceEven
 // that is zero).
 func (r *runner) startHelmReleases(ctx context.Context) toolscache.ResourceEventHandlerRegistration {
 	a := r.a
+	// An error is logged when it first happens; its repeats at V(1).
+	var last string
+	logErr := func(err error, msg string) {
+		if s := msg + err.Error(); s != last {
+			last = s
+			a.log.Error(err, msg)
+			return
+		}
+		a.log.V(1).Info(msg, "error", err.Error())
+	}
 	try := func() (toolscache.ResourceEventHandlerRegistration, bool) {
 		served, err := helmReleasesServed(a.discovery)
 		if err != nil {
-			a.log.Error(err, "discovering Flux HelmReleases")
+			logErr(err, "discovering Flux HelmReleases")
 			return nil, false
 		}
 		if !served {
@@ -83,7 +93,7 @@ func (r *runner) startHelmReleases(ctx context.Context) toolscache.ResourceEvent
 		}
 		reg, err := r.watchHelmReleases(ctx)
 		if err != nil {
-			a.log.Error(err, "Flux HelmReleases are served but not watched: the releases they manage are reported as plain Helm releases")
+			logErr(err, "Flux HelmReleases are served but not watched: the releases they manage are reported as plain Helm releases")
 			return nil, false
 		}
 		a.log.Info("watching Flux HelmReleases", "groupVersion", helmv2.GroupVersion.String())

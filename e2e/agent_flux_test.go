@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -51,8 +52,9 @@ func fluxClient(t *testing.T, c *harness.Cluster) client.Client {
 
 // asGeneratedAgentRole binds the agent's generated ClusterRoles (the
 // default one and the backfill's) to a ServiceAccount on c and returns a
-// config that impersonates it.
-func asGeneratedAgentRole(t *testing.T, c *harness.Cluster) *rest.Config {
+// config that impersonates it. Rules for which keep returns false are left
+// out (nil keeps all).
+func asGeneratedAgentRole(t *testing.T, c *harness.Cluster, keep func(rbacv1.PolicyRule) bool) *rest.Config {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -68,6 +70,9 @@ func asGeneratedAgentRole(t *testing.T, c *harness.Cluster) *rest.Config {
 		var role rbacv1.ClusterRole // the first document of each file
 		g.Expect(yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&role)).To(Succeed())
 		g.Expect(role.Kind).To(Equal("ClusterRole"))
+		if keep != nil {
+			role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return !keep(r) })
+		}
 		objs = append(objs, &role, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
@@ -126,7 +131,7 @@ func TestAgentToHub_seesFluxHelmReleases(t *testing.T) {
 	const name = "spoke-flux"
 	keyFile := filepath.Join(t.TempDir(), "key")
 	g.Expect(os.WriteFile(keyFile, f.registerSpoke(name), 0o600)).To(Succeed())
-	f.agentWith(name, asGeneratedAgentRole(t, spoke), keyFile, testr.New(t), func(o *agent.Options) {
+	f.agentWith(name, asGeneratedAgentRole(t, spoke, nil), keyFile, testr.New(t), func(o *agent.Options) {
 		o.Webhook.Disabled = true
 		o.BackfillInterval = time.Second
 		o.HelmReleaseDiscoveryInterval = 200 * time.Millisecond
@@ -147,6 +152,7 @@ func TestAgentToHub_seesFluxHelmReleases(t *testing.T) {
 	// Flux arrives, and a HelmRelease takes the release over, Ready as
 	// after helm-controller's install.
 	g.Expect(harness.InstallCRDs(ctx, spoke.Client, fluxCRDs)).To(Succeed())
+	newHelm(t, spoke, "apps").install("web", "1.0.0")
 	fc := fluxClient(t, spoke)
 	hr := newFluxHelmRelease("1.0.0")
 	g.Expect(fc.Create(ctx, hr)).To(Succeed())
@@ -415,4 +421,48 @@ func tableRow(t *testing.T, c *harness.Cluster, namespace, name string) map[stri
 		cells[col.Name] = table.Rows[0].Cells[i]
 	}
 	return cells
+}
+
+// TestAgent_withoutTheRightToReadHelmReleases runs the agent as a role from
+// before it read HelmReleases, on a spoke that serves them: it starts,
+// reports the release as a plain Helm release, and the HelmRelease's
+// failure does not reach the hub.
+func TestAgent_withoutTheRightToReadHelmReleases(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	hubCluster, spokes := startClusters(t, 1)
+	spoke := spokes[0]
+	f := newFleet(t, hubCluster)
+	g.Expect(harness.InstallCRDs(ctx, spoke.Client, fluxCRDs)).To(Succeed())
+	newHelm(t, spoke, "apps").install("web", "1.0.0")
+	fc := fluxClient(t, spoke)
+	hr := newFluxHelmRelease("1.0.0")
+	g.Expect(fc.Create(ctx, hr)).To(Succeed())
+	hr.Status.ObservedGeneration = hr.Generation
+	hr.Status.Conditions = []metav1.Condition{
+		hrCondition(hr, fluxmeta.StalledCondition, metav1.ConditionTrue, "RetriesExceeded", "Failed to install after 1 attempt(s)"),
+		hrCondition(hr, fluxmeta.ReadyCondition, metav1.ConditionFalse, helmv2.InstallFailedReason, "Helm install failed"),
+	}
+	g.Expect(fc.Status().Update(ctx, hr)).To(Succeed())
+
+	const name = "spoke-old-role"
+	keyFile := filepath.Join(t.TempDir(), "key")
+	g.Expect(os.WriteFile(keyFile, f.registerSpoke(name), 0o600)).To(Succeed())
+	cfg := asGeneratedAgentRole(t, spoke, func(r rbacv1.PolicyRule) bool { return !slices.Contains(r.APIGroups, helmv2.GroupVersion.Group) })
+	limited, err := client.New(cfg, client.Options{Scheme: fc.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(apierrors.IsForbidden(limited.List(ctx, &helmv2.HelmReleaseList{}))).To(BeTrue(), "the role really lacks the right")
+	f.agentWith(name, cfg, keyFile, testr.New(t), func(o *agent.Options) {
+		o.Webhook.Disabled = true
+		o.BackfillInterval = time.Second
+		o.HelmReleaseDiscoveryInterval = 200 * time.Millisecond
+	})
+	g.Eventually(f.current(name, "apps", "web")).WithTimeout(hubWait).WithPolling(poll).
+		Should(Equal(current{1, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}))
+	g.Consistently(func(g Gomega) {
+		rh := f.history(g, name, "apps", "web")
+		g.Expect(rh.Spec.HelmRelease).To(BeNil())
+		g.Expect(rh.Status.HelmRelease).To(BeNil())
+		g.Expect(rh.Status.Current.Health).To(Equal(tugboatv1alpha1.HealthCurrent))
+	}).WithTimeout(3 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 }
