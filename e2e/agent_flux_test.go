@@ -152,7 +152,6 @@ func TestAgentToHub_seesFluxHelmReleases(t *testing.T) {
 	// Flux arrives, and a HelmRelease takes the release over, Ready as
 	// after helm-controller's install.
 	g.Expect(harness.InstallCRDs(ctx, spoke.Client, fluxCRDs)).To(Succeed())
-	newHelm(t, spoke, "apps").install("web", "1.0.0")
 	fc := fluxClient(t, spoke)
 	hr := newFluxHelmRelease("1.0.0")
 	g.Expect(fc.Create(ctx, hr)).To(Succeed())
