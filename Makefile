@@ -58,6 +58,8 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, and into the Helm charts the C
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=$(HUB_CHART)/files/crds
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-hub paths=./controllers/... output:rbac:artifacts:config=$(HUB_CHART)/files/rbac
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-agent paths=./agent/... output:rbac:artifacts:config=$(AGENT_CHART)/files/rbac
+	# Flux's HelmRelease CRD for the tests, from the pinned helm-controller/api module.
+	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:artifacts:config=e2e/testdata/crds/flux
 	go run ./webhook/admission/genmanifests -o $(AGENT_CHART)/files/webhook/manifests.yaml
 
 .PHONY: verify

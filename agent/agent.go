@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -46,16 +47,19 @@ import (
 // owner=helm; the informers select that label, but RBAC cannot restrict a
 // list or watch by label, so list and watch on Secrets are cluster-wide (no
 // get: the agent reads them only through its label-selected cache). Writes
-// live in separate roles under config/agent: rbac/backfill.yaml (patch of
-// the labels on pre-existing objects, bound by default, replaceable by
-// per-namespace RoleBindings) and helm-strategy/ (the helm strategy's
-// upgrades, opt-in, per namespace).
+// live in separate roles of the agent's chart (config/charts/tugboat-agent):
+// tugboat-agent-backfill (patch of the labels on pre-existing objects, bound
+// cluster-wide or per namespace of backfill.namespaces) and
+// tugboat-agent-helm-strategy (the helm strategy's upgrades, opt-in, per
+// allowed namespace).
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps;pods,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=list
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list
-// The webhook configurations are deployed as manifests (config/agent/webhook); the certificate rotator watches them and injects its CA into the agent's own (named tugboat-agent, --webhook-configuration-name) only.
+// Flux HelmReleases, read to match each to its Helm release and fold its conditions into the release's health (helmreleases.go); the helm strategy's patch of their version is in the chart's opt-in helm strategy role.
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
+// The webhook configurations are deployed as manifests (the agent chart's files/webhook); the certificate rotator watches them and injects its CA into the agent's own (named tugboat-agent, --webhook-configuration-name) only.
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,resourceNames=tugboat-agent,verbs=update
 
@@ -90,6 +94,8 @@ type Agent struct {
 	cfg     *rest.Config
 	regs    []toolscache.ResourceEventHandlerRegistration
 	version string
+	// discovery finds whether the cluster serves Flux HelmReleases.
+	discovery discovery.DiscoveryInterface
 }
 
 // New assembles the agent for the cluster cfg points at.
@@ -99,6 +105,7 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
+	_ = helmv2.AddToScheme(scheme)
 
 	tracked, err := labels.NewRequirement(ownership.LabelRelease, selection.Exists, nil)
 	if err != nil {
@@ -114,7 +121,15 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 		// Trimmed to what the agent reads (transform.go).
 		byObject[w.obj] = cache.ByObject{Label: trackedSel, Transform: cacheTransform(w.obj)}
 	}
-	cacheOpts := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+	// HelmReleases are not in byObject: their type may not be served (yet),
+	// and byObject's types must be. The default transform trims them.
+	stripManagedFields := cache.TransformStripManagedFields()
+	cacheOpts := cache.Options{ByObject: byObject, DefaultTransform: func(o any) (any, error) {
+		if _, ok := o.(*helmv2.HelmRelease); ok {
+			return transformHelmRelease(o)
+		}
+		return stripManagedFields(o)
+	}}
 	if len(opts.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range opts.WatchNamespaces {
@@ -132,10 +147,13 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	a := &Agent{Manager: mgr, opts: opts, log: log, cfg: cfg, Index: ownership.NewIndex(200_000)}
-	if dc, err := discovery.NewDiscoveryClientForConfig(cfg); err == nil {
-		if v, err := dc.ServerVersion(); err == nil {
-			a.version = v.GitVersion
-		}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating a discovery client: %w", err)
+	}
+	a.discovery = dc
+	if v, err := dc.ServerVersion(); err == nil {
+		a.version = v.GitVersion
 	}
 	rep, err := reporter.New(opts.Reporter, a.snapshot, log.WithName("reporter"))
 	if err != nil {
@@ -331,6 +349,9 @@ func (r *runner) Start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		a.regs = append(a.regs, reg)
+	}
+	if reg := r.startHelmReleases(ctx); reg != nil {
 		a.regs = append(a.regs, reg)
 	}
 	// Wait for every handler to have processed its initial list.

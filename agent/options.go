@@ -38,6 +38,10 @@ type Options struct {
 	// Settle is how long a newly deployed revision stays InProgress before
 	// its workloads can declare it healthy.
 	Settle time.Duration
+	// HelmReleaseDiscoveryInterval is how often an agent on a cluster that
+	// does not serve Flux HelmReleases checks again whether it does (Flux
+	// installed later); zero checks at start only.
+	HelmReleaseDiscoveryInterval time.Duration
 	// Actions configures the promotion actions the agent pulls from the hub
 	// (helm strategy) and the limits the spoke enforces on them. Enabled by
 	// default, refusing every action until limits are set.
@@ -51,8 +55,8 @@ type WebhookOptions struct {
 	Disabled bool
 	// Register applies the webhook configurations at start (and, with
 	// URLHost, deletes them at a clean stop). Off when they are deployed
-	// as manifests (config/agent does: config/agent/webhook, generated from
-	// the same code); the agent then only serves them.
+	// as manifests (the agent's chart does: its files/webhook, generated
+	// from the same code); the agent then only serves them.
 	Register bool
 	// BindAddress is where the webhook server listens.
 	BindAddress string
@@ -111,6 +115,8 @@ func NewOptions() Options {
 		BackfillInterval: 5 * time.Minute,
 		Settle:           500 * time.Millisecond,
 		Actions:          actions.NewOptions(),
+
+		HelmReleaseDiscoveryInterval: time.Minute,
 	}
 }
 
@@ -123,7 +129,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Webhook.Disabled, "webhook-disabled", o.Webhook.Disabled, "do not serve or register the ownership admission webhooks")
 	fs.StringVar(&o.Webhook.BindAddress, "webhook-bind-address", o.Webhook.BindAddress, "address of the admission webhook server")
 	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", o.Webhook.CertDir, "directory with tls.crt, tls.key and ca.crt (empty: self-signed)")
-	fs.BoolVar(&o.Webhook.Register, "webhook-register", o.Webhook.Register, "apply the webhook configurations at start (false: they are deployed as manifests, e.g. config/agent/webhook)")
+	fs.BoolVar(&o.Webhook.Register, "webhook-register", o.Webhook.Register, "apply the webhook configurations at start (false: they are deployed as manifests, as the agent's chart does)")
 	fs.BoolVar(&o.Webhook.CertRotation, "webhook-cert-rotation", o.Webhook.CertRotation, "keep a self-signed webhook certificate in --webhook-cert-secret, mounted at --webhook-cert-dir, and inject its CA into the webhook configurations")
 	fs.StringVar(&o.Webhook.CertSecretName, "webhook-cert-secret", o.Webhook.CertSecretName, "Secret in --agent-namespace that --webhook-cert-rotation keeps the certificates in")
 	fs.StringVar(&o.Webhook.URLHost, "webhook-url-host", o.Webhook.URLHost, "register the webhooks by URL on this host (agents outside the cluster)")
@@ -137,6 +143,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.BackfillRate, "backfill-rate", o.BackfillRate, "backfill patches per second")
 	fs.DurationVar(&o.BackfillInterval, "backfill-interval", o.BackfillInterval, "time between backfill passes, which label what the webhooks missed (0: at start only)")
 	fs.DurationVar(&o.Settle, "settle-time", o.Settle, "how long a newly deployed revision stays InProgress before its workloads can declare it healthy")
+	fs.DurationVar(&o.HelmReleaseDiscoveryInterval, "helmrelease-discovery-interval", o.HelmReleaseDiscoveryInterval,
+		"how often to check again whether the cluster serves Flux HelmReleases, while it does not (0: at start only)")
 	o.Actions.BindFlags(fs)
 }
 
@@ -149,6 +157,9 @@ func (o *Options) Validate() error {
 	}
 	if o.BackfillInterval < 0 {
 		errs = append(errs, fmt.Errorf("--backfill-interval must not be negative"))
+	}
+	if o.HelmReleaseDiscoveryInterval < 0 {
+		errs = append(errs, fmt.Errorf("--helmrelease-discovery-interval must not be negative"))
 	}
 	if o.Settle < 0 {
 		errs = append(errs, fmt.Errorf("--settle-time must not be negative"))

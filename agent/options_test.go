@@ -2,6 +2,7 @@ package agent
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 )
@@ -42,4 +43,14 @@ func TestValidate_backfillInterval(t *testing.T) {
 	g.Expect(o.Validate()).To(Succeed(), "zero: at start only")
 	o.BackfillInterval = -1
 	g.Expect(o.Validate()).To(MatchError(ContainSubstring("--backfill-interval must not be negative")))
+}
+
+func TestValidate_helmReleaseDiscoveryInterval(t *testing.T) {
+	g := NewWithT(t)
+	o := validOptions()
+	g.Expect(o.HelmReleaseDiscoveryInterval).To(Equal(time.Minute))
+	o.HelmReleaseDiscoveryInterval = 0
+	g.Expect(o.Validate()).To(Succeed(), "0 checks at start only")
+	o.HelmReleaseDiscoveryInterval = -time.Second
+	g.Expect(o.Validate()).To(MatchError(ContainSubstring("--helmrelease-discovery-interval must not be negative")))
 }

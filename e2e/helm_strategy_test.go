@@ -144,7 +144,7 @@ func TestHelmStrategy_agentsPromoteWithinTheirLimits(t *testing.T) {
 		var wg sync.WaitGroup
 		t.Cleanup(func() { cancel(); wg.Wait() })
 		prod := clusters[2]
-		g.Expect(harness.InstallCRDs(ctx, prod.Client, "../controllers/promotion/strategy/kubernetes/testdata/crds")).To(Succeed())
+		g.Expect(harness.InstallCRDs(ctx, prod.Client, fluxCRDs)).To(Succeed())
 		// The HelmRelease names the chart its release runs (demo), as with
 		// a real helm-controller: the agent refuses an action for another.
 		hrObj := newHelmRelease("apps", "demo", "1.1.0")

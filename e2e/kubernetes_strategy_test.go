@@ -2,13 +2,17 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
+	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,7 +29,9 @@ var helmReleaseGVK = schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Ve
 // fakeHelmController stands in for Flux helm-controller on one spoke: when
 // the HelmRelease's spec.chart.spec.version differs from the installed
 // release, it upgrades the release to that version (upgrade nil: a Helm SDK
-// upgrade with the web test chart).
+// upgrade with the web test chart); once they agree, it writes the status
+// helm-controller writes after a successful release (markReleased), which
+// the spoke's agent folds into the release's health.
 func fakeHelmController(ctx context.Context, t *testing.T, c *harness.Cluster, ns, name string, wg *sync.WaitGroup, upgrade func(version string)) {
 	defer wg.Done()
 	h := newHelm(t, c, ns)
@@ -47,11 +53,51 @@ func fakeHelmController(ctx context.Context, t *testing.T, c *harness.Cluster, n
 		}
 		want, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
 		rel, err := h.get(name)
-		if err != nil || want == "" || rel.Chart.Metadata.Version == want {
+		if err != nil || want == "" {
 			continue
 		}
-		upgrade(want)
+		if rel.Chart.Metadata.Version != want {
+			upgrade(want)
+			continue
+		}
+		observed, _, _ := unstructured.NestedInt64(hr.Object, "status", "observedGeneration")
+		if observed != hr.GetGeneration() {
+			if err := markReleased(ctx, c.Client, hr, rel); err != nil && ctx.Err() == nil {
+				t.Logf("helm-controller stand-in: writing the status of HelmRelease %s/%s: %v", ns, name, err)
+			}
+		}
 	}
+}
+
+// markReleased writes the status helm-controller v1.6 writes on hr after
+// it installed or upgraded the Helm release to rel: Ready and Released
+// True, the release in history, lastAttemptedRevision, and the generation
+// observed.
+func markReleased(ctx context.Context, c client.Client, hr *unstructured.Unstructured, rel *release.Release) error {
+	gen := hr.GetGeneration()
+	now := time.Now().UTC().Format(time.RFC3339)
+	verb, action := "upgrade", "upgrade"
+	if rel.Version == 1 {
+		verb, action = "install", "install"
+	}
+	reason := strings.ToUpper(verb[:1]) + verb[1:] + "Succeeded"
+	version := rel.Chart.Metadata.Version
+	msg := fmt.Sprintf("Helm %s succeeded for release %s/%s.v%d with chart %s@%s", verb, rel.Namespace, rel.Name, rel.Version, rel.Chart.Metadata.Name, version)
+	cond := func(typ string) any {
+		return map[string]any{"type": typ, "status": "True", "reason": reason, "message": msg, "observedGeneration": gen, "lastTransitionTime": now}
+	}
+	digest := fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(rel.Manifest)))
+	hr.Object["status"] = map[string]any{
+		"observedGeneration": gen, "lastAttemptedGeneration": gen, "lastAttemptedRevision": version,
+		"lastAttemptedReleaseAction": action, "storageNamespace": rel.Namespace,
+		"history": []any{map[string]any{
+			"apiVersion": "helm.toolkit.fluxcd.io/v2", "name": rel.Name, "namespace": rel.Namespace, "version": int64(rel.Version),
+			"chartName": rel.Chart.Metadata.Name, "chartVersion": version, "appVersion": rel.Chart.Metadata.AppVersion,
+			"status": "deployed", "digest": digest, "configDigest": digest, "firstDeployed": now, "lastDeployed": now,
+		}},
+		"conditions": []any{cond("Ready"), cond("Released")},
+	}
+	return c.Status().Update(ctx, hr)
 }
 
 func newHelmRelease(ns, name, version string) *unstructured.Unstructured {
@@ -83,9 +129,8 @@ func TestKubernetesStrategy_promotesThroughFluxHelmReleases(t *testing.T) {
 	f := newFleet(t, hubCluster)
 	names := []string{"dev", "staging", "production"}
 	log := testr.NewWithOptions(t, testr.Options{Verbosity: 0})
-	crds := "../controllers/promotion/strategy/kubernetes/testdata/crds"
 	for i, n := range names {
-		g.Expect(harness.InstallCRDs(ctx, clusters[i].Client, crds)).To(Succeed())
+		g.Expect(harness.InstallCRDs(ctx, clusters[i].Client, fluxCRDs)).To(Succeed())
 		f.addSpoke(n, clusters[i], log.WithName(n))
 		// The hub reaches the spoke through a kubeconfig Secret.
 		kubeconfig, err := os.ReadFile(clusters[i].KubeconfigPath)

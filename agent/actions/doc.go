@@ -38,7 +38,7 @@
 // --actions-pending-grace and --actions-pending-wait.
 //
 // Permissions: none of this package's rights are in the agent's default
-// role. The opt-in ClusterRole of config/agent/helm-strategy (get and patch
+// role. The opt-in ClusterRole tugboat-agent-helm-strategy of the agent chart (get and patch
 // on helmreleases, Helm's release Secrets, the kinds charts usually hold) is
 // bound by a RoleBinding in each allowed namespace, never cluster-wide.
 //

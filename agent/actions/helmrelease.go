@@ -20,7 +20,7 @@ import (
 
 // The helm strategy's rights (get and patch of HelmReleases, and Helm's own
 // for upgrades) are not in the agent's default role: they are the opt-in
-// config/agent/helm-strategy, bound per allowed namespace.
+// the agent chart's helm strategy role, bound per allowed namespace.
 
 // setHelmReleaseVersion sets spec.chart.spec.version of the Flux HelmRelease
 // the action names, by server-side apply with the field manager tugboat,

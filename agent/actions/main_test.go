@@ -42,7 +42,7 @@ const (
 	repoUser     = "spoke-user"
 	repoPassword = "spoke-secret-password"
 	webChartDir  = "../testdata/charts/web"
-	hrCRD        = "../../controllers/promotion/strategy/kubernetes/testdata/crds/helmreleases.yaml"
+	hrCRD        = "../../e2e/testdata/crds/flux/helm.toolkit.fluxcd.io_helmreleases.yaml"
 	// otherChart is a second chart in the repository, at 1.1.0.
 	otherChart = "other"
 )

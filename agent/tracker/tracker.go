@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 
 	"tugboat.dev/tugboat/agent/health"
@@ -54,6 +55,10 @@ type Tracker struct {
 	// reported remembers storage objects whose decode failure was already
 	// reported, by namespace/name → resourceVersion.
 	reported map[string]string
+	// helmReleases are the Flux HelmReleases seen, by namespace/name, and
+	// byTarget finds the one managing a release by where it is stored.
+	helmReleases map[types.NamespacedName]*fluxRelease
+	byTarget     map[storageTarget]types.NamespacedName
 }
 
 type entry struct {
@@ -92,6 +97,9 @@ func New(opts Options, sink Sink, objects ObjectLister) *Tracker {
 		now:      time.Now,
 		releases: map[release.Key]*entry{},
 		reported: map[string]string{},
+
+		helmReleases: map[types.NamespacedName]*fluxRelease{},
+		byTarget:     map[storageTarget]types.NamespacedName{},
 	}
 }
 
@@ -150,7 +158,8 @@ func (t *Tracker) Snapshot(context.Context) (*wire.StateSnapshot, error) {
 	return snap, nil
 }
 
-// stateLocked returns the wire state of e's latest revision.
+// stateLocked returns the wire state of e's latest revision, with the Flux
+// HelmRelease managing it, if any, folded in.
 func (t *Tracker) stateLocked(e *entry) wire.ReleaseState {
 	s := e.latest.State()
 	switch {
@@ -165,6 +174,7 @@ func (t *Tracker) stateLocked(e *entry) wire.ReleaseState {
 	default:
 		s.Health, s.HealthReason = e.health.Health, clip(e.health.Reason)
 	}
+	t.withHelmReleaseLocked(e, &s)
 	return s
 }
 
@@ -468,7 +478,8 @@ func (t *Tracker) recompute(ctx context.Context, key release.Key) {
 	// Compare with what the hub was last told, not with the state an
 	// instant ago: a rollout that completed while the revision was pending
 	// or settling changes nothing now, yet the hub still has to hear it.
-	if e.sent.Revision == after.Revision && e.sent.Health == after.Health && e.sent.HealthReason == after.HealthReason {
+	if e.sent.Revision == after.Revision && e.sent.Health == after.Health && e.sent.HealthReason == after.HealthReason &&
+		sameHelmRelease(&e.sent, &after) {
 		return
 	}
 	e.sent = after
@@ -484,6 +495,10 @@ func (t *Tracker) recompute(ctx context.Context, key release.Key) {
 	msg := after.HealthReason
 	if after.Health == wire.HealthCurrent {
 		msg = fmt.Sprintf("rollout complete: revision %d (%s %s) is healthy", after.Revision, after.Chart, after.ChartVersion)
+	}
+	if fr := t.helmReleaseLocked(e); fr != nil && fr.rv > maxRV {
+		// A change of the HelmRelease alone makes a new event.
+		maxRV = fr.rv
 	}
 	if maxRV == 0 {
 		maxRV = t.now().UnixNano()

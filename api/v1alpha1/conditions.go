@@ -1,8 +1,11 @@
 package v1alpha1
 
+import fluxmeta "github.com/fluxcd/pkg/apis/meta"
+
 // ConditionType names a condition in status.conditions. tugboat follows the
 // kstatus / Flux conventions: every kind reports Ready, and Reconciling or
-// Stalled while they are true.
+// Stalled while they are true. The types and reasons Flux defines are
+// Flux's own (github.com/fluxcd/pkg/apis/meta).
 //
 // metav1.Condition stores the type as a plain string: convert with
 // string(ReadyCondition) or ConditionType.String.
@@ -14,16 +17,16 @@ func (t ConditionType) String() string { return string(t) }
 const (
 	// ReadyCondition is True when the object reached the state its spec asks for,
 	// False when it cannot, and Unknown while that is not yet known.
-	ReadyCondition ConditionType = "Ready"
+	ReadyCondition = ConditionType(fluxmeta.ReadyCondition)
 
 	// ReconcilingCondition is True while the controller is working towards the
 	// spec (an "abnormal-true" condition: absent when there is nothing to do).
-	ReconcilingCondition ConditionType = "Reconciling"
+	ReconcilingCondition = ConditionType(fluxmeta.ReconcilingCondition)
 
 	// StalledCondition is True when the controller cannot make progress without a
 	// change to the spec or to a referenced object (a terminal configuration
 	// error). Absent otherwise.
-	StalledCondition ConditionType = "Stalled"
+	StalledCondition = ConditionType(fluxmeta.StalledCondition)
 
 	// NotifiedCondition, on a Pipeline, is True while its notifiers deliver,
 	// and False with the failing notifier and its error once a notice could
@@ -71,14 +74,14 @@ func (r ConditionReason) String() string { return string(r) }
 // Reasons shared by every kind.
 const (
 	// SucceededReason: the last reconciliation reached the desired state.
-	SucceededReason ConditionReason = "Succeeded"
+	SucceededReason = ConditionReason(fluxmeta.SucceededReason)
 
 	// ProgressingReason: the controller is working towards the desired state.
-	ProgressingReason ConditionReason = "Progressing"
+	ProgressingReason = ConditionReason(fluxmeta.ProgressingReason)
 
 	// ReconciliationFailedReason: a transient error stopped the last
 	// reconciliation; it is retried with back-off.
-	ReconciliationFailedReason ConditionReason = "ReconciliationFailed"
+	ReconciliationFailedReason = ConditionReason(fluxmeta.ReconciliationFailedReason)
 
 	// InvalidSpecReason: the spec cannot be acted on as written (terminal; set
 	// together with Stalled=True).
@@ -88,7 +91,7 @@ const (
 	SecretNotFoundReason ConditionReason = "SecretNotFound"
 
 	// SuspendedReason: spec.suspend is true; the controller does nothing.
-	SuspendedReason ConditionReason = "Suspended"
+	SuspendedReason = ConditionReason(fluxmeta.SuspendedReason)
 )
 
 // Spoke reasons.

@@ -216,6 +216,13 @@ type ReleaseHistoryStatus struct {
 	// +kubebuilder:validation:MaxItems=20
 	Revisions []Revision `json:"revisions,omitempty"`
 
+	// helmRelease is what the Flux HelmRelease managing the release (spec.helmRelease)
+	// last said, as the spoke's agent saw it: its Ready condition, whether
+	// helm-controller stalled (gave up until the HelmRelease changes), is
+	// still reconciling, or is suspended. Absent when no agent reported it.
+	// +optional
+	HelmRelease *HelmReleaseStatus `json:"helmRelease,omitempty"`
+
 	// lastEventTime is when the newest event recorded here happened.
 	// +optional
 	LastEventTime *metav1.Time `json:"lastEventTime,omitempty"`
@@ -231,6 +238,48 @@ type ReleaseHistoryStatus struct {
 	// +listMapKey=event
 	// +kubebuilder:validation:MaxItems=40
 	Notifications []DeploymentNotification `json:"notifications,omitempty"`
+}
+
+// HelmReleaseStatus is the state of a Flux HelmRelease (helm.toolkit.fluxcd.io/v2)
+// as helm-controller reports it.
+type HelmReleaseStatus struct {
+	// ready is the status of the HelmRelease's Ready condition (Unknown when
+	// it has none).
+	// +required
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Ready metav1.ConditionStatus `json:"ready"`
+
+	// reason is the Ready condition's reason (the Stalled condition's when
+	// stalled), e.g. UpgradeSucceeded, UpgradeFailed, RetriesExceeded.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Reason string `json:"reason,omitempty"`
+
+	// message is that condition's message, in helm-controller's words.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// stalled is true when helm-controller gave up (Stalled=True, e.g.
+	// RetriesExceeded) until the HelmRelease changes.
+	// +optional
+	Stalled bool `json:"stalled,omitempty"`
+
+	// reconciling is true while helm-controller works on the HelmRelease
+	// (Reconciling=True, or its generation not observed yet).
+	// +optional
+	Reconciling bool `json:"reconciling,omitempty"`
+
+	// suspended is the HelmRelease's spec.suspend: helm-controller leaves it
+	// alone, so the release does not move until it is resumed.
+	// +optional
+	Suspended bool `json:"suspended,omitempty"`
+
+	// lastAttemptedRevision is the chart version helm-controller last tried
+	// to install or upgrade to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	LastAttemptedRevision string `json:"lastAttemptedRevision,omitempty"`
 }
 
 // DeploymentNotification is one deployment notice of one Pipeline's
@@ -275,6 +324,8 @@ type DeploymentNotification struct {
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.current.chartVersion`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.current.status`
 // +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.current.health`
+// +kubebuilder:printcolumn:name="HelmRelease",type=string,JSONPath=`.spec.helmRelease.name`,priority=1
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.status.helmRelease.suspended`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ReleaseHistory struct {
 	metav1.TypeMeta `json:",inline"`

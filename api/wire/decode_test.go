@@ -63,6 +63,11 @@ func validSnapshot() *wire.StateSnapshot {
 			FirstDeployed:  time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC),
 			LastDeployed:   time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 			HelmRelease:    &wire.HelmReleaseRef{Namespace: "apps", Name: "web"},
+			HelmReleaseStatus: &wire.HelmReleaseStatus{
+				Ready: wire.ConditionTrue, Reason: "UpgradeSucceeded",
+				Message:            "Helm upgrade succeeded for release apps/web.v7 with chart web@1.4.0",
+				ObservedGeneration: 3, LastAttemptedRevision: "1.4.0",
+			},
 		}, {
 			Namespace:    "apps",
 			Release:      "worker",
@@ -258,6 +263,18 @@ func TestDecodeStateSnapshot_rejectsBadBodies(t *testing.T) {
 		{name: "helmRelease without name", body: mutate(t, valid, func(m map[string]any) {
 			delete(item(m, "releases", 0)["helmRelease"].(map[string]any), "name")
 		}), want: []string{"releases[0].helmRelease.name: required"}},
+		{name: "helmReleaseStatus without helmRelease", body: mutate(t, valid, func(m map[string]any) {
+			delete(item(m, "releases", 0), "helmRelease")
+		}), want: []string{"releases[0].helmReleaseStatus: only allowed with helmRelease"}},
+		{name: "helmReleaseStatus with a bad ready", body: mutate(t, valid, func(m map[string]any) {
+			item(m, "releases", 0)["helmReleaseStatus"].(map[string]any)["ready"] = "Yes"
+		}), want: []string{"releases[0].helmReleaseStatus.ready: unsupported value \"Yes\"", "True, False, Unknown"}},
+		{name: "helmReleaseStatus with a reason with spaces", body: mutate(t, valid, func(m map[string]any) {
+			item(m, "releases", 0)["helmReleaseStatus"].(map[string]any)["reason"] = "Upgrade failed"
+		}), want: []string{"releases[0].helmReleaseStatus.reason: invalid value"}},
+		{name: "helmReleaseStatus with a message too long", body: mutate(t, valid, func(m map[string]any) {
+			item(m, "releases", 0)["helmReleaseStatus"].(map[string]any)["message"] = strings.Repeat("x", 1025)
+		}), want: []string{"releases[0].helmReleaseStatus.message: must be at most 1024 characters"}},
 		{name: "releases not a list", body: mutate(t, valid, func(m map[string]any) { m["releases"] = map[string]any{} }), want: []string{"releases: must be an array"}},
 	}
 	for _, tc := range cases {

@@ -245,6 +245,54 @@ type ReleaseState struct {
 	LastDeployed time.Time `json:"lastDeployed,omitzero"`
 	// HelmRelease is the Flux HelmRelease managing the release, if any.
 	HelmRelease *HelmReleaseRef `json:"helmRelease,omitempty"`
+	// HelmReleaseStatus is what that HelmRelease's conditions say, when
+	// HelmRelease is set and the agent sees the HelmRelease. Health already
+	// folds it in; the hub records it so that a promotion can tell a
+	// release helm-controller gave up on (Stalled) from one still rolling
+	// out. A hub older than the agent refuses a state carrying it (unknown
+	// field): upgrade the hub first.
+	HelmReleaseStatus *HelmReleaseStatus `json:"helmReleaseStatus,omitempty"`
+}
+
+// ConditionStatus is the status of a Kubernetes condition.
+type ConditionStatus string
+
+// The statuses of a condition.
+const (
+	ConditionTrue    ConditionStatus = "True"
+	ConditionFalse   ConditionStatus = "False"
+	ConditionUnknown ConditionStatus = "Unknown"
+)
+
+var conditionStatuses = []string{string(ConditionTrue), string(ConditionFalse), string(ConditionUnknown)}
+
+// HelmReleaseStatus is the state of a Flux HelmRelease as helm-controller
+// reports it in its conditions and status.
+type HelmReleaseStatus struct {
+	// Ready is the status of the HelmRelease's Ready condition (Unknown
+	// when it has none).
+	Ready ConditionStatus `json:"ready"`
+	// Reason is the Ready condition's reason (the Stalled condition's when
+	// stalled), e.g. UpgradeSucceeded, UpgradeFailed, RetriesExceeded.
+	Reason string `json:"reason,omitempty"`
+	// Message is that condition's message, helm-controller's own words (at
+	// most MaxMessageLength characters).
+	Message string `json:"message,omitempty"`
+	// Stalled is true when the Stalled condition is True: helm-controller
+	// gave up (e.g. RetriesExceeded) until the HelmRelease changes.
+	Stalled bool `json:"stalled,omitempty"`
+	// Reconciling is true when the Reconciling condition is True, or when
+	// helm-controller has not yet observed the HelmRelease's generation.
+	Reconciling bool `json:"reconciling,omitempty"`
+	// Suspended is the HelmRelease's spec.suspend: helm-controller leaves it
+	// alone, so the release does not move until it is resumed.
+	Suspended bool `json:"suspended,omitempty"`
+	// ObservedGeneration is the HelmRelease generation helm-controller last
+	// reconciled (status.observedGeneration).
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LastAttemptedRevision is status.lastAttemptedRevision: the chart
+	// version helm-controller last tried to install or upgrade to.
+	LastAttemptedRevision string `json:"lastAttemptedRevision,omitempty"`
 }
 
 // StateSnapshot is the body of POST /v1/spokes/{spoke}/state: every release

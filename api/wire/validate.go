@@ -152,6 +152,19 @@ func validateReleaseState(fe *fieldErrors, p string, r *ReleaseState) {
 		dnsLabel(fe, join(hp, "namespace"), r.HelmRelease.Namespace, true)
 		dnsSubdomain(fe, join(hp, "name"), r.HelmRelease.Name)
 	}
+	if st := r.HelmReleaseStatus; st != nil {
+		sp := join(p, "helmReleaseStatus")
+		if r.HelmRelease == nil {
+			fe.add(sp, "only allowed with helmRelease")
+		}
+		enum(fe, join(sp, "ready"), string(st.Ready), conditionStatuses)
+		token(fe, join(sp, "reason"), st.Reason, MaxReasonLength, false)
+		text(fe, join(sp, "message"), st.Message, MaxMessageLength, false, true)
+		token(fe, join(sp, "lastAttemptedRevision"), st.LastAttemptedRevision, MaxVersionLength, false)
+		if st.ObservedGeneration < 0 {
+			fe.add(join(sp, "observedGeneration"), fmt.Sprintf("must not be negative, got %d", st.ObservedGeneration))
+		}
+	}
 }
 
 func join(prefix, field string) string {

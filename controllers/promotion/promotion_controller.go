@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -298,7 +299,7 @@ func (r *Reconciler) request(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 // verifying succeeds once every target reports the version deployed and
 // healthy, and fails at the timeout naming the laggards.
 func (r *Reconciler) verifying(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
-	laggards, err := r.progress(ctx, pr, p, env)
+	laggards, stalled, err := r.progress(ctx, pr, p, env)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -311,19 +312,26 @@ func (r *Reconciler) verifying(ctx context.Context, pr *tugboatv1alpha1.Promotio
 		r.finish(pr, tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.StrategyFailedReason, msg)
 		return ctrl.Result{}, nil
 	}
+	if len(stalled) > 0 {
+		// helm-controller gave up on the version: waiting for the timeout
+		// would change nothing.
+		r.finish(pr, tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.StrategyFailedReason, strings.Join(stalled, "; "))
+		return ctrl.Result{}, nil
+	}
 	if res, done := r.checkTimeout(ctx, pr, p, env); done {
 		return res, nil
 	}
 	return ctrl.Result{RequeueAfter: r.remaining(pr, p)}, nil
 }
 
-// progress fills status.targets and returns the targets not done yet.
-func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) ([]string, error) {
+// progress fills status.targets and returns the targets not done yet, and
+// those among them whose Flux HelmRelease stalled on the version
+// (helmReleaseProgress).
+func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (laggards, stalled []string, err error) {
 	prev := map[string]tugboatv1alpha1.PromotionTargetStatus{}
 	for _, t := range pr.Status.Targets {
 		prev[t.Spoke+"/"+t.Namespace+"/"+t.Release] = t
 	}
-	var laggards []string
 	var targets []tugboatv1alpha1.PromotionTargetStatus
 	for _, t := range env.Targets {
 		rel := pipeline.ReleaseOf(p, &t)
@@ -335,7 +343,7 @@ func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion
 		case apierrors.IsNotFound(err):
 			ts.Message = "no release reported"
 		case err != nil:
-			return nil, err
+			return nil, nil, err
 		case rh.Status.Current != nil:
 			c := rh.Status.Current
 			ts.Version, ts.Revision, ts.Health = c.ChartVersion, c.Revision, c.Health
@@ -344,6 +352,12 @@ func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion
 				ts.Message = fmt.Sprintf("at %s (%s, %s)", c.ChartVersion, c.Status, orUnknown(string(c.Health)))
 				if c.HealthReason != "" && c.ChartVersion == pr.Spec.Version {
 					ts.Message += ": " + clip(c.HealthReason, 200)
+				}
+				if msg, failed := helmReleaseProgress(rh, pr.Spec.Version); failed {
+					ts.Message = msg
+					stalled = append(stalled, id+": "+msg)
+				} else if msg != "" {
+					ts.Message = clip(joinMessages(ts.Message, msg), 1024)
 				}
 			}
 		}
@@ -362,7 +376,38 @@ func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion
 		targets = append(targets, ts)
 	}
 	pr.Status.Targets = targets
-	return laggards, nil
+	return laggards, stalled, nil
+}
+
+// helmReleaseProgress says what the Flux HelmRelease managing a target
+// that does not run the version healthy yet reports (the ReleaseHistory's
+// status.helmRelease, from the spoke's agent): failed is true when
+// helm-controller stalled (e.g. RetriesExceeded) on the version itself
+// (status.lastAttemptedRevision), and msg then gives its own reason and
+// message. Otherwise msg tells why the version may not arrive (a
+// suspended HelmRelease, a failed attempt helm-controller will retry), or
+// is empty.
+func helmReleaseProgress(rh *tugboatv1alpha1.ReleaseHistory, version string) (msg string, failed bool) {
+	hr := rh.Status.HelmRelease
+	if hr == nil {
+		return "", false
+	}
+	name := "HelmRelease"
+	if ref := rh.Spec.HelmRelease; ref != nil {
+		name += " " + cmp.Or(ref.Namespace, rh.Spec.Namespace) + "/" + ref.Name
+	}
+	words := orDefault(hr.Reason, "no reason given") + suffix(hr.Message)
+	switch {
+	case hr.Stalled && hr.LastAttemptedRevision == version:
+		return clip(fmt.Sprintf("%s stalled on %s: %s", name, version, words), 1024), true
+	case hr.Suspended:
+		return name + " is suspended: helm-controller applies nothing until it is resumed", false
+	case hr.Stalled:
+		return clip(fmt.Sprintf("%s is stalled (last attempted %s): %s", name, orUnknown(hr.LastAttemptedRevision), words), 512), false
+	case hr.Ready == metav1.ConditionFalse:
+		return clip(fmt.Sprintf("%s is not ready: %s", name, words), 512), false
+	}
+	return "", false
 }
 
 // trackAction keeps the target's agent action of the helm strategy (prev,
@@ -439,7 +484,7 @@ func (r *Reconciler) checkTimeout(ctx context.Context, pr *tugboatv1alpha1.Promo
 	if pr.Status.StartedAt == nil || r.Now().Before(pr.Status.StartedAt.Add(r.timeout(p))) {
 		return ctrl.Result{}, false
 	}
-	laggards, err := r.progress(ctx, pr, p, env)
+	laggards, _, err := r.progress(ctx, pr, p, env)
 	if err != nil {
 		laggards = []string{err.Error()}
 	}

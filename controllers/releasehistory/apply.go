@@ -109,6 +109,20 @@ func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) 
 	// revision (Helm marking it superseded) never moves current back.
 	newest := st.Revisions[0].RevisionSummary
 	st.Current = &newest
+	// What the HelmRelease says belongs to the release as it is now: only
+	// news of the current revision carries it, and news of the current
+	// revision managed by no HelmRelease (it was deleted) clears it.
+	switch h := s.HelmReleaseStatus; {
+	case rev != newest.Revision:
+	case h != nil:
+		st.HelmRelease = &tugboatv1alpha1.HelmReleaseStatus{
+			Ready: metav1.ConditionStatus(h.Ready), Reason: truncate(h.Reason, 128), Message: truncate(h.Message, 1024),
+			Stalled: h.Stalled, Reconciling: h.Reconciling, Suspended: h.Suspended,
+			LastAttemptedRevision: truncate(h.LastAttemptedRevision, 64),
+		}
+	case s.HelmRelease == nil:
+		st.HelmRelease = nil
+	}
 	return rev
 }
 

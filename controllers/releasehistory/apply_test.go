@@ -137,3 +137,39 @@ func TestApplyState_reinstallAfterUninstallStartsOver(t *testing.T) {
 	g.Expect(st.Current.ChartVersion).To(Equal("1.2.0"))
 	g.Expect(st.Current.Status).To(Equal(tugboatv1alpha1.ReleaseStatusPendingInstall))
 }
+
+func TestApplyState_recordsTheHelmReleaseOfTheCurrentRevisionOnly(t *testing.T) {
+	g := NewWithT(t)
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	withHR := func(s *wire.ReleaseState, h wire.HelmReleaseStatus) *wire.ReleaseState {
+		s.HelmRelease = &wire.HelmReleaseRef{Namespace: "apps", Name: "web"}
+		s.HelmReleaseStatus = &h
+		return s
+	}
+	applyState(st, withHR(state(2, "1.1.0", wire.StatusFailed, wire.HealthFailed), wire.HelmReleaseStatus{
+		Ready: wire.ConditionFalse, Reason: "RetriesExceeded", Message: "Failed to upgrade after 1 attempt(s)",
+		Stalled: true, LastAttemptedRevision: "1.1.0",
+	}))
+	g.Expect(st.HelmRelease).To(Equal(&tugboatv1alpha1.HelmReleaseStatus{
+		Ready: "False", Reason: "RetriesExceeded", Message: "Failed to upgrade after 1 attempt(s)",
+		Stalled: true, LastAttemptedRevision: "1.1.0",
+	}))
+	// News of an older revision does not speak for the HelmRelease now.
+	applyState(st, withHR(state(1, "1.0.0", wire.StatusSuperseded, wire.HealthCurrent), wire.HelmReleaseStatus{Ready: wire.ConditionTrue}))
+	g.Expect(st.HelmRelease.Stalled).To(BeTrue())
+	// A state naming the HelmRelease without its status (Flux's own
+	// events, through the hub's Flux endpoint) leaves it.
+	fromFlux := state(2, "1.1.0", wire.StatusFailed, wire.HealthFailed)
+	fromFlux.HelmRelease = &wire.HelmReleaseRef{Namespace: "apps", Name: "web"}
+	applyState(st, fromFlux)
+	g.Expect(st.HelmRelease.Reason).To(Equal("RetriesExceeded"))
+	applyState(st, withHR(state(3, "1.1.0", wire.StatusDeployed, wire.HealthCurrent), wire.HelmReleaseStatus{
+		Ready: wire.ConditionTrue, Reason: "UpgradeSucceeded", Suspended: true, LastAttemptedRevision: "1.1.0",
+	}))
+	g.Expect(st.HelmRelease).To(Equal(&tugboatv1alpha1.HelmReleaseStatus{
+		Ready: "True", Reason: "UpgradeSucceeded", Suspended: true, LastAttemptedRevision: "1.1.0",
+	}))
+	// The HelmRelease is deleted: the current revision is managed by none.
+	applyState(st, state(3, "1.1.0", wire.StatusDeployed, wire.HealthCurrent))
+	g.Expect(st.HelmRelease).To(BeNil())
+}

@@ -225,7 +225,7 @@ func TestKubernetes_configurationErrorsAreTerminal(t *testing.T) {
 		"apiVersion": "helm.toolkit.fluxcd.io/v2",
 		"kind":       "HelmRelease",
 		"metadata":   map[string]any{"namespace": ns, "name": "oci"},
-		"spec":       map[string]any{"chartRef": map[string]any{"kind": "OCIRepository", "name": "web"}},
+		"spec":       map[string]any{"interval": "5m", "chartRef": map[string]any{"kind": "OCIRepository", "name": "web"}},
 	}}
 	g.Expect(cluster.Client.Create(ctx, ref)).To(Succeed())
 	_, err = New(nil).Promote(ctx, request(ns, "1.1.0", target(spokeWithSecret(ns, "kc"), ns, "oci")))

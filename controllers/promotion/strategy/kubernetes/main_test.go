@@ -18,7 +18,7 @@ var cluster *harness.Cluster
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	os.Exit(harness.Main(harness.Options{Name: "spoke", ControlPlaneOnly: true, CRDPaths: []string{"testdata/crds"}}, func(c *harness.Cluster) int {
+	os.Exit(harness.Main(harness.Options{Name: "spoke", ControlPlaneOnly: true, CRDPaths: []string{"../../../../e2e/testdata/crds/flux"}}, func(c *harness.Cluster) int {
 		cluster = c
 		return m.Run()
 	}))

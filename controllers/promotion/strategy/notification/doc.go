@@ -7,25 +7,22 @@
 // The body is Flux's event.toolkit.fluxcd.io/v1beta1 Event
 // (fluxcd/pkg/apis/event), sent through fluxcd/pkg/runtime/events' Recorder
 // (controllers/notify/flux.Sender, shared with the flux notifier), which sets
-// its timestamp and reportingInstance. Its involved object is the Pipeline
-// (kind Pipeline, apiVersion tugboat.dev/v1alpha1).
+// its timestamp and reportingInstance. notification-controller routes an
+// event only to Alerts whose eventSources select its involved object's kind,
+// an enum of Flux kinds, so the events are about HelmReleases
+// (helm.toolkit.fluxcd.io/v2), one per distinct HelmRelease among the
+// destination's targets, chosen as the flux notifier chooses them
+// (NewEvents); an Alert selecting those HelmReleases receives them.
 // notification-controller keeps only metadata keys prefixed with the involved
 // object's API group and strips the prefix, so the metadata is sent as
-// tugboat.dev/environment, tugboat.dev/version, tugboat.dev/promotion,
-// tugboat.dev/pipeline and tugboat.dev/revision (the version), and notifiers
-// see environment, version, promotion, pipeline and revision.
-// tugboat.dev/token carries the Promotion's UID: notification-controller
-// rate-limits repeats of an event by involved object, message, revision and
-// token, and drops the token before notifying.
+// helm.toolkit.fluxcd.io/environment, .../version, .../promotion,
+// .../pipeline, .../from, .../targets and .../revision (the version), and
+// notifiers see environment, version, promotion, pipeline, from, targets and
+// revision. helm.toolkit.fluxcd.io/token carries the Promotion's UID:
+// notification-controller rate-limits repeats of an event by involved
+// object, message, revision and token, and drops the token before notifying.
 //
 // notification-controller answers 429 to a repeat inside its rate-limit
 // window (5 minutes by default). For this strategy a repeat is a retry of a
 // delivery that was already accepted, so 429 counts as delivered.
-//
-// A limit of stock Flux: an Alert's eventSources take kinds from a fixed
-// list of Flux kinds (an enum in notification-controller's CRD), which does
-// not include Pipeline. A stock notification-controller therefore accepts
-// these events (202) but dispatches them to no Provider; they reach an actor
-// only through an event endpoint that selects them (a patched or proxied
-// notification-controller, or any receiver of Flux's event format).
 package notification

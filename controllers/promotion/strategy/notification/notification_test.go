@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,13 @@ import (
 	"tugboat.dev/tugboat/controllers/promotion/strategy/notification"
 )
 
+// alertKinds are the kinds an Alert's eventSources may name: the enum of
+// notification-controller/api v1.9.4 (v1.CrossNamespaceObjectReference.Kind).
+var alertKinds = []string{
+	"Bucket", "GitRepository", "Kustomization", "HelmRelease", "HelmChart", "HelmRepository",
+	"ImageRepository", "ImagePolicy", "ImageUpdateAutomation", "OCIRepository", "ArtifactGenerator", "ExternalArtifact",
+}
+
 // eventServer stands in for notification-controller's event endpoint. It
 // decodes the body as notification-controller does (400 when it cannot),
 // checks what the Event API marks required (and the severity enum and the
@@ -32,16 +40,34 @@ import (
 // (only keys prefixed with the involved object's group, prefix stripped,
 // checksum and digest dropped; the token is used for rate limiting, then
 // dropped) and rate-limits repeats by involved object, message, revision and
-// token with 429. It answers 202 to what it accepts.
+// token with 429. It answers 202 to what it accepts, and routes it as
+// notification-controller does: to the Alert whose eventSources select its
+// involved object's kind (one of alertKinds), namespace and name.
 type eventServer struct {
 	mu       sync.Mutex
 	seen     map[string]bool
 	accepted []eventv1.Event // metadata as notifiers would see it
+	routed   []eventv1.Event // what the Alert received
 	raw      []string
 	invalid  []string
+	// sources are the Alert's eventSources, as kind/namespace/name (name
+	// may be *).
+	sources []string
 }
 
-func newEventServer() *eventServer { return &eventServer{seen: map[string]bool{}} }
+func newEventServer(sources ...string) *eventServer {
+	return &eventServer{seen: map[string]bool{}, sources: sources}
+}
+
+func (s *eventServer) routes(e eventv1.Event) bool {
+	o := e.InvolvedObject
+	for _, src := range s.sources {
+		if src == o.Kind+"/"+o.Namespace+"/"+o.Name || src == o.Kind+"/"+o.Namespace+"/*" {
+			return true
+		}
+	}
+	return false
+}
 
 func (s *eventServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
@@ -85,6 +111,9 @@ func (s *eventServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.seen[key] = true
 	delete(e.Metadata, "token")
 	s.accepted = append(s.accepted, e)
+	if s.routes(e) {
+		s.routed = append(s.routed, e)
+	}
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -96,6 +125,9 @@ func validate(e eventv1.Event) []string {
 	}
 	if _, err := schema.ParseGroupVersion(o.APIVersion); err != nil {
 		p = append(p, "involvedObject.apiVersion is invalid")
+	}
+	if !slices.Contains(alertKinds, o.Kind) {
+		p = append(p, fmt.Sprintf("involvedObject.kind %q is no kind an Alert can select: no Alert would ever receive it", o.Kind))
 	}
 	switch e.Severity {
 	case "trace", "info", "error":
@@ -124,7 +156,14 @@ func request(address string) strategy.Request {
 			Spec:       tugboatv1alpha1.PromotionSpec{Pipeline: "web", From: "staging", To: "production", Version: "1.4.0"},
 		},
 		Pipeline: &tugboatv1alpha1.Pipeline{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", UID: "pipe-uid"}},
-		Version:  "1.4.0",
+		// Two targets share a HelmRelease name and namespace (two spokes),
+		// one names its own.
+		Targets: []strategy.Target{
+			{SpokeName: "prod-eu", Namespace: "web", Release: "web"},
+			{SpokeName: "prod-us", Namespace: "web", Release: "web"},
+			{SpokeName: "prod-ap", Namespace: "web", Release: "web", HelmRelease: &tugboatv1alpha1.ObjectReference{Namespace: "flux-apps", Name: "web-ap"}},
+		},
+		Version: "1.4.0",
 		Strategy: tugboatv1alpha1.PromotionStrategy{
 			Type:         tugboatv1alpha1.StrategyNotification,
 			Notification: &tugboatv1alpha1.NotificationStrategy{Address: address},
@@ -136,17 +175,19 @@ func newStrategy(defaultAddress string) *notification.Strategy {
 	return notification.New(notification.Options{DefaultAddress: defaultAddress})
 }
 
-func TestNotification_sendsFluxEvent(t *testing.T) {
+func TestNotification_sendsFluxEventsAboutTheTargetsHelmReleases(t *testing.T) {
 	g := NewWithT(t)
-	es := newEventServer()
+	// The Alert a user writes for the promotions into production.
+	es := newEventServer("HelmRelease/web/web", "HelmRelease/flux-apps/*")
 	srv := httptest.NewServer(es)
 	defer srv.Close()
 
 	res, err := newStrategy("").Promote(context.Background(), request(srv.URL+"/"))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res.Message).To(Equal(`sent Flux event "promote 1.4.0 to production" to ` + srv.URL + `/ (202 Accepted)`))
+	g.Expect(res.Message).To(Equal(`sent Flux event "promote 1.4.0 to production" about HelmRelease web/web, HelmRelease flux-apps/web-ap to ` + srv.URL + `/`))
 	g.Expect(es.invalid).To(BeEmpty())
-	g.Expect(es.raw).To(HaveLen(1))
+	g.Expect(es.raw).To(HaveLen(2), "one event per distinct HelmRelease")
+	g.Expect(es.routed).To(HaveLen(2), "the Alert receives both")
 	// The recorder stamps the time and the instance (the host name).
 	var sent map[string]any
 	g.Expect(json.Unmarshal([]byte(es.raw[0]), &sent)).To(Succeed())
@@ -159,26 +200,42 @@ func TestNotification_sendsFluxEvent(t *testing.T) {
 	delete(sent, "reportingInstance")
 	raw, _ := json.Marshal(sent)
 	g.Expect(string(raw)).To(MatchJSON(`{
-		"involvedObject": {"kind": "Pipeline", "namespace": "apps", "name": "web", "uid": "pipe-uid", "apiVersion": "tugboat.dev/v1alpha1"},
+		"involvedObject": {"kind": "HelmRelease", "namespace": "web", "name": "web", "apiVersion": "helm.toolkit.fluxcd.io/v2"},
 		"severity": "info",
 		"message": "promote 1.4.0 to production",
 		"reason": "Promote",
 		"metadata": {
-			"tugboat.dev/environment": "production",
-			"tugboat.dev/version": "1.4.0",
-			"tugboat.dev/promotion": "web-production-1-4-0",
-			"tugboat.dev/pipeline": "apps/web",
-			"tugboat.dev/from": "staging",
-			"tugboat.dev/revision": "1.4.0",
-			"tugboat.dev/token": "prom-uid"
+			"helm.toolkit.fluxcd.io/environment": "production",
+			"helm.toolkit.fluxcd.io/version": "1.4.0",
+			"helm.toolkit.fluxcd.io/promotion": "web-production-1-4-0",
+			"helm.toolkit.fluxcd.io/pipeline": "apps/web",
+			"helm.toolkit.fluxcd.io/from": "staging",
+			"helm.toolkit.fluxcd.io/targets": "prod-eu/web/web,prod-us/web/web",
+			"helm.toolkit.fluxcd.io/revision": "1.4.0",
+			"helm.toolkit.fluxcd.io/token": "prom-uid"
 		},
 		"reportingController": "tugboat"
 	}`))
 	// What notifiers see once notification-controller filtered the metadata.
-	g.Expect(es.accepted[0].Metadata).To(Equal(map[string]string{
+	g.Expect(es.routed[1].InvolvedObject.Name).To(Equal("web-ap"))
+	g.Expect(es.routed[1].Metadata).To(Equal(map[string]string{
 		"environment": "production", "version": "1.4.0", "promotion": "web-production-1-4-0",
-		"pipeline": "apps/web", "from": "staging", "revision": "1.4.0",
+		"pipeline": "apps/web", "from": "staging", "revision": "1.4.0", "targets": "prod-ap/web/web",
 	}))
+}
+
+// Without targets, the event is about a HelmRelease named like the
+// Pipeline's release, in its namespace.
+func TestNotification_withoutTargets(t *testing.T) {
+	g := NewWithT(t)
+	req := request("")
+	req.Targets = nil
+	req.Pipeline.Spec.Release = "frontend"
+	events := notification.NewEvents(req)
+	g.Expect(events).To(HaveLen(1))
+	g.Expect(events[0].InvolvedObject.Kind).To(Equal("HelmRelease"))
+	g.Expect(events[0].InvolvedObject.Namespace + "/" + events[0].InvolvedObject.Name).To(Equal("apps/frontend"))
+	g.Expect(events[0].Metadata).NotTo(HaveKey("helm.toolkit.fluxcd.io/targets"))
 }
 
 func TestNotification_repeatIsAlreadyDelivered(t *testing.T) {
@@ -193,14 +250,14 @@ func TestNotification_repeatIsAlreadyDelivered(t *testing.T) {
 	res, err := s.Promote(context.Background(), request(""))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.Message).To(ContainSubstring("already delivered"))
-	g.Expect(es.accepted).To(HaveLen(1), "the default address is used, and the repeat is not notified twice")
+	g.Expect(es.accepted).To(HaveLen(2), "the default address is used, and the repeat is not notified twice")
 
 	// Another Promotion of the same version is a new event.
 	other := request("")
 	other.Promotion.UID = "other-uid"
 	_, err = s.Promote(context.Background(), other)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(es.accepted).To(HaveLen(2))
+	g.Expect(es.accepted).To(HaveLen(4))
 }
 
 func TestNotification_errors(t *testing.T) {
@@ -237,7 +294,39 @@ func TestNotification_errors(t *testing.T) {
 func TestNotification_defaultAddress(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(notification.DefaultAddress).To(Equal("http://notification-controller.flux-system.svc.cluster.local./"))
-	e := notification.NewEvent(request(""))
+	e := notification.NewEvents(request(""))[0]
 	g.Expect(e.Severity).To(Equal("info"))
 	g.Expect(e.Reason).To(Equal("Promote"))
+}
+
+// A retry after a partial failure resends every event; notification-
+// controller's rate limit keeps the one already delivered from being
+// dispatched twice.
+func TestNotification_retryAfterAPartialFailure(t *testing.T) {
+	g := NewWithT(t)
+	es := newEventServer("HelmRelease/web/*", "HelmRelease/flux-apps/*")
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		es.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	s := newStrategy(srv.URL)
+
+	_, err := s.Promote(context.Background(), request(""))
+	g.Expect(err).To(MatchError(ContainSubstring("503")))
+	g.Expect(strategy.IsTerminal(err)).To(BeFalse())
+	g.Expect(es.routed).To(HaveLen(1))
+	res, err := s.Promote(context.Background(), request(""))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Message).To(HaveSuffix("(1 already delivered)"))
+	g.Expect(es.routed).To(HaveLen(2), "each HelmRelease's event dispatched once")
 }

@@ -1,0 +1,125 @@
+package tracker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	fluxmeta "github.com/fluxcd/pkg/apis/meta"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"tugboat.dev/tugboat/agent/release"
+	"tugboat.dev/tugboat/api/wire"
+)
+
+// fluxHR is a HelmRelease in flux-apps that installs the release "web" into
+// apps (spec.targetNamespace, spec.releaseName) and stores it there
+// (spec.storageNamespace), with conditions as helm-controller v1.6 sets them.
+func fluxHR(rv string, suspend bool, conds ...metav1.Condition) *helmv2.HelmRelease {
+	hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-apps", Name: "web-hr", Generation: 2, ResourceVersion: rv}}
+	hr.Spec.TargetNamespace, hr.Spec.StorageNamespace, hr.Spec.ReleaseName, hr.Spec.Suspend = "apps", "apps", "web", suspend
+	hr.Status.ObservedGeneration, hr.Status.LastAttemptedRevision = 2, "1.1.0"
+	hr.Status.Conditions = conds
+	return hr
+}
+
+func condition(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: 2}
+}
+
+var (
+	hrReady = condition(fluxmeta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason,
+		"Helm install succeeded for release apps/web.v1 with chart web@1.1.0")
+	hrFailed = condition(fluxmeta.ReadyCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason,
+		"Helm upgrade failed for release apps/web with chart web@1.1.0: timed out waiting for the condition")
+	hrStalled = condition(fluxmeta.StalledCondition, metav1.ConditionTrue, "RetriesExceeded", "Failed to upgrade after 1 attempt(s)")
+)
+
+func stateOf(g Gomega, tr *Tracker, name string) wire.ReleaseState {
+	snap, err := tr.Snapshot(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, s := range snap.Releases {
+		if s.Release == name {
+			return s
+		}
+	}
+	g.Expect(name).To(BeEmpty(), "release not in the snapshot")
+	return wire.ReleaseState{}
+}
+
+func TestTracker_helmReleaseIsMatchedAndFoldedIntoHealth(t *testing.T) {
+	g := NewWithT(t)
+	sink := &recorder{}
+	tr := New(Options{Spoke: "spoke-1", Settle: time.Millisecond}, sink,
+		func(context.Context, release.Key) ([]*unstructured.Unstructured, error) { return nil, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = tr.Start(ctx) }()
+
+	// The HelmRelease is seen before its release, as at an agent's start.
+	tr.ObserveHelmRelease(fluxHR("10", false, hrReady))
+	// Another HelmRelease, storing its release elsewhere, is not it.
+	other := fluxHR("11", false, hrStalled)
+	other.Name, other.Spec.StorageNamespace = "elsewhere", "flux-apps"
+	tr.ObserveHelmRelease(other)
+	tr.ObserveStorage(releaseSecret("web", 1, "deployed", "uid-1"), false)
+	tr.ObserveStorage(releaseSecret("plain", 1, "deployed", "uid-2"), false)
+
+	g.Eventually(func(g Gomega) {
+		s := stateOf(g, tr, "web")
+		g.Expect(s.Health).To(Equal(wire.HealthCurrent))
+		g.Expect(s.HelmRelease).To(Equal(&wire.HelmReleaseRef{Namespace: "flux-apps", Name: "web-hr"}))
+		g.Expect(s.HelmReleaseStatus).To(Equal(&wire.HelmReleaseStatus{
+			Ready: wire.ConditionTrue, Reason: "InstallSucceeded", Message: hrReady.Message,
+			ObservedGeneration: 2, LastAttemptedRevision: "1.1.0",
+		}))
+		plain := stateOf(g, tr, "plain")
+		g.Expect(plain.HelmRelease).To(BeNil())
+		g.Expect(plain.HelmReleaseStatus).To(BeNil())
+		g.Expect(plain.Health).To(Equal(wire.HealthCurrent))
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+
+	// helm-controller gives up: the release is failed, whatever its
+	// workloads say, and the hub hears it with the HelmRelease's words.
+	tr.ObserveHelmRelease(fluxHR("12", false, hrFailed, hrStalled))
+	wantReason := "HelmRelease flux-apps/web-hr is stalled (RetriesExceeded): Failed to upgrade after 1 attempt(s); " + hrFailed.Message
+	g.Eventually(func(g Gomega) {
+		s := stateOf(g, tr, "web")
+		g.Expect(s.Health).To(Equal(wire.HealthFailed))
+		g.Expect(s.HealthReason).To(Equal(wantReason))
+		g.Expect(lastHealthEvent(sink, "web")).To(HaveField("State.HelmReleaseStatus.Stalled", BeTrue()))
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+	failed := lastHealthEvent(sink, "web")
+	g.Expect(failed.Type).To(Equal(wire.EventTypeWarning))
+	g.Expect(failed.Message).To(Equal(wantReason))
+
+	// Suspending it changes no health, yet the hub hears of it, in an
+	// event of its own (not a redelivery of the last one).
+	tr.ObserveHelmRelease(fluxHR("13", true, hrFailed, hrStalled))
+	g.Eventually(func(g Gomega) {
+		g.Expect(lastHealthEvent(sink, "web")).To(HaveField("State.HelmReleaseStatus.Suspended", BeTrue()))
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+	g.Expect(lastHealthEvent(sink, "web").ID).NotTo(Equal(failed.ID))
+
+	// Deleted: the release is plain Helm again.
+	tr.ForgetHelmRelease(fluxHR("14", true))
+	g.Eventually(func(g Gomega) {
+		s := stateOf(g, tr, "web")
+		g.Expect(s.HelmRelease).To(BeNil())
+		g.Expect(s.Health).To(Equal(wire.HealthCurrent))
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+}
+
+// lastHealthEvent is the newest HealthChanged event of the release.
+func lastHealthEvent(sink *recorder, name string) wire.Event {
+	var last wire.Event
+	for _, e := range sink.all() {
+		if e.Kind == wire.EventHealthChanged && e.Release == name {
+			last = e
+		}
+	}
+	return last
+}
