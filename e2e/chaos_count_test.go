@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/gomega"
@@ -29,12 +30,16 @@ type figures struct {
 	// Recorded is how many of them the hub's ReleaseHistories hold with
 	// the same chart version and status and the event of that status.
 	Recorded int
-	// PromotionsExpected is one per version released in dev;
+	// PromotionsExpected is one per version to be promoted (each version
+	// released in dev, but one superseded there during an outage);
 	// PromotionsMade counts the Succeeded Promotions to staging of those
 	// versions that staging's Helm storage shows applied.
 	PromotionsExpected, PromotionsMade int
 	// Duplicates and Lost say what was counted twice or is missing.
 	Duplicates, Lost []string
+	// Replaced is how many pending revisions restarted agents replaced
+	// (a second real start of the revision, not a duplicate).
+	Replaced int32
 }
 
 func (f figures) row() string {
@@ -66,8 +71,8 @@ func isStatusReason(reason string) bool {
 // count compares, for a scenario's release, the Helm revisions on each
 // spoke with the hub's ReleaseHistory, and the versions released in dev
 // with the Promotions and staging's revisions.
-func (e *chaosEnv) count(g Gomega, name string, released []string) figures {
-	fig := figures{Scenario: name, Releases: len(released), PromotionsExpected: len(released)}
+func (e *chaosEnv) count(g Gomega, name string, run chaosRun) figures {
+	fig := figures{Scenario: name, Releases: len(run.released), PromotionsExpected: len(run.expected)}
 	for _, spoke := range chaosSpokes {
 		revs := e.storage(g, spoke, name)
 		fig.Revisions += len(revs)
@@ -77,12 +82,16 @@ func (e *chaosEnv) count(g Gomega, name string, released []string) figures {
 			continue
 		}
 		seen := map[int32]int{}
+		replaced := e.replacedPending(g, spoke)
+		for _, n := range replaced {
+			fig.Replaced += n
+		}
 		for _, r := range rh.Status.Revisions {
 			seen[r.Revision]++
 			if seen[r.Revision] == 2 {
 				fig.Duplicates = append(fig.Duplicates, fmt.Sprintf("%s: revision %d recorded twice", spoke, r.Revision))
 			}
-			fig.Duplicates = append(fig.Duplicates, duplicateEvents(spoke, &r)...)
+			fig.Duplicates = append(fig.Duplicates, duplicateEvents(spoke, &r, replaced[r.Revision])...)
 		}
 		for _, hr := range revs {
 			if msg := recordedAs(rh, hr); msg != "" {
@@ -112,11 +121,11 @@ func (e *chaosEnv) count(g Gomega, name string, released []string) figures {
 		if len(prs) > 1 {
 			fig.Duplicates = append(fig.Duplicates, fmt.Sprintf("%d Promotions of %s", len(prs), v))
 		}
-		if !slices.Contains(released, v) {
+		if !slices.Contains(run.released, v) {
 			fig.Duplicates = append(fig.Duplicates, fmt.Sprintf("a Promotion of %s, never released in dev", v))
 		}
 	}
-	for _, v := range released {
+	for _, v := range run.expected {
 		switch prs := byVersion[v]; {
 		case len(prs) == 0:
 			fig.Lost = append(fig.Lost, fmt.Sprintf("no Promotion of %s", v))
@@ -157,8 +166,9 @@ func recordedAs(rh *tugboatv1alpha1.ReleaseHistory, hr *release.Release) string 
 
 // duplicateEvents lists the events of a recorded revision that were counted
 // twice: an id held by two entries, or a status the revision reached once
-// counted more than once.
-func duplicateEvents(spoke string, r *tugboatv1alpha1.Revision) []string {
+// counted more than once. A revision whose pending attempt was replaced
+// replaced times really started 1+replaced times.
+func duplicateEvents(spoke string, r *tugboatv1alpha1.Revision, replaced int32) []string {
 	var out []string
 	ids := map[string]bool{}
 	statuses := map[string]int32{}
@@ -172,7 +182,11 @@ func duplicateEvents(spoke string, r *tugboatv1alpha1.Revision) []string {
 		}
 	}
 	for reason, n := range statuses {
-		if n > 1 {
+		allowed := int32(1)
+		if strings.HasSuffix(reason, "Started") {
+			allowed += replaced
+		}
+		if n > allowed {
 			out = append(out, fmt.Sprintf("%s: revision %d: %s counted %d times", spoke, r.Revision, reason, n))
 		}
 	}
@@ -193,18 +207,18 @@ func latest(revs []*release.Release) *release.Release {
 // still be catching up after the last fault), then returns them; the test
 // fails, and goes on with the next scenario, on anything lost or
 // duplicated.
-func (e *chaosEnv) settle(g Gomega, name string, released []string, bound time.Duration) figures {
+func (e *chaosEnv) settle(g Gomega, name string, run chaosRun, bound time.Duration) figures {
 	var fig figures
 	// A Gomega that does not fail the test: past the bound, what is still
 	// missing is reported below, item by item.
 	soft := NewGomega(func(string, ...int) {})
 	soft.Eventually(func(g Gomega) {
-		fig = e.count(g, name, released)
+		fig = e.count(g, name, run)
 		g.Expect(fig.Lost).To(BeEmpty())
 	}).WithTimeout(bound).WithPolling(time.Second).Should(Succeed())
-	fig = e.count(g, name, released)
-	e.t.Logf("%s: %d releases, %d Helm revisions, %d recorded, promotions %d expected, %d made; duplicates %d, lost %d",
-		name, fig.Releases, fig.Revisions, fig.Recorded, fig.PromotionsExpected, fig.PromotionsMade, len(fig.Duplicates), len(fig.Lost))
+	fig = e.count(g, name, run)
+	e.t.Logf("%s: %d releases, %d Helm revisions, %d recorded, promotions %d expected, %d made; duplicates %d, lost %d; pending revisions replaced by a restarted agent: %d",
+		name, fig.Releases, fig.Revisions, fig.Recorded, fig.PromotionsExpected, fig.PromotionsMade, len(fig.Duplicates), len(fig.Lost), fig.Replaced)
 	for _, d := range fig.Duplicates {
 		e.t.Errorf("%s: duplicate: %s", name, d)
 	}

@@ -2,12 +2,14 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/hub/hubtest"
@@ -50,6 +53,7 @@ type chaosEnv struct {
 	hubProc       *hubProcess // nil while the hub is down or in-process
 	stopInProcess func()
 	agents        map[string]*exec.Cmd
+	agentLogs     map[string][]string // every agent process's log, by spoke
 }
 
 // Protocol intervals before time scaling: the agent's and the hub's
@@ -68,7 +72,7 @@ func newChaosEnv(t *testing.T, cfg chaos.Config, versions []string) *chaosEnv {
 	root, err := bins.FindRepoRoot(".")
 	g.Expect(err).NotTo(HaveOccurred())
 	e := &chaosEnv{t: t, cfg: cfg, spokes: map[string]*harness.Cluster{}, proxies: map[string]*chaos.Proxy{},
-		keyFiles: map[string]string{}, agents: map[string]*exec.Cmd{}}
+		keyFiles: map[string]string{}, agents: map[string]*exec.Cmd{}, agentLogs: map[string][]string{}}
 	e.helmCLI, err = bins.EnsureHelm(ctx, root, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	e.bin = buildHubBinary(t) // the full binary: `tugboat hub` and `tugboat agent`
@@ -143,7 +147,7 @@ func (e *chaosEnv) startInProcessHub(g Gomega, clock func() time.Time, reg *prom
 // proxy.
 func (e *chaosEnv) startAgent(name string) {
 	e.t.Helper()
-	cmd, _ := startAgentProcess(e.t, e.bin, e.spokes[name], name, "http://"+e.proxies[name].Addr(), e.keyFiles[name], "0",
+	cmd, logPath := startAgentProcess(e.t, e.bin, e.spokes[name], name, "http://"+e.proxies[name].Addr(), e.keyFiles[name], "0",
 		"--hub-state-interval", e.cfg.Protocol(chaosStateInterval, time.Second).String(),
 		"--hub-backoff-max", e.cfg.Protocol(chaosBackoffMax, time.Second).String(),
 		"--actions-allowed-namespaces", "apps",
@@ -151,6 +155,29 @@ func (e *chaosEnv) startAgent(name string) {
 		"--actions-pending-grace", "5s",
 	)
 	e.agents[name] = cmd
+	e.agentLogs[name] = append(e.agentLogs[name], logPath)
+}
+
+// replacedPending counts, by revision, the pending revisions a spoke's
+// agents replaced: an agent killed mid-upgrade leaves one, and the next
+// agent deletes it and upgrades again (agent/actions), a second real
+// start of that revision, which the hub rightly records twice.
+func (e *chaosEnv) replacedPending(g Gomega, spoke string) map[int32]int32 {
+	out := map[int32]int32{}
+	for _, path := range e.agentLogs[spoke] {
+		raw, err := os.ReadFile(path)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, line := range strings.Split(string(raw), "\n") {
+			var entry struct {
+				Msg      string `json:"msg"`
+				Revision int32  `json:"revision"`
+			}
+			if json.Unmarshal([]byte(line), &entry) == nil && strings.HasPrefix(entry.Msg, "Replacing the pending revision") {
+				out[entry.Revision]++
+			}
+		}
+	}
+	return out
 }
 
 // killAgent kills a spoke's agent (SIGKILL to its process group) and waits
@@ -173,7 +200,9 @@ func (e *chaosEnv) helm(g Gomega, spoke string, args ...string) {
 // release is `helm upgrade --install` of the demo chart at version on a
 // spoke: one new Helm revision.
 func (e *chaosEnv) release(g Gomega, spoke, name, version string) {
-	e.helm(g, spoke, "upgrade", "--install", name, e.repo.ChartURL(version), "--create-namespace")
+	// --history-max 0: Helm keeps every revision (the CLI's default prunes
+	// past 10), so that each can be compared with the hub's record.
+	e.helm(g, spoke, "upgrade", "--install", name, e.repo.ChartURL(version), "--create-namespace", "--history-max", "0")
 }
 
 // storage returns a release's revisions as the spoke's Helm storage
@@ -217,6 +246,8 @@ func (e *chaosEnv) setup(g Gomega, name string) {
 	p.Spec.Promotion.Helm = &tugboatv1alpha1.HelmStrategy{Repository: e.repo.URL, Chart: devenv.DemoChart}
 	// Longer than any outage of the run: a promotion waits them out.
 	p.Spec.Timeout = &metav1.Duration{Duration: 30 * time.Minute}
+	// Every Promotion of the run is kept, to be counted.
+	p.Spec.HistoryLimit = ptr.To(int32(100))
 	g.Expect(e.f.hub.Client.Create(context.Background(), p)).To(Succeed())
 }
 
@@ -224,10 +255,13 @@ func (e *chaosEnv) setup(g Gomega, name string) {
 // is injected (not a wait for a controller).
 func after(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// inject waits for a drawn offset in [lo, hi] and then runs fault.
-func inject(r *rand.Rand, lo, hi time.Duration, fault func()) {
-	<-after(chaos.Between(r, lo, hi))
+// inject waits for a drawn offset in [lo, hi] and then runs fault,
+// logging what it did when.
+func (e *chaosEnv) inject(r *rand.Rand, lo, hi time.Duration, what string, fault func()) {
+	d := chaos.Between(r, lo, hi)
+	<-after(d)
 	fault()
+	e.t.Logf("fault: %s, %s after the release", what, d.Round(time.Millisecond))
 }
 
 func versionN(i int) string { return fmt.Sprintf("1.0.%d", i) }

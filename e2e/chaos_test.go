@@ -26,11 +26,19 @@ const envChaosScenarios = "CHAOS_SCENARIOS"
 // generous, for a loaded 2-core machine.
 const promoteBound = 4 * time.Minute
 
-// chaosScenario injects one kind of fault into a stream of releases and
-// returns what it released and a description of the faults.
+// chaosScenario injects one kind of fault into a stream of releases.
 type chaosScenario struct {
 	name string
-	run  func(g Gomega, e *chaosEnv, r *rand.Rand, name string) (released []string, faults string)
+	run  func(g Gomega, e *chaosEnv, r *rand.Rand, name string) chaosRun
+}
+
+// chaosRun is what a scenario did: the versions it released in dev, those
+// of them to be promoted (all but a version superseded in dev while the
+// hub could not see it: the pipeline promotes what dev runs), and its
+// faults.
+type chaosRun struct {
+	released, expected []string
+	faults             string
 }
 
 // TestChaos runs real releases (the helm CLI in dev, promoted to staging
@@ -78,9 +86,9 @@ func TestChaos(t *testing.T) {
 	for _, sc := range scenarios {
 		start := time.Now()
 		e.setup(g, sc.name)
-		released, faults := sc.run(g, e, cfg.Rand(sc.name), sc.name)
-		fig := e.settle(g, sc.name, released, 3*time.Minute)
-		fig.Faults, fig.Took = faults, time.Since(start)
+		run := sc.run(g, e, cfg.Rand(sc.name), sc.name)
+		fig := e.settle(g, sc.name, run, 3*time.Minute)
+		fig.Faults, fig.Took = run.faults, time.Since(start)
 		rows = append(rows, fig.row())
 	}
 	t.Logf("chaos suite took %s (load average %s)", time.Since(began).Round(time.Second), loadAverage())
@@ -89,7 +97,7 @@ func TestChaos(t *testing.T) {
 // chaosHubKill kills the hub process (SIGKILL) 2·scale times, each at a
 // random point 0–6 s after a release (while the hub records it, decides or
 // runs its promotion), and starts it again after 0–3 s.
-func chaosHubKill(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]string, string) {
+func chaosHubKill(g Gomega, e *chaosEnv, r *rand.Rand, name string) chaosRun {
 	kills := 2 * e.cfg.Scale
 	var released []string
 	for i := 1; i <= kills+1; i++ {
@@ -97,19 +105,19 @@ func chaosHubKill(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]string, s
 		e.release(g, "dev", name, v)
 		released = append(released, v)
 		if i <= kills {
-			inject(r, 0, 6*time.Second, func() { e.killHub(g) })
+			e.inject(r, 0, 6*time.Second, "hub SIGKILL", func() { e.killHub(g) })
 			<-after(chaos.Between(r, 0, 3*time.Second)) // the hub stays down
 			e.startHub()
 		}
 		e.waitPromoted(g, name, v, promoteBound)
 	}
-	return released, fmt.Sprintf("%d hub SIGKILLs", kills)
+	return chaosRun{released: released, expected: released, faults: fmt.Sprintf("%d hub SIGKILLs", kills)}
 }
 
 // chaosHubControlPlane crashes the hub's kube-apiserver (SIGKILL, then a
 // restart) 0–3 s after a release, while the hub writes its history, and
 // pauses the hub's etcd (SIGSTOP) for 2–8 s, in turn.
-func chaosHubControlPlane(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]string, string) {
+func chaosHubControlPlane(g Gomega, e *chaosEnv, r *rand.Rand, name string) chaosRun {
 	hub := e.f.hub
 	var released []string
 	restarts, pauses := 0, 0
@@ -118,14 +126,14 @@ func chaosHubControlPlane(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]s
 		e.release(g, "dev", name, v)
 		released = append(released, v)
 		if i%2 == 1 {
-			inject(r, 0, 3*time.Second, func() {
+			e.inject(r, 0, 3*time.Second, "hub kube-apiserver SIGKILL and restart", func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
 				g.Expect(hub.Restart(ctx, harness.ProcessKubeAPIServer, 0)).To(Succeed())
 			})
 			restarts++
 		} else {
-			inject(r, 0, 3*time.Second, func() {
+			e.inject(r, 0, 3*time.Second, "hub etcd paused, then resumed", func() {
 				g.Expect(hub.Pause(harness.ProcessEtcd)).To(Succeed())
 				<-after(chaos.Between(r, 2*time.Second, 8*time.Second)) // etcd stays paused
 				g.Expect(hub.Resume(harness.ProcessEtcd)).To(Succeed())
@@ -134,13 +142,13 @@ func chaosHubControlPlane(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]s
 		}
 		e.waitPromoted(g, name, v, promoteBound)
 	}
-	return released, fmt.Sprintf("%d hub kube-apiserver crashes, %d hub etcd pauses", restarts, pauses)
+	return chaosRun{released: released, expected: released, faults: fmt.Sprintf("%d hub kube-apiserver crashes, %d hub etcd pauses", restarts, pauses)}
 }
 
 // chaosAgentAndSpoke kills an agent (SIGKILL to its process group) and
 // starts it again after 0–3 s, and crashes a spoke's kube-apiserver: in
 // dev just after a release, in staging during the promotion.
-func chaosAgentAndSpoke(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]string, string) {
+func chaosAgentAndSpoke(g Gomega, e *chaosEnv, r *rand.Rand, name string) chaosRun {
 	var released []string
 	var faults []string
 	for i := 1; i <= 4*e.cfg.Scale; i++ {
@@ -153,12 +161,12 @@ func chaosAgentAndSpoke(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]str
 			lo, hi = time.Second, 6*time.Second // while staging applies the promotion
 		}
 		if (i-1)%4 < 2 {
-			inject(r, lo, hi, func() { e.killAgent(g, spoke) })
+			e.inject(r, lo, hi, spoke+" agent SIGKILL", func() { e.killAgent(g, spoke) })
 			<-after(chaos.Between(r, 0, 3*time.Second)) // the agent stays down
 			e.startAgent(spoke)
 			faults = append(faults, spoke+" agent SIGKILL")
 		} else {
-			inject(r, lo, hi, func() {
+			e.inject(r, lo, hi, spoke+" kube-apiserver SIGKILL and restart", func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
 				g.Expect(e.spokes[spoke].Restart(ctx, harness.ProcessKubeAPIServer, 0)).To(Succeed())
@@ -167,15 +175,15 @@ func chaosAgentAndSpoke(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]str
 		}
 		e.waitPromoted(g, name, v, promoteBound)
 	}
-	return released, strings.Join(compact(faults), ", ")
+	return chaosRun{released: released, expected: released, faults: strings.Join(compact(faults), ", ")}
 }
 
 // chaosNetwork puts faults on both agents' links to the hub: every
 // connection dropped several times, a delay of 1–2.5 s on every chunk
 // either way, and the link cut for 40 s, 5 min and 20 min of protocol time
 // (scaled by CHAOS_TIME_SCALE) with releases made during each cut.
-func chaosNetwork(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]string, string) {
-	var released []string
+func chaosNetwork(g Gomega, e *chaosEnv, r *rand.Rand, name string) chaosRun {
+	var released, expected []string
 	next := func() string {
 		v := versionN(len(released) + 1)
 		e.release(g, "dev", name, v)
@@ -186,8 +194,9 @@ func chaosNetwork(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]string, s
 	var delays []string
 	for range e.cfg.Scale {
 		v := next()
+		expected = append(expected, v)
 		for range 3 {
-			inject(r, 0, 2*time.Second, func() {
+			e.inject(r, 0, 2*time.Second, "connections dropped", func() {
 				for _, p := range e.proxies {
 					drops += p.Drop()
 				}
@@ -201,6 +210,7 @@ func chaosNetwork(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]string, s
 			p.SetDelay(d)
 		}
 		v = next()
+		expected = append(expected, v)
 		e.waitPromoted(g, name, v, promoteBound)
 		for _, p := range e.proxies {
 			p.SetDelay(0)
@@ -221,14 +231,15 @@ func chaosNetwork(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]string, s
 		for range c.releases {
 			v = next()
 		}
-		<-after(outage) // the outage lasts
+		expected = append(expected, v) // the last: dev runs it when the link is back
+		<-after(outage)                // the outage lasts
 		g.Expect(e.recordedRevision(g, "dev", name)).To(Equal(before), "nothing reaches the hub while the link is cut")
 		for _, p := range e.proxies {
 			p.Restore()
 		}
 		e.waitPromoted(g, name, v, promoteBound)
 	}
-	return released, fmt.Sprintf("%d connections dropped, delays %s, cuts %s", drops, strings.Join(delays, " "), strings.Join(cuts, ", "))
+	return chaosRun{released: released, expected: expected, faults: fmt.Sprintf("%d connections dropped, delays %s, cuts %s", drops, strings.Join(delays, " "), strings.Join(cuts, ", "))}
 }
 
 // recordedRevision is the current revision the hub records for a release
@@ -244,7 +255,7 @@ func (e *chaosEnv) recordedRevision(g Gomega, spoke, name string) int32 {
 // Clock option): ±4m50s, within the ±5 min replay window, must work; ±6
 // min is refused (401, stale_timestamp) and nothing is recorded, and once
 // the skew is removed everything arrives.
-func chaosClock(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]string, string) {
+func chaosClock(g Gomega, e *chaosEnv, r *rand.Rand, name string) chaosRun {
 	var skew atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	reg := prometheus.NewRegistry()
@@ -276,7 +287,7 @@ func chaosClock(g Gomega, e *chaosEnv, r *rand.Rand, name string) ([]string, str
 			e.waitPromoted(g, name, v, promoteBound)
 		}
 	}
-	return released, fmt.Sprintf("hub clock skewed %s (in turn)", strings.Join(skews, ", "))
+	return chaosRun{released: released, expected: released, faults: fmt.Sprintf("hub clock skewed %s (in turn)", strings.Join(skews, ", "))}
 }
 
 // staleRejections is how many requests the in-process hub's receiver
