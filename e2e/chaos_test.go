@@ -111,7 +111,7 @@ func chaosHubKill(g Gomega, e *chaosEnv, r *rand.Rand, name string) chaosRun {
 		}
 		e.waitPromoted(g, name, v, promoteBound)
 	}
-	return chaosRun{released: released, expected: released, faults: fmt.Sprintf("%d hub SIGKILLs", kills)}
+	return chaosRun{released: released, expected: released, faults: fmt.Sprintf("%d× hub SIGKILL", kills)}
 }
 
 // chaosHubControlPlane crashes the hub's kube-apiserver (SIGKILL, then a
@@ -142,7 +142,7 @@ func chaosHubControlPlane(g Gomega, e *chaosEnv, r *rand.Rand, name string) chao
 		}
 		e.waitPromoted(g, name, v, promoteBound)
 	}
-	return chaosRun{released: released, expected: released, faults: fmt.Sprintf("%d hub kube-apiserver crashes, %d hub etcd pauses", restarts, pauses)}
+	return chaosRun{released: released, expected: released, faults: fmt.Sprintf("%d× hub kube-apiserver crash, %d× hub etcd pause", restarts, pauses)}
 }
 
 // chaosAgentAndSpoke kills an agent (SIGKILL to its process group) and
