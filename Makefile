@@ -85,6 +85,14 @@ test: k8s-bins ## Run every test, including the multi-cluster e2e suites against
 mutate: k8s-bins ## Mutation test: apply deliberate bugs to the pipeline, recorder, receiver and reporter rules one at a time and count those the tests catch (score in docs/reliability.md; not part of test).
 	go run ./e2e/mutate
 
+CHAOS_SEED ?=
+CHAOS_SCALE ?= 3
+CHAOS_TIME_SCALE ?= 10
+.PHONY: chaos
+chaos: k8s-bins ## The chaos suite, longer than in test: CHAOS_SCALE (releases and faults per scenario, 1-3), CHAOS_TIME_SCALE (10: a 5-minute outage lasts 30s); CHAOS_SEED reproduces a run.
+	CHAOS_SEED=$(CHAOS_SEED) CHAOS_SCALE=$(CHAOS_SCALE) CHAOS_TIME_SCALE=$(CHAOS_TIME_SCALE) \
+		go test -count=1 -timeout=90m -run '^TestChaos$$' -v ./e2e/
+
 .PHONY: bench
 bench: k8s-bins ## Run the benchmarks (figures go to docs/benchmarks.md).
 	go test -count=1 -timeout=60m -run='^$$' -bench=. -benchmem $(PKGS)

@@ -217,7 +217,7 @@ func hubBenchInt(b *testing.B, name string, def int) int {
 }
 
 // buildHubBinary builds the tugboat binary once, into a temporary directory.
-func buildHubBinary(b *testing.B) string {
+func buildHubBinary(b testing.TB) string {
 	b.Helper()
 	wd, err := os.Getwd()
 	if err != nil {
@@ -244,7 +244,7 @@ type hubProcess struct {
 	log         string
 }
 
-func freeAddr(b *testing.B) string {
+func freeAddr(b testing.TB) string {
 	b.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -254,10 +254,10 @@ func freeAddr(b *testing.B) string {
 	return l.Addr().String()
 }
 
-// startHubProcess starts `tugboat hub` against c and waits until its
-// receiver is ready. It stops the process (SIGTERM, then SIGKILL) at
-// cleanup.
-func startHubProcess(b *testing.B, bin string, c *harness.Cluster) *hubProcess {
+// startHubProcess starts `tugboat hub` against c, with extra flags
+// appended, and waits until its receiver is ready. It stops the process
+// (SIGTERM, then SIGKILL) at cleanup.
+func startHubProcess(b testing.TB, bin string, c *harness.Cluster, extra ...string) *hubProcess {
 	b.Helper()
 	hp := &hubProcess{addr: freeAddr(b), metricsAddr: freeAddr(b), log: filepath.Join(b.TempDir(), "hub.log")}
 	logFile, err := os.Create(hp.log)
@@ -276,6 +276,7 @@ func startHubProcess(b *testing.B, bin string, c *harness.Cluster) *hubProcess {
 		"--receiver-bind-address", hp.addr,
 	)
 	hp.cmd.Args = append(hp.cmd.Args, strings.Fields(os.Getenv(envBenchHubArgs))...)
+	hp.cmd.Args = append(hp.cmd.Args, extra...)
 	hp.cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath)
 	hp.cmd.Stdout, hp.cmd.Stderr = logFile, logFile
 	if err := hp.cmd.Start(); err != nil {

@@ -1,9 +1,11 @@
 package tracker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -76,6 +78,12 @@ type entry struct {
 	// (status or health), so that a health change is announced even when
 	// it happened while a pending status or the settle time masked it.
 	sent wire.ReleaseState
+	// replay holds the statuses listed at start, announced once the
+	// release's health is known: an agent stopped between Helm's write and
+	// the event's delivery, or down while a release happened, never sent
+	// them. The ids are those of the first report, so the hub drops what
+	// it already has.
+	replay []statusKey
 }
 
 type statusKey struct {
@@ -241,7 +249,9 @@ func (t *Tracker) ObserveStorage(obj any, initial bool) {
 	sk := statusKey{rel.Revision, rel.Status}
 	if !e.seen[sk] {
 		e.seen[sk] = true
-		if !initial {
+		if initial {
+			e.replay = append(e.replay, sk)
+		} else {
 			events = append(events, t.statusEventLocked(e, rel))
 		}
 	}
@@ -467,6 +477,7 @@ func (t *Tracker) recompute(ctx context.Context, key release.Key) {
 		return
 	}
 	e.health, e.computed = res, true
+	t.replayLocked(e)
 	after := t.stateLocked(e)
 	if t.settling(e) {
 		// Come back when the settle time is over. The AddAfter in
@@ -506,6 +517,26 @@ func (t *Tracker) recompute(ctx context.Context, key release.Key) {
 	state := after
 	t.sink.Enqueue(t.event(key.Namespace, key.Name, after.Revision, e.latest.StorageUID, wire.EventHealthChanged, typ, reason, msg, nil,
 		maxRV<<2|int64(healthRank(after.Health)), &state))
+}
+
+// replayLocked announces the statuses e listed at start that are still
+// stored, oldest revision first; the latest one's event carries the health
+// just computed, so the one after it is not announced again.
+func (t *Tracker) replayLocked(e *entry) {
+	if len(e.replay) == 0 {
+		return
+	}
+	slices.SortFunc(e.replay, func(a, b statusKey) int { return cmp.Compare(a.revision, b.revision) })
+	var events []wire.Event
+	for _, sk := range e.replay {
+		if rel := e.revisions[sk.revision]; rel != nil && rel.Status == sk.status {
+			events = append(events, t.statusEventLocked(e, rel))
+		}
+	}
+	e.replay = nil
+	if len(events) > 0 {
+		t.sink.Enqueue(events...)
+	}
 }
 
 func healthRank(h wire.Health) int {

@@ -386,3 +386,58 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// TestTracker_announcesWhatItListsAtStart: an agent killed after Helm
+// wrote a status and before its event reached the hub (or down while a
+// release happened) starts over the storage as it is. The new tracker
+// announces each listed revision's status once the release's health is
+// known, with the ids a tracker that saw it happen sent, so the hub drops
+// what it already has and records what it missed (found by the chaos
+// suite: a staging agent killed during a promotion lost revision 2's
+// Superseded event).
+func TestTracker_announcesWhatItListsAtStart(t *testing.T) {
+	g := NewWithT(t)
+	noObjects := func(context.Context, release.Key) ([]*unstructured.Unstructured, error) { return nil, nil }
+	secret := func(rev int, status string) *corev1.Secret {
+		return releaseSecret("web", rev, status, types.UID(fmt.Sprintf("uid-%d", rev)))
+	}
+	statusIDs := func(events []wire.Event) map[string]string {
+		out := map[string]string{}
+		for _, e := range events {
+			if e.Kind == wire.EventReleaseStatus || e.Kind == wire.EventReleaseStarted {
+				out[fmt.Sprintf("%d %s", e.Revision, e.Reason)] = e.ID
+			}
+		}
+		return out
+	}
+
+	// The first agent sees install and upgrade happen.
+	live := &recorder{}
+	first := New(Options{Spoke: "spoke-1", Settle: time.Millisecond}, live, noObjects)
+	for _, s := range []*corev1.Secret{secret(1, "pending-install"), secret(1, "deployed"), secret(2, "pending-upgrade"),
+		secret(1, "superseded"), secret(2, "deployed")} {
+		first.ObserveStorage(s, false)
+	}
+	want := statusIDs(live.all())
+	g.Expect(want).To(HaveKey("1 Superseded"))
+	g.Expect(want).To(HaveKey("2 Deployed"))
+
+	// A new agent lists the storage as it is now.
+	restarted := &recorder{}
+	second := New(Options{Spoke: "spoke-1", Settle: time.Millisecond}, restarted, noObjects)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = second.Start(ctx) }()
+	second.ObserveStorage(secret(2, "deployed"), true)
+	second.ObserveStorage(secret(1, "superseded"), true)
+	g.Eventually(func() map[string]string { return statusIDs(restarted.all()) }).WithTimeout(10 * time.Second).Should(Equal(map[string]string{
+		"1 Superseded": want["1 Superseded"],
+		"2 Deployed":   want["2 Deployed"],
+	}))
+	for _, e := range restarted.all() {
+		if e.Reason == "Deployed" {
+			g.Expect(e.State).NotTo(BeNil())
+			g.Expect(e.State.Health).NotTo(Equal(wire.HealthInProgress), "announced once the health is known: %s", e.State.HealthReason)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -159,7 +158,7 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	// etcd
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
-	if err := c.run("etcd", bin(bins.Etcd), []string{
+	if err := c.run(ProcessEtcd, bin(bins.Etcd), []string{
 		"--name=default",
 		"--data-dir=" + filepath.Join(dir, "etcd"),
 		"--listen-client-urls=" + clientURL, "--advertise-client-urls=" + clientURL,
@@ -173,7 +172,7 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 	// kube-apiserver
 	c.APIServerURL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	if err := c.run("kube-apiserver", bin(bins.KubeAPIServer), []string{
+	if err := c.run(ProcessKubeAPIServer, bin(bins.KubeAPIServer), []string{
 		"--etcd-servers=" + clientURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(apiPort),
@@ -205,19 +204,7 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := writeKubeconfig(c.KubeconfigPath, opts.Name, c.RESTConfig); err != nil {
 		return nil, err
 	}
-	httpClient, err := rest.HTTPClientFor(c.RESTConfig)
-	if err != nil {
-		return nil, err
-	}
-	if err := waitFor(ctx, "kube-apiserver /readyz", 100*time.Millisecond, c.procs, func(ctx context.Context) bool {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.APIServerURL+"/readyz", nil)
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}); err != nil {
+	if err := c.WaitReady(ctx); err != nil {
 		return nil, err
 	}
 	c.Client, err = client.New(c.RESTConfig, client.Options{Scheme: opts.Scheme})
@@ -242,7 +229,7 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 // and registers one fake node that kwok keeps Ready.
 func (c *Cluster) startNodeComponents(ctx context.Context, bin func(string) string) error {
 	kubeconfig := "--kubeconfig=" + c.KubeconfigPath
-	if err := c.run("kube-controller-manager", bin(bins.KubeControllerManager), []string{
+	if err := c.run(ProcessKubeControllerManager, bin(bins.KubeControllerManager), []string{
 		kubeconfig,
 		"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller," +
 			"node-lifecycle-controller,namespace-controller,job-controller,statefulset-controller,daemonset-controller",
@@ -254,7 +241,7 @@ func (c *Cluster) startNodeComponents(ctx context.Context, bin func(string) stri
 	}); err != nil {
 		return err
 	}
-	if err := c.run("kube-scheduler", bin(bins.KubeScheduler), []string{
+	if err := c.run(ProcessKubeScheduler, bin(bins.KubeScheduler), []string{
 		kubeconfig, "--leader-elect=false", "--secure-port=0", "--v=0",
 	}); err != nil {
 		return err
@@ -263,7 +250,7 @@ func (c *Cluster) startNodeComponents(ctx context.Context, bin func(string) stri
 	if err != nil {
 		return err
 	}
-	if err := c.run("kwok", bin(bins.Kwok), []string{
+	if err := c.run(ProcessKwok, bin(bins.Kwok), []string{
 		kubeconfig,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",

@@ -8,7 +8,9 @@
 // chosen at start, with its own temporary directory, so several clusters run
 // side by side. Stop kills the group and waits; StartT does so at test
 // cleanup, also after a failure or panic, and prints the log directory when
-// the test failed.
+// the test failed. Restart, Pause and Resume crash, restart and hang one
+// process of a running cluster (etcd, the API server, ...), for fault
+// injection (the chaos suite, e2e/chaos_test.go).
 //
 // The harness is for tests and local development only; it makes no attempt to
 // be a production cluster (no kubelet, no networking, no persistence).

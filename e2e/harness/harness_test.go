@@ -108,6 +108,38 @@ func TestHarness_controlPlaneOnly(t *testing.T) {
 	g.Expect(nodes.Items).To(BeEmpty())
 }
 
+// TestHarness_restartPauseResume crashes and restarts the API server and
+// etcd, and pauses etcd: requests fail while etcd is paused and succeed
+// after Resume, and what was written survives each restart.
+func TestHarness_restartPauseResume(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := harness.StartT(t, harness.Options{Name: "faults", ControlPlaneOnly: true})
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}
+	g.Expect(c.Client.Create(ctx, ns)).To(Succeed())
+	get := func(timeout time.Duration) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return c.Client.Get(ctx, client.ObjectKey{Name: "kept"}, &corev1.Namespace{})
+	}
+
+	g.Expect(c.Pause(harness.ProcessEtcd)).To(Succeed())
+	g.Expect(get(2*time.Second)).NotTo(Succeed(), "a read while etcd is paused")
+	g.Expect(c.Resume(harness.ProcessEtcd)).To(Succeed())
+	g.Eventually(func() error { return get(5 * time.Second) }).WithTimeout(60 * time.Second).Should(Succeed())
+
+	for _, name := range []string{harness.ProcessKubeAPIServer, harness.ProcessEtcd} {
+		before := c.PIDs()
+		rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		g.Expect(c.Restart(rctx, name, 0)).To(Succeed(), name)
+		cancel()
+		g.Expect(c.PIDs()).NotTo(Equal(before), name)
+		g.Expect(c.PIDs()).To(HaveLen(2))
+		g.Eventually(func() error { return get(5 * time.Second) }).WithTimeout(60*time.Second).Should(Succeed(), "after restarting %s", name)
+	}
+	g.Expect(c.Restart(ctx, "no-such-process", 0)).To(MatchError(ContainSubstring("no process")))
+}
+
 func testDeployment(name string, replicas int32) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{

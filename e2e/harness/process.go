@@ -22,6 +22,7 @@ type process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
+	env     []string // extra environment, kept for a restart
 	done    chan struct{}
 	err     error // set before done is closed
 }
@@ -69,7 +70,7 @@ func startProcess(name, binary string, args []string, logPath string, env []stri
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, logPath: logPath, env: env, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		_ = logFile.Close()
@@ -108,6 +109,11 @@ func (p *process) stop(grace time.Duration) {
 	}
 	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
 	<-p.done
+}
+
+// restart starts the same command line again, appending to the same log.
+func (p *process) restart() (*process, error) {
+	return startProcess(p.name, p.cmd.Path, p.cmd.Args[1:], p.logPath, p.env)
 }
 
 // tail returns the last n bytes of the process's log, for error messages.
