@@ -282,6 +282,25 @@ func (f *fleet) agentKubeconfig(c *harness.Cluster, helmNamespaces ...string) st
 	return path
 }
 
+// hubKubeconfig is a kubeconfig of the hub cluster acting as the hub
+// chart's ServiceAccount (installHubChart), for hub processes.
+func (f *fleet) hubKubeconfig() string {
+	f.t.Helper()
+	kc, err := clientcmd.LoadFromFile(f.hub.KubeconfigPath)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	hub := identity.HubConfig(f.hub.RESTConfig).Impersonate
+	for _, auth := range kc.AuthInfos {
+		auth.Impersonate, auth.ImpersonateGroups = hub.UserName, hub.Groups
+	}
+	path := filepath.Join(f.t.TempDir(), "hub.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		f.t.Fatal(err)
+	}
+	return path
+}
+
 // webhookRegistration grants the agent's ServiceAccount on c what
 // --webhook-register needs (writing webhook configurations): a test-only
 // right, the chart deploys the configurations instead.

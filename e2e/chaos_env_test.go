@@ -28,6 +28,7 @@ import (
 	"tugboat.dev/tugboat/e2e/chaos"
 	"tugboat.dev/tugboat/e2e/devenv"
 	"tugboat.dev/tugboat/e2e/harness"
+	"tugboat.dev/tugboat/e2e/identity"
 )
 
 // chaosSpokes are the suite's spokes, in pipeline order: releases are made
@@ -109,7 +110,7 @@ func (e *chaosEnv) hubFlags() []string {
 // startHub starts `tugboat hub` and points the proxies at it.
 func (e *chaosEnv) startHub() {
 	e.t.Helper()
-	e.hubProc = startHubProcess(e.t, e.bin, e.f.hub, e.hubFlags()...)
+	e.hubProc = startHubProcess(e.t, e.bin, e.f.hubKubeconfig(), e.hubFlags()...)
 	for _, p := range e.proxies {
 		p.SetUpstream(e.hubProc.addr)
 	}
@@ -137,7 +138,7 @@ func (e *chaosEnv) startInProcessHub(g Gomega, clock func() time.Time, reg *prom
 	opts.Receiver.ActionPollTimeout = 2 * time.Second
 	opts.Spoke.HeartbeatTimeout = e.cfg.Protocol(chaosHeartbeatTimeout, 10*time.Second)
 	opts.History.RevisionLimit = tugboatv1alpha1.MaxRevisions
-	_, e.stopInProcess = hubtest.Start(e.t, e.f.hub.RESTConfig, opts)
+	_, e.stopInProcess = hubtest.Start(e.t, identity.HubConfig(e.f.hub.RESTConfig), opts)
 	for _, p := range e.proxies {
 		p.SetUpstream(opts.Receiver.BindAddress)
 	}
@@ -147,7 +148,7 @@ func (e *chaosEnv) startInProcessHub(g Gomega, clock func() time.Time, reg *prom
 // proxy.
 func (e *chaosEnv) startAgent(name string) {
 	e.t.Helper()
-	cmd, logPath := startAgentProcess(e.t, e.bin, e.spokes[name], name, "http://"+e.proxies[name].Addr(), e.keyFiles[name], "0",
+	cmd, logPath := startAgentProcess(e.t, e.bin, e.f.agentKubeconfig(e.spokes[name], "apps"), name, "http://"+e.proxies[name].Addr(), e.keyFiles[name], "0",
 		"--hub-state-interval", e.cfg.Protocol(chaosStateInterval, time.Second).String(),
 		"--hub-backoff-max", e.cfg.Protocol(chaosBackoffMax, time.Second).String(),
 		"--actions-allowed-namespaces", "apps",

@@ -64,7 +64,7 @@ func BenchmarkHub_endToEnd(b *testing.B) {
 	maxRequests := hubBenchInt(b, envBenchMaxRequests, 1_000_000)
 
 	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
-	hp := startHubProcess(b, buildHubBinary(b), hubCluster)
+	hp := startHubProcess(b, buildHubBinary(b), hubCluster.KubeconfigPath)
 	b.Logf("hub: %s", strings.Join(hp.cmd.Args[1:], " "))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -254,10 +254,10 @@ func freeAddr(b testing.TB) string {
 	return l.Addr().String()
 }
 
-// startHubProcess starts `tugboat hub` against c, with extra flags
-// appended, and waits until its receiver is ready. It stops the process
-// (SIGTERM, then SIGKILL) at cleanup.
-func startHubProcess(b testing.TB, bin string, c *harness.Cluster, extra ...string) *hubProcess {
+// startHubProcess starts `tugboat hub` against the cluster of kubeconfig,
+// with extra flags appended, and waits until its receiver is ready. It
+// stops the process (SIGTERM, then SIGKILL) at cleanup.
+func startHubProcess(b testing.TB, bin, kubeconfig string, extra ...string) *hubProcess {
 	b.Helper()
 	hp := &hubProcess{addr: freeAddr(b), metricsAddr: freeAddr(b), log: filepath.Join(b.TempDir(), "hub.log")}
 	logFile, err := os.Create(hp.log)
@@ -277,7 +277,7 @@ func startHubProcess(b testing.TB, bin string, c *harness.Cluster, extra ...stri
 	)
 	hp.cmd.Args = append(hp.cmd.Args, strings.Fields(os.Getenv(envBenchHubArgs))...)
 	hp.cmd.Args = append(hp.cmd.Args, extra...)
-	hp.cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath)
+	hp.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	hp.cmd.Stdout, hp.cmd.Stderr = logFile, logFile
 	if err := hp.cmd.Start(); err != nil {
 		b.Fatal(err)
