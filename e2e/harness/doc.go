@@ -4,9 +4,10 @@
 // node-lifecycle, namespace and job controllers), kube-scheduler and kwok,
 // which runs fake nodes whose pods become Ready without a kubelet.
 //
-// Every process of a cluster runs in one process group on loopback ports
-// chosen at start, with its own temporary directory, so several clusters run
-// side by side. Stop kills the group and waits; StartT does so at test
+// Every process of a cluster runs in a process group of its own, on
+// loopback ports chosen at start, with the cluster's own temporary
+// directory, so several clusters run side by side. Stop kills the groups
+// and waits; StartT does so at test
 // cleanup, also after a failure or panic, and prints the log directory when
 // the test failed. Restart, Pause and Resume crash, restart and hang one
 // process of a running cluster (etcd, the API server, ...), for fault
