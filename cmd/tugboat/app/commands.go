@@ -20,5 +20,7 @@ func commands() []*cobra.Command {
 		newDoctorCommand(),
 		newInstallCommand(),
 		newUninstallCommand(),
+		newReleasesCommand(),
+		newTargetCommand(),
 	}
 }
