@@ -169,7 +169,10 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 			return nil, err
 		}
 	}
-	a.Tracker = tracker.New(tracker.Options{Spoke: opts.Reporter.Spoke, Settle: opts.Settle, Logger: log.WithName("tracker")},
+	a.Tracker = tracker.New(tracker.Options{Spoke: opts.Reporter.Spoke, Settle: opts.Settle, Logger: log.WithName("tracker"),
+		Fresh: func(ctx context.Context, rel release.Key) ([]*unstructured.Unstructured, error) {
+			return a.listWorkloadsFrom(ctx, a.Manager.GetAPIReader(), rel, client.InNamespace(rel.Namespace))
+		}},
 		rep, a.listWorkloads)
 
 	if !opts.Webhook.Disabled {
@@ -265,6 +268,14 @@ func (a *Agent) snapshot(ctx context.Context) (*wire.StateSnapshot, error) {
 
 // listWorkloads lists a release's tracked workloads from the cache.
 func (a *Agent) listWorkloads(ctx context.Context, rel release.Key) ([]*unstructured.Unstructured, error) {
+	return a.listWorkloadsFrom(ctx, a.Manager.GetCache(), rel)
+}
+
+// listWorkloadsFrom lists the release's workloads through r: the cache, or
+// the API server itself (the tracker's fresh reads of a newly deployed
+// revision, in the release's namespace, which the agent may read even when
+// it watches only some namespaces).
+func (a *Agent) listWorkloadsFrom(ctx context.Context, r client.Reader, rel release.Key, opts ...client.ListOption) ([]*unstructured.Unstructured, error) {
 	sel := client.MatchingLabels{ownership.LabelRelease: rel.Name, ownership.LabelReleaseNamespace: rel.Namespace}
 	var out []*unstructured.Unstructured
 	for _, w := range workloads {
@@ -272,7 +283,7 @@ func (a *Agent) listWorkloads(ctx context.Context, rel release.Key) ([]*unstruct
 			continue // their Deployment speaks for them
 		}
 		list := w.list.DeepCopyObject().(client.ObjectList)
-		if err := a.Manager.GetCache().List(ctx, list, sel); err != nil {
+		if err := r.List(ctx, list, append([]client.ListOption{sel}, opts...)...); err != nil {
 			return nil, err
 		}
 		items, err := apimeta.ExtractList(list)

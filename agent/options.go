@@ -113,7 +113,7 @@ func NewOptions() Options {
 		Backfill:         true,
 		BackfillRate:     20,
 		BackfillInterval: 5 * time.Minute,
-		Settle:           500 * time.Millisecond,
+		Settle:           0,
 		Actions:          actions.NewOptions(),
 
 		HelmReleaseDiscoveryInterval: time.Minute,
@@ -142,7 +142,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Backfill, "backfill", o.Backfill, "label objects that existed before the agent started")
 	fs.Float32Var(&o.BackfillRate, "backfill-rate", o.BackfillRate, "backfill patches per second")
 	fs.DurationVar(&o.BackfillInterval, "backfill-interval", o.BackfillInterval, "time between backfill passes, which label what the webhooks missed (0: at start only)")
-	fs.DurationVar(&o.Settle, "settle-time", o.Settle, "how long a newly deployed revision stays InProgress before its workloads can declare it healthy")
+	fs.DurationVar(&o.Settle, "settle-time", o.Settle, "extra time a newly deployed revision stays InProgress before its workloads can declare it healthy (0: none; a fresh read of its workloads from the API server already keeps stale cached ones from declaring it early)")
 	fs.DurationVar(&o.HelmReleaseDiscoveryInterval, "helmrelease-discovery-interval", o.HelmReleaseDiscoveryInterval,
 		"how often to check again whether the cluster serves Flux HelmReleases, while it does not (0: at start only)")
 	o.Actions.BindFlags(fs)

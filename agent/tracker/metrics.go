@@ -11,5 +11,11 @@ var decodeErrors = prometheus.NewCounter(prometheus.CounterOpts{
 })
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(decodeErrors)
+	registerMetric(decodeErrors)
+}
+
+// registerMetric registers c with controller-runtime's registry (served on
+// the agent's /metrics).
+func registerMetric(c prometheus.Collector) {
+	ctrlmetrics.Registry.MustRegister(c)
 }

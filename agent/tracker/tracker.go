@@ -36,9 +36,16 @@ type Options struct {
 	Spoke string
 	// Decode bounds release decoding.
 	Decode release.DecodeOptions
+	// Fresh lists a release's workloads in the release's namespace from the
+	// API server rather than the cache (objects of other namespaces are
+	// taken from the cache). When set, a revision newly seen deployed is judged on fresh
+	// reads until it is found Current or the cache caught up (fresh.go), so
+	// that workloads the informers have not yet seen updated cannot make it
+	// look healthy early.
+	Fresh ObjectLister
 	// Settle is how long after a revision is first seen deployed its health
-	// stays InProgress, so that workloads the informers have not yet seen
-	// updated cannot make a new revision look healthy early.
+	// stays InProgress anyway. Without Fresh it defaults to 500ms (the only
+	// guard then); with Fresh it defaults to 0.
 	Settle time.Duration
 	// Logger receives decode problems and similar.
 	Logger logr.Logger
@@ -74,6 +81,17 @@ type entry struct {
 	// deployedAt is when the latest revision was first seen deployed.
 	deployedAt time.Time
 	deployedOf int
+	// confirmed is set once revision deployedOf was found Current (or it
+	// was deployed before the agent started); until then its health is
+	// judged on fresh reads, the last of which freshRV holds (uid →
+	// resourceVersion).
+	confirmed bool
+	freshRV   map[string]int64
+	// judgedOf is the deployed revision health was last computed for on
+	// objects that show it reliably (fresh, or a cache caught up): a health
+	// computed while an older revision was latest does not speak for a
+	// newer one deployed meanwhile.
+	judgedOf int
 	// sent is the state of the latest revision last sent with an event
 	// (status or health), so that a health change is announced even when
 	// it happened while a pending status or the settle time masked it.
@@ -93,7 +111,7 @@ type statusKey struct {
 
 // New returns a Tracker; call Start to run its health worker.
 func New(opts Options, sink Sink, objects ObjectLister) *Tracker {
-	if opts.Settle == 0 {
+	if opts.Settle == 0 && opts.Fresh == nil {
 		opts.Settle = 500 * time.Millisecond
 	}
 	if opts.Logger.GetSink() == nil {
@@ -177,13 +195,19 @@ func (t *Tracker) stateLocked(e *entry) wire.ReleaseState {
 		s.Health, s.HealthReason = wire.HealthFailed, clip(e.latest.Description)
 	case s.Status == wire.StatusUninstalled || s.Status == wire.StatusUninstalling:
 		s.Health, s.HealthReason = wire.HealthUnknown, string(s.Status)
-	case !e.computed || t.settling(e):
+	case !e.computed || t.settling(e) || t.unjudged(e):
 		s.Health, s.HealthReason = wire.HealthInProgress, fmt.Sprintf("waiting for the workloads of revision %d", s.Revision)
 	default:
 		s.Health, s.HealthReason = e.health.Health, clip(e.health.Reason)
 	}
 	t.withHelmReleaseLocked(e, &s)
 	return s
+}
+
+// unjudged reports whether the latest revision, newly deployed, has no
+// health computed for it yet on objects that show it reliably.
+func (t *Tracker) unjudged(e *entry) bool {
+	return t.opts.Fresh != nil && e.deployedOf == e.latest.Revision && !e.confirmed && e.judgedOf != e.deployedOf
 }
 
 func (t *Tracker) settling(e *entry) bool {
@@ -241,6 +265,7 @@ func (t *Tracker) ObserveStorage(obj any, initial bool) {
 	e.latest = pickLatest(e.revisions)
 	if e.latest.Status == wire.StatusDeployed && (e.deployedOf != e.latest.Revision) {
 		e.deployedOf, e.deployedAt = e.latest.Revision, t.now()
+		e.confirmed, e.freshRV = initial, nil
 		if initial {
 			e.deployedAt = time.Time{} // already settled before the agent started
 		}
@@ -459,6 +484,10 @@ func (t *Tracker) recompute(ctx context.Context, key release.Key) {
 		return
 	}
 	objs, err := t.objects(ctx, key)
+	judgedOf := 0
+	if err == nil {
+		objs, judgedOf, err = t.judgeObjects(ctx, key, e, objs)
+	}
 	if err != nil {
 		t.opts.Logger.Error(err, "listing the workloads of a release", "release", key.String())
 		t.queue.AddAfter(key, time.Second)
@@ -476,7 +505,10 @@ func (t *Tracker) recompute(ctx context.Context, key release.Key) {
 	if t.releases[key] != e || e.latest == nil {
 		return
 	}
-	e.health, e.computed = res, true
+	e.health, e.computed, e.judgedOf = res, true, judgedOf
+	if res.Health == wire.HealthCurrent && judgedOf != 0 && judgedOf == e.deployedOf && e.deployedOf == e.latest.Revision {
+		e.confirmed = true
+	}
 	t.replayLocked(e)
 	after := t.stateLocked(e)
 	if t.settling(e) {
