@@ -73,14 +73,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&tugboatv1alpha1.Promotion{}).
-		Watches(&tugboatv1alpha1.ReleaseHistory{}, handler.EnqueueRequestsFromMapFunc(r.promotionsForHistory)).
+		Watches(&tugboatv1alpha1.ReleaseHistory{}, handler.EnqueueRequestsFromMapFunc(r.promotionsFor)).
+		// A Spoke that joins or leaves an environment by its labels
+		// (spokeSelector) changes what a running Promotion waits for.
+		Watches(&tugboatv1alpha1.Spoke{}, handler.EnqueueRequestsFromMapFunc(r.promotionsFor)).
 		Named("promotion").
 		Complete(r)
 }
 
-// promotionsForHistory maps a ReleaseHistory to the unfinished Promotions of
-// the Pipelines that target it.
-func (r *Reconciler) promotionsForHistory(ctx context.Context, o client.Object) []reconcile.Request {
+// promotionsFor maps a ReleaseHistory or a Spoke to the unfinished
+// Promotions of the Pipelines that target it (pipeline.PipelinesFor).
+func (r *Reconciler) promotionsFor(ctx context.Context, o client.Object) []reconcile.Request {
 	pipelines, err := pipeline.PipelinesFor(ctx, r.Client, o)
 	if err != nil {
 		return nil
