@@ -61,7 +61,10 @@ type Reconciler struct {
 // IndexFields registers the field indexes the Pipeline and Promotion
 // reconcilers use. Call it once per manager.
 func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
-	fi := mgr.GetFieldIndexer()
+	return indexFields(ctx, mgr.GetFieldIndexer())
+}
+
+func indexFields(ctx context.Context, fi client.FieldIndexer) error {
 	if err := fi.IndexField(ctx, &tugboatv1alpha1.Pipeline{}, TargetIndex, func(o client.Object) []string {
 		p := o.(*tugboatv1alpha1.Pipeline)
 		var names []string
