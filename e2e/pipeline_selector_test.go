@@ -22,7 +22,7 @@ import (
 // ServiceAccount) against a real hub API server, with ReleaseHistories
 // written as the recorder writes them and strategies that do nothing: the
 // test plays the agents. Environment production selects the Spokes
-// labelled env=production. A Spoke labelled so after a Promotion started
+// labeled env=production. A Spoke labeled so after a Promotion started
 // joins the environment with no Pipeline edit: it is not part of that
 // Promotion, and the next one reaches it; a Spoke that loses the label
 // leaves, and is dropped from the running Promotion's verification.
@@ -147,7 +147,7 @@ func TestPipeline_spokeSelector(t *testing.T) {
 	})
 	g.Expect(production(g)).To(Equal([]string{"prod-1@1.0.0 env=production"}))
 
-	// prod-2 is created and labelled env=production while 1.1.0 is being
+	// prod-2 is created and labeled env=production while 1.1.0 is being
 	// verified: it joins the environment, not the running Promotion.
 	f.registerSpoke("prod-2")
 	label("prod-2", map[string]string{"env": "production", "region": "us"})

@@ -90,7 +90,7 @@ type Environment struct {
 	// the environment when every target runs it. A target names one spoke
 	// (spoke) or every Spoke of the Pipeline's namespace whose labels match
 	// (spokeSelector); the controller expands selectors each time it
-	// reconciles, so a Spoke labelled to match joins the environment
+	// reconciles, so a Spoke labeled to match joins the environment
 	// without an edit of the Pipeline. Named targets are unique by spoke,
 	// namespace and release; a spoke both named and selected, or selected
 	// twice, counts once. At most 100 targets after expansion.
@@ -129,7 +129,7 @@ type Target struct {
 	// spokeSelector selects Spokes of the Pipeline's namespace by label
 	// (e.g. matchLabels: {env: production}): the target stands for the same
 	// release (namespace, release, helmRelease) on every Spoke it matches,
-	// in the order of their names. A Spoke that is created, relabelled or
+	// in the order of their names. A Spoke that is created, relabeled or
 	// deleted joins or leaves the environment at once. While it matches no
 	// Spoke the environment waits, and the Pipeline's Ready condition says
 	// so. Exactly one of spoke and spokeSelector is set; an empty selector

@@ -10,7 +10,7 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
-func labelled(name string, lbls map[string]string) *tugboatv1alpha1.Spoke {
+func labeled(name string, lbls map[string]string) *tugboatv1alpha1.Spoke {
 	sp := readySpoke(name)
 	sp.Labels = lbls
 	return sp
@@ -23,8 +23,8 @@ func TestExpandTargets(t *testing.T) {
 	prodSelector := &metav1.LabelSelector{MatchLabels: production}
 	hr := &tugboatv1alpha1.ObjectReference{Name: "web-hr"}
 	fleet := []*tugboatv1alpha1.Spoke{
-		labelled("prod-us", production), nil, labelled("prod-eu", production),
-		labelled("staging-1", map[string]string{"env": "staging"}), labelled("prod-ap", map[string]string{"env": "production", "tier": "canary"}),
+		labeled("prod-us", production), nil, labeled("prod-eu", production),
+		labeled("staging-1", map[string]string{"env": "staging"}), labeled("prod-ap", map[string]string{"env": "production", "tier": "canary"}),
 	}
 	type want struct{ spoke, release, selector string }
 	cases := []struct {
@@ -107,7 +107,7 @@ func TestExpandTargets(t *testing.T) {
 		g := NewWithT(t)
 		var many []*tugboatv1alpha1.Spoke
 		for i := 0; i <= MaxTargets; i++ {
-			many = append(many, labelled(strings.Repeat("x", 1+i%5)+string(rune('a'+i%26))+"-"+string(rune('a'+i/26)), production))
+			many = append(many, labeled(strings.Repeat("x", 1+i%5)+string(rune('a'+i%26))+"-"+string(rune('a'+i/26)), production))
 		}
 		env := &tugboatv1alpha1.Environment{Name: "production", Targets: []tugboatv1alpha1.Target{{SpokeSelector: prodSelector, Namespace: "apps"}}}
 		_, err := ExpandTargets(p, env, many)
@@ -116,13 +116,13 @@ func TestExpandTargets(t *testing.T) {
 }
 
 // selectorWorld is dev-1 → staging-1 → production, production selecting
-// the Spokes labelled env=production: prod-a and prod-b.
+// the Spokes labeled env=production: prod-a and prod-b.
 func selectorWorld() *world {
 	w := newWorld(map[string][]string{"dev": {"dev-1"}, "staging": {"staging-1"}})
 	w.env("production").Targets = []tugboatv1alpha1.Target{{SpokeSelector: &metav1.LabelSelector{MatchLabels: production}, Namespace: "apps"}}
-	w.f.spokes["prod-a"] = labelled("prod-a", production)
-	w.f.spokes["prod-b"] = labelled("prod-b", production)
-	w.f.spokes["lab-1"] = labelled("lab-1", map[string]string{"env": "lab"})
+	w.f.spokes["prod-a"] = labeled("prod-a", production)
+	w.f.spokes["prod-b"] = labeled("prod-b", production)
+	w.f.spokes["lab-1"] = labeled("lab-1", map[string]string{"env": "lab"})
 	return w
 }
 
@@ -188,8 +188,8 @@ func TestRules_spokeSelector(t *testing.T) {
 		w.env("staging").Targets = []tugboatv1alpha1.Target{{SpokeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "staging"}}, Namespace: "apps"}}
 		w.env("dev").Targets = []tugboatv1alpha1.Target{{Spoke: "dev-1", Namespace: "apps"}}
 		w.f.spokes["dev-1"] = readySpoke("dev-1")
-		w.f.spokes["stg-a"] = labelled("stg-a", map[string]string{"env": "staging"})
-		w.f.spokes["stg-b"] = labelled("stg-b", map[string]string{"env": "staging"})
+		w.f.spokes["stg-a"] = labeled("stg-a", map[string]string{"env": "staging"})
+		w.f.spokes["stg-b"] = labeled("stg-b", map[string]string{"env": "staging"})
 		w.deploy("dev-1", 1, "1.0.0", healthy, t0)
 		w.deploy("stg-a", 2, "1.1.0", healthy, t0)
 		w.deploy("stg-b", 1, "1.0.0", healthy, t0)
@@ -211,8 +211,8 @@ func TestRules_spokeSelector(t *testing.T) {
 		got, _, _ := w.reconcile(t0)
 		g.Expect(got).To(BeEmpty())
 
-		// prod-c is labelled env=production (no Pipeline edit) and runs 1.0.0.
-		w.f.spokes["prod-c"] = labelled("prod-c", production)
+		// prod-c is labeled env=production (no Pipeline edit) and runs 1.0.0.
+		w.f.spokes["prod-c"] = labeled("prod-c", production)
 		w.deploy("prod-c", 1, "1.0.0", healthy, t0)
 		got, _, v := w.reconcile(t0)
 		g.Expect(targetsOf(w.p, "production")).To(Equal([]string{"prod-a@1.1.0 env=production", "prod-b@1.1.0 env=production", "prod-c@1.0.0 env=production"}))

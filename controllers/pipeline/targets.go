@@ -143,7 +143,7 @@ func selectorKey(namespace, release string) string {
 const selectorIndexValue = "spokeSelector"
 
 // selects reports whether a spokeSelector target of p, in any
-// environment, matches a Spoke labelled lbls, and (when release is not
+// environment, matches a Spoke labeled lbls, and (when release is not
 // nil) stands for the release release (namespace, name).
 func selects(p *tugboatv1alpha1.Pipeline, lbls map[string]string, release *[2]string) bool {
 	for i := range p.Spec.Environments {
