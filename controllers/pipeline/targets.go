@@ -163,3 +163,27 @@ func selects(p *tugboatv1alpha1.Pipeline, lbls map[string]string, release *[2]st
 	}
 	return false
 }
+
+// TargetOf finds the environment of p one of whose targets, resolved
+// through c (ResolveTargets), is the release (namespace, release) on spoke,
+// and that target; "" and nil when none is.
+func TargetOf(ctx context.Context, c client.Reader, p *tugboatv1alpha1.Pipeline, spoke, namespace, release string) (string, *ResolvedTarget, error) {
+	spokes, err := listSpokes(ctx, c, p)
+	if err != nil {
+		return "", nil, err
+	}
+	for i := range p.Spec.Environments {
+		env := &p.Spec.Environments[i]
+		res, err := ExpandTargets(p, env, spokes)
+		if err != nil {
+			return "", nil, err
+		}
+		for j := range res.Targets {
+			t := &res.Targets[j]
+			if t.Spoke == spoke && t.Namespace == namespace && ReleaseOf(p, &t.Target) == release {
+				return env.Name, t, nil
+			}
+		}
+	}
+	return "", nil, nil
+}
