@@ -119,7 +119,7 @@ func testRejectsInvalid(ctx context.Context, t *testing.T, c client.Client) {
 		{
 			name: "target without a spoke",
 			obj:  pipelineWith("no-spoke", func(p *tugboatv1.Pipeline) { p.Spec.Environments[1].Targets[0].Spoke = "" }),
-			want: []string{"spec.environments[1].targets[0].spoke"},
+			want: []string{"spec.environments[1].targets[0]", "a target names exactly one of spoke and spokeSelector"},
 		},
 		{
 			name: "duplicate targets",

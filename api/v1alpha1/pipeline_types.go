@@ -87,12 +87,18 @@ type Environment struct {
 	// word in CEL.
 
 	// targets are the releases that make up the environment: a version is in
-	// the environment when every target runs it.
+	// the environment when every target runs it. A target names one spoke
+	// (spoke) or every Spoke of the Pipeline's namespace whose labels match
+	// (spokeSelector); the controller expands selectors each time it
+	// reconciles, so a Spoke labeled to match joins the environment
+	// without an edit of the Pipeline. Named targets are unique by spoke,
+	// namespace and release; a spoke both named and selected, or selected
+	// twice, counts once. At most 100 targets after expansion.
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
-	// +kubebuilder:validation:XValidation:rule="self.all(t, self.exists_one(u, u.spoke == t.spoke && u.__namespace__ == t.__namespace__ && (has(u.release) ? u.release : '') == (has(t.release) ? t.release : '')))",message="targets must be unique by spoke, namespace and release"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.spoke) || self.exists_one(u, has(u.spoke) && u.spoke == t.spoke && u.__namespace__ == t.__namespace__ && (has(u.release) ? u.release : '') == (has(t.release) ? t.release : '')))",message="targets must be unique by spoke, namespace and release"
 	Targets []Target `json:"targets"`
 
 	// gates must pass before a version proven here is promoted onwards, or (for
@@ -107,14 +113,29 @@ type Environment struct {
 	Promotion *PromotionStrategy `json:"promotion,omitempty"`
 }
 
-// Target is one Helm release on one spoke.
+// Target is one Helm release on one spoke, or on every spoke a label
+// selector matches.
+// +kubebuilder:validation:XValidation:rule="has(self.spoke) != has(self.spokeSelector)",message="a target names exactly one of spoke and spokeSelector"
+// +kubebuilder:validation:XValidation:rule="!has(self.spokeSelector) || (has(self.spokeSelector.matchLabels) && size(self.spokeSelector.matchLabels) > 0) || (has(self.spokeSelector.matchExpressions) && size(self.spokeSelector.matchExpressions) > 0)",message="spokeSelector must not be empty: it would select every spoke of the namespace",fieldPath=".spokeSelector"
 type Target struct {
-	// spoke is the name of a Spoke in the Pipeline's namespace.
-	// +required
+	// spoke is the name of a Spoke in the Pipeline's namespace. Exactly one
+	// of spoke and spokeSelector is set.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	Spoke string `json:"spoke"`
+	Spoke string `json:"spoke,omitempty"`
+
+	// spokeSelector selects Spokes of the Pipeline's namespace by label
+	// (e.g. matchLabels: {env: production}): the target stands for the same
+	// release (namespace, release, helmRelease) on every Spoke it matches,
+	// in the order of their names. A Spoke that is created, relabeled or
+	// deleted joins or leaves the environment at once. While it matches no
+	// Spoke the environment waits, and the Pipeline's Ready condition says
+	// so. Exactly one of spoke and spokeSelector is set; an empty selector
+	// is refused.
+	// +optional
+	SpokeSelector *metav1.LabelSelector `json:"spokeSelector,omitempty"`
 
 	// namespace is the release's namespace on the spoke.
 	// +required
@@ -311,7 +332,7 @@ type EnvironmentStatus struct {
 	// entry when the environment is converged.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MaxLength=64
 	Versions []string `json:"versions,omitempty"`
 
@@ -327,10 +348,11 @@ type EnvironmentStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	ActivePromotion string `json:"activePromotion,omitempty"`
 
-	// targets holds one entry per target, in spec order.
+	// targets holds one entry per target, in spec order; a spokeSelector
+	// target gives one entry per Spoke it matches, sorted by name.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:MaxItems=100
 	Targets []TargetStatus `json:"targets,omitempty"`
 }
 
@@ -341,6 +363,13 @@ type TargetStatus struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	Spoke string `json:"spoke"`
+
+	// selector is the target's spokeSelector (as kubectl writes a label
+	// selector, e.g. "env=production") when the Spoke was selected by label;
+	// empty for a target that names its spoke.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Selector string `json:"selector,omitempty"`
 
 	// namespace is the release's namespace on the spoke.
 	// +required

@@ -395,10 +395,13 @@ type PromotionStatus struct {
 	StrategyResult *StrategyResult `json:"strategyResult,omitempty"`
 
 	// targets holds the progress of each target of the destination
-	// environment.
+	// environment, as resolved when the Promotion started (Running): a
+	// Spoke that joins the environment later (spokeSelector) is not part
+	// of this Promotion but of the next decision, and a target that leaves
+	// the environment is dropped from it.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:MaxItems=100
 	Targets []PromotionTargetStatus `json:"targets,omitempty"`
 
 	// notifications records each notifier's notice per event.

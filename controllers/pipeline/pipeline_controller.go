@@ -3,10 +3,12 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -59,13 +61,21 @@ type Reconciler struct {
 // IndexFields registers the field indexes the Pipeline and Promotion
 // reconcilers use. Call it once per manager.
 func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
-	fi := mgr.GetFieldIndexer()
+	return indexFields(ctx, mgr.GetFieldIndexer())
+}
+
+func indexFields(ctx context.Context, fi client.FieldIndexer) error {
 	if err := fi.IndexField(ctx, &tugboatv1alpha1.Pipeline{}, TargetIndex, func(o client.Object) []string {
 		p := o.(*tugboatv1alpha1.Pipeline)
 		var names []string
 		for i := range p.Spec.Environments {
 			for j := range p.Spec.Environments[i].Targets {
-				names = append(names, HistoryName(p, &p.Spec.Environments[i].Targets[j]))
+				t := &p.Spec.Environments[i].Targets[j]
+				if t.SpokeSelector != nil {
+					names = append(names, selectorKey(t.Namespace, ReleaseOf(p, t)))
+					continue
+				}
+				names = append(names, HistoryName(p, t))
 			}
 		}
 		return names
@@ -78,9 +88,13 @@ func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
 		var names []string
 		for i := range p.Spec.Environments {
 			for _, t := range p.Spec.Environments[i].Targets {
-				if !seen[t.Spoke] {
-					seen[t.Spoke] = true
-					names = append(names, t.Spoke)
+				name := t.Spoke
+				if t.SpokeSelector != nil {
+					name = selectorIndexValue
+				}
+				if !seen[name] {
+					seen[name] = true
+					names = append(names, name)
 				}
 			}
 		}
@@ -123,27 +137,24 @@ func (r *Reconciler) init() {
 }
 
 func (r *Reconciler) pipelinesForHistory(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.pipelinesBy(ctx, o, TargetIndex)
+	return r.pipelinesFor(ctx, o)
 }
 
 func (r *Reconciler) pipelinesForSpoke(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.pipelinesBy(ctx, o, SpokeIndex)
+	return r.pipelinesFor(ctx, o)
 }
 
 // pipelinesForObject maps an object sent to remap again.
 func (r *Reconciler) pipelinesForObject(ctx context.Context, o client.Object) []reconcile.Request {
-	if _, ok := o.(*tugboatv1alpha1.Spoke); ok {
-		return r.pipelinesForSpoke(ctx, o)
-	}
-	return r.pipelinesForHistory(ctx, o)
+	return r.pipelinesFor(ctx, o)
 }
 
-// pipelinesBy lists the Pipelines of o's namespace whose index holds o's
-// name. When the list fails it logs the error and maps o again MapRetry
-// later, for as long as it fails.
-func (r *Reconciler) pipelinesBy(ctx context.Context, o client.Object, index string) []reconcile.Request {
-	var list tugboatv1alpha1.PipelineList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+// pipelinesFor requests the Pipelines o concerns (PipelinesFor). When the
+// list fails it logs the error and maps o again MapRetry later, for as
+// long as it fails.
+func (r *Reconciler) pipelinesFor(ctx context.Context, o client.Object) []reconcile.Request {
+	list, err := PipelinesFor(ctx, r.Client, o)
+	if err != nil {
 		log.FromContext(ctx).Error(err, "listing the pipelines concerned; retrying", "kind", fmt.Sprintf("%T", o), "object", client.ObjectKeyFromObject(o), "retryIn", r.MapRetry)
 		mapErrors.Inc()
 		r.init()
@@ -155,11 +166,63 @@ func (r *Reconciler) pipelinesBy(ctx context.Context, o client.Object, index str
 		})
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, p := range list.Items {
+	reqs := make([]reconcile.Request, 0, len(list))
+	for _, p := range list {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 	}
 	return reqs
+}
+
+// PipelinesFor lists the Pipelines of o's namespace that a Spoke or a
+// ReleaseHistory o concerns, through the field indexes IndexFields
+// registers on c: those naming the Spoke (or the history's target), and
+// those whose spokeSelector matches the Spoke's labels (for a history,
+// the labels of its Spoke, and only a selector target of its namespace
+// and release). For a Spoke update, controller-runtime maps the old and
+// the new object, so a Spoke that loses a label still reaches the
+// Pipelines that selected it.
+func PipelinesFor(ctx context.Context, c client.Reader, o client.Object) ([]tugboatv1alpha1.Pipeline, error) {
+	var index, selectorValue string
+	var lbls map[string]string
+	var release *[2]string
+	switch obj := o.(type) {
+	case *tugboatv1alpha1.Spoke:
+		index, selectorValue, lbls = SpokeIndex, selectorIndexValue, obj.Labels
+	case *tugboatv1alpha1.ReleaseHistory:
+		index, selectorValue = TargetIndex, selectorKey(obj.Spec.Namespace, obj.Spec.Release)
+		release = &[2]string{obj.Spec.Namespace, obj.Spec.Release}
+	default:
+		return nil, fmt.Errorf("no pipelines for a %T", o)
+	}
+	var named, selecting tugboatv1alpha1.PipelineList
+	if err := c.List(ctx, &named, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+		return nil, err
+	}
+	if err := c.List(ctx, &selecting, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: selectorValue}); err != nil {
+		return nil, err
+	}
+	out := named.Items
+	if len(selecting.Items) == 0 {
+		return out, nil
+	}
+	if release != nil {
+		sp := &tugboatv1alpha1.Spoke{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*tugboatv1alpha1.ReleaseHistory).Spec.Spoke}, sp)
+		switch {
+		case apierrors.IsNotFound(err):
+			return out, nil // no Spoke, nothing selected
+		case err != nil:
+			return nil, err
+		}
+		lbls = sp.Labels
+	}
+	for i := range selecting.Items {
+		p := &selecting.Items[i]
+		if selects(p, lbls, release) && !slices.ContainsFunc(out, func(q tugboatv1alpha1.Pipeline) bool { return q.Name == p.Name }) {
+			out = append(out, *p)
+		}
+	}
+	return out, nil
 }
 
 // Reconcile brings one Pipeline's status up to date and decides its
@@ -185,8 +248,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}()
 
-	// 1. A configuration error is terminal: Stalled, no requeue.
-	if err := r.validate(ctx, p); err != nil {
+	// 1. A configuration error is terminal: Stalled, no requeue (a Spoke
+	// that changes the expansion of a spokeSelector maps to the Pipeline).
+	spokes, err := listSpokes(ctx, r.Client, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.validate(ctx, p, spokes); err != nil {
 		r.setStalled(p, err)
 		return ctrl.Result{RequeueAfter: err.requeue}, nil
 	}
@@ -197,7 +265,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	view, err := r.observe(ctx, p, promos)
+	view, err := r.observe(ctx, p, promos, spokes)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

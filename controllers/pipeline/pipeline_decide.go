@@ -87,6 +87,9 @@ func plan(p *tugboatv1alpha1.Pipeline, v *view, promos []tugboatv1alpha1.Promoti
 		if len(src.suspended) > 0 || len(dst.suspended) > 0 {
 			continue // a suspended Spoke is neither promoted into nor from
 		}
+		if len(dst.unmatched) > 0 {
+			continue // the destination's targets are not known (a spokeSelector matches no Spoke)
+		}
 		dstStatus := p.Status.Environments[i+1]
 		if !reported(dstStatus) {
 			continue // what the destination runs is not known yet

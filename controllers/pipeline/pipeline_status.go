@@ -34,6 +34,10 @@ type envView struct {
 	// suspended names the environment's Spokes with spec.suspend: nothing
 	// is promoted into or out of the environment while there is one.
 	suspended []string
+	// unmatched says why the environment's targets are incomplete: a
+	// spokeSelector that matches no Spoke. Nothing is promoted into or
+	// out of it meanwhile.
+	unmatched []string
 	active    string
 }
 
@@ -57,12 +61,20 @@ type facts struct {
 }
 
 // observe fills status.environments from the targets' ReleaseHistories and
-// returns what the decision needs.
-func (r *Reconciler) observe(ctx context.Context, p *tugboatv1alpha1.Pipeline, promos []tugboatv1alpha1.Promotion) (*view, error) {
+// returns what the decision needs. spokes are the Spokes of the Pipeline's
+// namespace when a target selects them by label (listSpokes), else nil.
+func (r *Reconciler) observe(ctx context.Context, p *tugboatv1alpha1.Pipeline, promos []tugboatv1alpha1.Promotion, spokes []*tugboatv1alpha1.Spoke) (*view, error) {
 	f := facts{spokes: map[string]*tugboatv1alpha1.Spoke{}, spokeErrs: map[string]error{}, histories: map[string]*tugboatv1alpha1.ReleaseHistory{}}
+	for _, sp := range spokes {
+		f.spokes[sp.Name] = sp
+	}
 	for i := range p.Spec.Environments {
-		for j := range p.Spec.Environments[i].Targets {
-			t := &p.Spec.Environments[i].Targets[j]
+		res, err := ExpandTargets(p, &p.Spec.Environments[i], spokes)
+		if err != nil {
+			return nil, err // validate refused it already
+		}
+		for j := range res.Targets {
+			t := &res.Targets[j].Target
 			if _, ok := f.spokes[t.Spoke]; !ok {
 				if _, failed := f.spokeErrs[t.Spoke]; !failed {
 					sp := &tugboatv1alpha1.Spoke{}
@@ -92,6 +104,17 @@ func (r *Reconciler) observe(ctx context.Context, p *tugboatv1alpha1.Pipeline, p
 	return summarize(p, f, promos, r.Now()), nil
 }
 
+// spokesOf returns the Spokes f holds (the registered ones).
+func spokesOf(f facts) []*tugboatv1alpha1.Spoke {
+	var out []*tugboatv1alpha1.Spoke
+	for _, sp := range f.spokes {
+		if sp != nil {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
 // summarize fills status.environments and status.heldEnvironments from f
 // and returns what the decision needs. It reads nothing but its arguments.
 func summarize(p *tugboatv1alpha1.Pipeline, f facts, promos []tugboatv1alpha1.Promotion, now time.Time) *view {
@@ -109,9 +132,23 @@ func summarize(p *tugboatv1alpha1.Pipeline, f facts, promos []tugboatv1alpha1.Pr
 		versions := map[string]bool{}
 		requireHealthy := env.Gates.RequireHealthy == nil || *env.Gates.RequireHealthy
 		converged := true
-		for j := range env.Targets {
-			t := &env.Targets[j]
-			ts := tugboatv1alpha1.TargetStatus{Spoke: t.Spoke, Namespace: t.Namespace, Release: ReleaseOf(p, t)}
+		res, err := ExpandTargets(p, env, spokesOf(f))
+		if err != nil {
+			converged = false
+			ev.unmatched = append(ev.unmatched, err.Error())
+			v.problems = append(v.problems, err.Error())
+		}
+		for _, sel := range res.Unmatched {
+			// Never silently: the environment waits, and says for what.
+			msg := fmt.Sprintf("environment %s: spokeSelector %s matches no spoke in namespace %s", env.Name, sel, p.Namespace)
+			converged = false
+			ev.unmatched = append(ev.unmatched, msg)
+			ev.notReady = append(ev.notReady, "spokeSelector "+sel+" matches no spoke")
+			v.problems = append(v.problems, msg)
+		}
+		for j := range res.Targets {
+			t := &res.Targets[j].Target
+			ts := tugboatv1alpha1.TargetStatus{Spoke: t.Spoke, Selector: res.Targets[j].Selector, Namespace: t.Namespace, Release: ReleaseOf(p, t)}
 			id := fmt.Sprintf("%s/%s/%s", t.Spoke, t.Namespace, ts.Release)
 			spokeMsg, seen := spokeSeen[t.Spoke]
 			if !seen {

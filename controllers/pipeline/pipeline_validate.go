@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -29,7 +30,10 @@ func invalid(format string, args ...any) *specError {
 // validate checks what the CRD schema cannot: strategy configuration,
 // referenced Secrets, and targets shared between environments (a cycle: a
 // promotion into one would qualify the other).
-func (r *Reconciler) validate(ctx context.Context, p *tugboatv1alpha1.Pipeline) *specError {
+// spokes are the Spokes of the Pipeline's namespace when a target selects
+// them by label (listSpokes): the cycle check runs on the expanded targets,
+// and an invalid selector is a configuration error.
+func (r *Reconciler) validate(ctx context.Context, p *tugboatv1alpha1.Pipeline, spokes []*tugboatv1alpha1.Spoke) *specError {
 	seenEnv := map[string]bool{}
 	seenTarget := map[string]string{}
 	for i := range p.Spec.Environments {
@@ -38,11 +42,16 @@ func (r *Reconciler) validate(ctx context.Context, p *tugboatv1alpha1.Pipeline) 
 			return invalid("environment %q is listed twice", env.Name)
 		}
 		seenEnv[env.Name] = true
-		for j := range env.Targets {
-			key := HistoryName(p, &env.Targets[j])
+		res, err := ExpandTargets(p, env, spokes)
+		if err != nil {
+			return invalid("%v", err)
+		}
+		for j := range res.Targets {
+			t := &res.Targets[j]
+			key := HistoryName(p, &t.Target)
 			if other, ok := seenTarget[key]; ok && other != env.Name {
-				return invalid("target %s/%s/%s is in environments %q and %q: a release can be in one environment only (promotion would cycle)",
-					env.Targets[j].Spoke, env.Targets[j].Namespace, ReleaseOf(p, &env.Targets[j]), other, env.Name)
+				return invalid("target %s/%s/%s is in environments %q and %q: a release can be in one environment only (promotion would cycle)%s",
+					t.Spoke, t.Namespace, ReleaseOf(p, &t.Target), other, env.Name, selectedBy(t))
 			}
 			seenTarget[key] = env.Name
 		}
@@ -60,6 +69,14 @@ func (r *Reconciler) validate(ctx context.Context, p *tugboatv1alpha1.Pipeline) 
 		}
 	}
 	return nil
+}
+
+// selectedBy says which spokeSelector selected t's Spoke, or "".
+func selectedBy(t *ResolvedTarget) string {
+	if t.Selector == "" {
+		return ""
+	}
+	return " (selected by spokeSelector " + t.Selector + ")"
 }
 
 func (r *Reconciler) validateStrategy(ctx context.Context, p *tugboatv1alpha1.Pipeline, env string, s *tugboatv1alpha1.PromotionStrategy) *specError {
@@ -80,7 +97,11 @@ func (r *Reconciler) validateStrategy(ctx context.Context, p *tugboatv1alpha1.Pi
 	case tugboatv1alpha1.StrategyKubernetes:
 		for _, t := range p.Spec.Environments[EnvironmentIndex(p, env)].Targets {
 			if t.HelmRelease == nil {
-				return invalid("%s: strategy kubernetes needs helmRelease on every target; %s/%s has none", field, t.Spoke, t.Namespace)
+				who := t.Spoke
+				if t.SpokeSelector != nil {
+					who = "spokeSelector " + metav1.FormatLabelSelector(t.SpokeSelector)
+				}
+				return invalid("%s: strategy kubernetes needs helmRelease on every target; %s/%s has none", field, who, t.Namespace)
 			}
 		}
 	case tugboatv1alpha1.StrategyHelm, tugboatv1alpha1.StrategyNotification:

@@ -74,20 +74,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&tugboatv1alpha1.Promotion{}).
-		Watches(&tugboatv1alpha1.ReleaseHistory{}, handler.EnqueueRequestsFromMapFunc(r.promotionsForHistory)).
+		Watches(&tugboatv1alpha1.ReleaseHistory{}, handler.EnqueueRequestsFromMapFunc(r.promotionsFor)).
+		// A Spoke that joins or leaves an environment by its labels
+		// (spokeSelector) changes what a running Promotion waits for.
+		Watches(&tugboatv1alpha1.Spoke{}, handler.EnqueueRequestsFromMapFunc(r.promotionsFor)).
 		Named("promotion").
 		Complete(r)
 }
 
-// promotionsForHistory maps a ReleaseHistory to the unfinished Promotions of
-// the Pipelines that target it.
-func (r *Reconciler) promotionsForHistory(ctx context.Context, o client.Object) []reconcile.Request {
-	var pipelines tugboatv1alpha1.PipelineList
-	if err := r.Client.List(ctx, &pipelines, client.InNamespace(o.GetNamespace()), client.MatchingFields{pipeline.TargetIndex: o.GetName()}); err != nil {
+// promotionsFor maps a ReleaseHistory or a Spoke to the unfinished
+// Promotions of the Pipelines that target it (pipeline.PipelinesFor).
+func (r *Reconciler) promotionsFor(ctx context.Context, o client.Object) []reconcile.Request {
+	pipelines, err := pipeline.PipelinesFor(ctx, r.Client, o)
+	if err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
-	for _, p := range pipelines.Items {
+	for _, p := range pipelines {
 		var promos tugboatv1alpha1.PromotionList
 		if err := r.Client.List(ctx, &promos, client.InNamespace(p.Namespace), client.MatchingFields{pipeline.PromotionPipelineIndex: p.Name}); err != nil {
 			continue
@@ -159,7 +162,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	case "", tugboatv1alpha1.PromotionPending:
 		return r.pending(ctx, pr, p, env)
 	case tugboatv1alpha1.PromotionWaitingApproval:
-		return r.waitingApproval(pr, p)
+		return r.waitingApproval(ctx, pr, p, env)
 	case tugboatv1alpha1.PromotionRunning:
 		return r.running(ctx, pr, p, env)
 	case tugboatv1alpha1.PromotionVerifying:
@@ -183,9 +186,9 @@ func (r *Reconciler) pending(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 		}
 	}
 	if !env.Gates.RequireApproval && pr.Status.Approval == nil {
-		return r.start(pr)
+		return r.start(ctx, pr, p, env)
 	}
-	return r.waitingApproval(pr, p)
+	return r.waitingApproval(ctx, pr, p, env)
 }
 
 // waitingApproval counts the votes in status.approvals (request.Count): a
@@ -193,7 +196,7 @@ func (r *Reconciler) pending(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 // it; either way the outcome goes to status.approval. Until then the
 // Promotion waits in WaitingApproval, its Ready message saying who
 // approved and what is missing. An outcome already recorded stands.
-func (r *Reconciler) waitingApproval(pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline) (ctrl.Result, error) {
+func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
 	if a := pr.Status.Approval; a == nil {
 		tally := request.Count(p, pr)
 		switch {
@@ -214,7 +217,7 @@ func (r *Reconciler) waitingApproval(pr *tugboatv1alpha1.Promotion, p *tugboatv1
 		r.finish(pr, tugboatv1alpha1.PromotionAborted, tugboatv1alpha1.RejectedReason, "rejected by "+a.RejectedBy+suffix(a.Message))
 		return ctrl.Result{}, nil
 	}
-	return r.start(pr)
+	return r.start(ctx, pr, p, env)
 }
 
 // describeVote names who voted: the user, with the Slack display name.
@@ -225,8 +228,28 @@ func describeVote(v *tugboatv1alpha1.ApprovalVote) string {
 	return v.User
 }
 
-// start moves the Promotion to Running.
-func (r *Reconciler) start(pr *tugboatv1alpha1.Promotion) (ctrl.Result, error) {
+// start moves the Promotion to Running and records its destination
+// targets, resolved now (pipeline.ResolveTargets), in status.targets: the
+// Promotion carries the version to these. A Spoke that joins the
+// environment later is left to the next decision; one that leaves is
+// dropped (promotionTargets). While the destination resolves to no target
+// (a spokeSelector that matches no Spoke) the Promotion waits in Pending.
+func (r *Reconciler) start(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
+	res, err := pipeline.ResolveTargets(ctx, r.Client, p, env)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(res.Targets) == 0 {
+		r.setPhase(pr, tugboatv1alpha1.PromotionPending, tugboatv1alpha1.ProgressingReason,
+			fmt.Sprintf("waiting for a target in %s: spokeSelector %s matches no spoke", pr.Spec.To, strings.Join(res.Unmatched, ", ")))
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	}
+	pr.Status.Targets = nil
+	for _, t := range res.Targets {
+		pr.Status.Targets = append(pr.Status.Targets, tugboatv1alpha1.PromotionTargetStatus{
+			Spoke: t.Spoke, Namespace: t.Namespace, Release: pipeline.ReleaseOf(p, &t.Target), Message: "not checked yet",
+		})
+	}
 	now := metav1.NewTime(r.Now())
 	pr.Status.StartedAt = &now
 	msg := fmt.Sprintf("promoting %s into %s with strategy %s", pr.Spec.Version, pr.Spec.To, pr.Spec.Strategy.Type)
@@ -235,6 +258,31 @@ func (r *Reconciler) start(pr *tugboatv1alpha1.Promotion) (ctrl.Result, error) {
 	}
 	r.setPhase(pr, tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.ProgressingReason, msg)
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+}
+
+// promotionTargets are the destination targets this Promotion carries the
+// version to: those recorded when it started (status.targets) that the
+// environment still has. A Promotion that started before targets were
+// recorded (status.targets empty) takes every target the environment has.
+func (r *Reconciler) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) ([]pipeline.ResolvedTarget, error) {
+	res, err := pipeline.ResolveTargets(ctx, r.Client, p, env)
+	if err != nil {
+		return nil, err
+	}
+	if len(pr.Status.Targets) == 0 {
+		return res.Targets, nil
+	}
+	recorded := map[string]bool{}
+	for _, t := range pr.Status.Targets {
+		recorded[t.Spoke+"/"+t.Namespace+"/"+t.Release] = true
+	}
+	var out []pipeline.ResolvedTarget
+	for _, t := range res.Targets {
+		if recorded[t.Spoke+"/"+t.Namespace+"/"+pipeline.ReleaseOf(p, &t.Target)] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // running calls the strategy; success moves to Verifying, a retryable
@@ -246,7 +294,11 @@ func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	s, err := r.Registry.Get(pr.Spec.Strategy.Type)
 	if err == nil {
 		var result strategy.Result
-		result, err = s.Promote(ctx, r.request(ctx, pr, p, env))
+		var req strategy.Request
+		req, err = r.request(ctx, pr, p, env)
+		if err == nil {
+			result, err = s.Promote(ctx, req)
+		}
 		if err == nil {
 			pr.Status.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: publicURL(result.URL), Reference: result.Reference, Message: clip(result.Message, 1024)}
 			r.setPhase(pr, tugboatv1alpha1.PromotionVerifying, tugboatv1alpha1.VerifyingReason,
@@ -273,12 +325,17 @@ func (r *Reconciler) backoff(attempts int32) time.Duration {
 }
 
 // request builds the strategy's input.
-func (r *Reconciler) request(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) strategy.Request {
+func (r *Reconciler) request(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (strategy.Request, error) {
 	req := strategy.Request{
 		Promotion: pr, Pipeline: p, Environment: env, Version: pr.Spec.Version, Strategy: pr.Spec.Strategy,
 		Hub: r.APIReader, HubWriter: r.Client,
 	}
-	for _, t := range env.Targets {
+	targets, err := r.promotionTargets(ctx, pr, p, env)
+	if err != nil {
+		return req, err
+	}
+	for _, rt := range targets {
+		t := rt.Target
 		st := strategy.Target{SpokeName: t.Spoke, Namespace: t.Namespace, Release: pipeline.ReleaseOf(p, &t)}
 		if t.HelmRelease != nil {
 			hr := *t.HelmRelease
@@ -293,7 +350,7 @@ func (r *Reconciler) request(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 		}
 		req.Targets = append(req.Targets, st)
 	}
-	return req
+	return req, nil
 }
 
 // verifying succeeds once every target reports the version deployed and
@@ -332,8 +389,16 @@ func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion
 	for _, t := range pr.Status.Targets {
 		prev[t.Spoke+"/"+t.Namespace+"/"+t.Release] = t
 	}
+	resolved, err := r.promotionTargets(ctx, pr, p, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(resolved) == 0 {
+		return []string{"every target of " + pr.Spec.To + " this promotion started with left the environment"}, nil, nil
+	}
 	var targets []tugboatv1alpha1.PromotionTargetStatus
-	for _, t := range env.Targets {
+	for _, rt := range resolved {
+		t := rt.Target
 		rel := pipeline.ReleaseOf(p, &t)
 		id := t.Spoke + "/" + t.Namespace + "/" + rel
 		ts := tugboatv1alpha1.PromotionTargetStatus{Spoke: t.Spoke, Namespace: t.Namespace, Release: rel}

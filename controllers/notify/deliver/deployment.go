@@ -1,6 +1,7 @@
 package deliver
 
 import (
+	"cmp"
 	"context"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,8 +53,8 @@ func (r deploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if c == nil {
 		return ctrl.Result{}, nil
 	}
-	var pipelines tugboatv1alpha1.PipelineList
-	if err := r.client.List(ctx, &pipelines, client.InNamespace(rh.Namespace), client.MatchingFields{pipeline.TargetIndex: rh.Name}); err != nil {
+	pipelines, err := pipeline.PipelinesFor(ctx, r.client, rh)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	records := map[string]tugboatv1alpha1.DeploymentNotification{}
@@ -67,9 +68,18 @@ func (r deploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		updated []tugboatv1alpha1.DeploymentNotification
 	)
 	stale := c.LastDeployed != nil && r.since(c.LastDeployed.Time) > r.opts.MaxAge
-	for pi := range pipelines.Items {
-		p := &pipelines.Items[pi]
-		envName := environmentOf(p, rh)
+	for pi := range pipelines {
+		p := &pipelines[pi]
+		envName, target, err := pipeline.TargetOf(ctx, r.client, p, rh.Spec.Spoke, rh.Spec.Namespace, rh.Spec.Release)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		var hr *tugboatv1alpha1.ObjectReference
+		if target != nil && target.HelmRelease != nil {
+			ref := *target.HelmRelease
+			ref.Namespace = cmp.Or(ref.Namespace, target.Namespace)
+			hr = &ref
+		}
 		for i := range p.Spec.Notify {
 			spec := &p.Spec.Notify[i]
 			key := p.Name + "/" + spec.Name + "/"
@@ -96,7 +106,7 @@ func (r deploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 					continue
 				}
 				before := rec.DeliveryState
-				r.attempt(ctx, p, spec, deploymentNotice(p, envName, rh, e, modeOf(spec) == tugboatv1alpha1.NotifySummary), "", &rec.DeliveryState, &out)
+				r.attempt(ctx, p, spec, deploymentNotice(p, envName, hr, rh, e, modeOf(spec) == tugboatv1alpha1.NotifySummary), "", &rec.DeliveryState, &out)
 				if rec.DeliveryState != before || !seen {
 					updated = append(updated, rec)
 				}
@@ -116,21 +126,10 @@ func (r deploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	return ctrl.Result{RequeueAfter: out.requeue}, nil
 }
 
-// environmentOf names the environment of p that rh is a target of.
-func environmentOf(p *tugboatv1alpha1.Pipeline, rh *tugboatv1alpha1.ReleaseHistory) string {
-	for _, env := range p.Spec.Environments {
-		for i := range env.Targets {
-			if pipeline.HistoryName(p, &env.Targets[i]) == rh.Name {
-				return env.Name
-			}
-		}
-	}
-	return ""
-}
-
 // deploymentNotice builds the notice of event e about rh's current
 // revision; a summary lists the revision's events.
-func deploymentNotice(p *tugboatv1alpha1.Pipeline, env string, rh *tugboatv1alpha1.ReleaseHistory, e tugboatv1alpha1.NotifyEvent, summary bool) notify.Notice {
+// hr is the target's Flux HelmRelease, if any.
+func deploymentNotice(p *tugboatv1alpha1.Pipeline, env string, hr *tugboatv1alpha1.ObjectReference, rh *tugboatv1alpha1.ReleaseHistory, e tugboatv1alpha1.NotifyEvent, summary bool) notify.Notice {
 	c := rh.Status.Current
 	n := notify.Notice{
 		Event: e, Summary: summary, Namespace: p.Namespace, Pipeline: p.Name, Release: rh.Spec.Release,
@@ -142,7 +141,7 @@ func deploymentNotice(p *tugboatv1alpha1.Pipeline, env string, rh *tugboatv1alph
 		Targets: []notify.Target{{Environment: env, Spoke: rh.Spec.Spoke, Namespace: rh.Spec.Namespace, Release: rh.Spec.Release,
 			Version: c.ChartVersion, Revision: c.Revision, Health: c.Health,
 			Done:        c.Status == tugboatv1alpha1.ReleaseStatusDeployed && c.Health == tugboatv1alpha1.HealthCurrent,
-			HelmRelease: helmReleaseOf(p, rh.Spec.Spoke, rh.Spec.Namespace, rh.Spec.Release)}},
+			HelmRelease: hr}},
 	}
 	if c.LastDeployed != nil {
 		n.Time = c.LastDeployed.Time

@@ -103,3 +103,61 @@ func TestDeliver_holdNotices(t *testing.T) {
 	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"HoldStarted", "HoldReleased"}))
 	g.Consistently(rcv.events, 2*time.Second, 100*time.Millisecond).Should(Equal([]string{"HoldStarted", "HoldReleased"}))
 }
+
+// TestDeliver_deploymentNoticesOfASelectedSpoke: a release on a Spoke that
+// production selects by label (spokeSelector) is a target like a named one:
+// its deployments are told, and a Promotion's notices list it.
+func TestDeliver_deploymentNoticesOfASelectedSpoke(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := "notify-selector"
+	rcv, url := newReceiver(t)
+	p := fixture(t, ns, webhookNotifier("deploys", url, "", tugboatv1alpha1.EventDeploymentStarted, tugboatv1alpha1.EventDeploymentHealthy, tugboatv1alpha1.EventPromotionCreated))
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Spec.Environments[1].Targets = []tugboatv1alpha1.Target{{
+		SpokeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "production"}}, Namespace: "apps",
+		HelmRelease: &tugboatv1alpha1.ObjectReference{Name: "web-hr"},
+	}}
+	must(t, cluster.Client.Patch(ctx, p, patch))
+	must(t, cluster.Client.Create(ctx, &tugboatv1alpha1.Spoke{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod-7", Labels: map[string]string{"env": "production"}},
+		Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: "prod-7-key"}},
+	}))
+	startDeliverer(t, fastOptions())
+	rh := &tugboatv1alpha1.ReleaseHistory{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tugboatv1alpha1.ReleaseHistoryName("prod-7", "apps", "web")},
+		Spec:       tugboatv1alpha1.ReleaseHistorySpec{Spoke: "prod-7", Namespace: "apps", Release: "web"},
+	}
+	must(t, cluster.Client.Create(ctx, rh))
+	// (Told at least once: exactly once is TestDeliver_deploymentNotices'.)
+	setCurrent(g, rh, 1, "1.1.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthInProgress)
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(ContainElement("DeploymentStarted"))
+	setCurrent(g, rh, 1, "1.1.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(ContainElement("DeploymentHealthy"))
+	g.Eventually(func(g Gomega) {
+		fresh := &tugboatv1alpha1.ReleaseHistory{}
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(rh), fresh)).To(Succeed())
+		g.Expect(fresh.Status.Notifications).NotTo(BeEmpty())
+		for _, n := range fresh.Status.Notifications {
+			g.Expect(n.Pipeline).To(Equal("web"))
+		}
+	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+
+	// A Promotion into production that has not started lists the selected
+	// spokes as its targets.
+	newPromotion(t, ns)
+	g.Eventually(func(g Gomega) {
+		var spokes []string
+		for _, n := range rcv.notices() {
+			if n.Event == "PromotionCreated" {
+				for _, t := range n.Targets {
+					spokes = append(spokes, t.Spoke)
+				}
+			}
+		}
+		g.Expect(spokes).NotTo(BeEmpty())
+		for _, spoke := range spokes {
+			g.Expect(spoke).To(Equal("prod-7"))
+		}
+	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+}

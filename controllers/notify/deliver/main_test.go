@@ -96,6 +96,9 @@ type notice struct {
 		Source string `json:"source"`
 		Text   string `json:"text"`
 	} `json:"timeline"`
+	Targets []struct {
+		Spoke string `json:"spoke"`
+	} `json:"targets"`
 }
 
 func newReceiver(t *testing.T, codes ...int) (*receiver, string) {

@@ -52,19 +52,40 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 		Event: e, Time: eventTime(pr, e), Namespace: p.Namespace, Pipeline: p.Name, Release: p.Spec.Release,
 		Promotion: info, Summary: modeOf(spec) == tugboatv1alpha1.NotifySummary,
 	}
+	// The destination's targets, spokeSelectors expanded: for a Promotion
+	// that has not started, and for the HelmRelease of a selected spoke.
+	var resolved []pipeline.ResolvedTarget
+	if env != nil {
+		if res, err := pipeline.ResolveTargets(ctx, r.client, p, env); err == nil {
+			resolved = res.Targets
+		}
+	}
+	helmRelease := func(spoke, namespace, release string) *tugboatv1alpha1.ObjectReference {
+		for i := range resolved {
+			t := &resolved[i]
+			if t.Spoke == spoke && t.Namespace == namespace && pipeline.ReleaseOf(p, &t.Target) == release && t.HelmRelease != nil {
+				hr := *t.HelmRelease
+				if hr.Namespace == "" {
+					hr.Namespace = t.Namespace
+				}
+				return &hr
+			}
+		}
+		return helmReleaseOf(p, spoke, namespace, release)
+	}
 	for _, t := range s.Targets {
 		n.Targets = append(n.Targets, notify.Target{
 			Environment: pr.Spec.To, Spoke: t.Spoke, Namespace: t.Namespace, Release: t.Release,
 			Version: t.Version, Revision: t.Revision, Health: t.Health, Done: t.Done, Message: t.Message,
-			HelmRelease: helmReleaseOf(p, t.Spoke, t.Namespace, t.Release),
+			HelmRelease: helmRelease(t.Spoke, t.Namespace, t.Release),
 		})
 	}
 	if len(n.Targets) == 0 && env != nil {
-		for i := range env.Targets {
-			t := &env.Targets[i]
-			rel := pipeline.ReleaseOf(p, t)
+		for i := range resolved {
+			t := &resolved[i]
+			rel := pipeline.ReleaseOf(p, &t.Target)
 			n.Targets = append(n.Targets, notify.Target{Environment: env.Name, Spoke: t.Spoke, Namespace: t.Namespace, Release: rel,
-				HelmRelease: helmReleaseOf(p, t.Spoke, t.Namespace, rel)})
+				HelmRelease: helmRelease(t.Spoke, t.Namespace, rel)})
 		}
 	}
 	if e == tugboatv1alpha1.EventPromotionWaitingApproval && s.Phase == tugboatv1alpha1.PromotionWaitingApproval &&

@@ -200,7 +200,7 @@ func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke str
 				t.Action.ID != wire.NewActionID(string(pr.UID), t.Spoke, t.Namespace, t.Release) {
 				continue
 			}
-			a, err := action(pr, p, t)
+			a, err := action(ctx, s.client, pr, p, t)
 			if err != nil {
 				s.log.Info("Not offering an action", "promotion", key.String(), "spoke", spoke, "error", err.Error())
 				continue
@@ -224,11 +224,18 @@ func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke str
 
 // action builds the wire action of target t of pr, a Promotion of Pipeline
 // p.
-func action(pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *tugboatv1alpha1.PromotionTargetStatus) (wire.Action, error) {
+// p's targets are resolved through c (pipeline.ResolveTargets): a Spoke
+// that left the environment gets no action.
+func action(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *tugboatv1alpha1.PromotionTargetStatus) (wire.Action, error) {
 	var hr *wire.HelmReleaseRef
 	found := false
 	if i := pipeline.EnvironmentIndex(p, pr.Spec.To); i >= 0 {
-		for _, pt := range p.Spec.Environments[i].Targets {
+		res, err := pipeline.ResolveTargets(ctx, c, p, &p.Spec.Environments[i])
+		if err != nil {
+			return wire.Action{}, err
+		}
+		for _, rt := range res.Targets {
+			pt := rt.Target
 			if pt.Spoke != t.Spoke || pt.Namespace != t.Namespace || pipeline.ReleaseOf(p, &pt) != t.Release {
 				continue
 			}
