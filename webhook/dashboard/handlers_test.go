@@ -13,6 +13,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -504,4 +505,40 @@ func cloneValues(v url.Values) url.Values {
 		out[k] = append([]string(nil), vs...)
 	}
 	return out
+}
+
+// A target that selects spokes by label shows the spokes the hub resolved
+// (the Pipeline's status), each linked to its release.
+func TestPipelinesPage_showsTheSpokesASelectorResolved(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	people(t, ns)
+	pl := &tugboatv1alpha1.Pipeline{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"},
+		Spec: tugboatv1alpha1.PipelineSpec{
+			Release:   "web",
+			Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification},
+			Environments: []tugboatv1alpha1.Environment{
+				{Name: "staging", Targets: []tugboatv1alpha1.Target{{Spoke: "staging-1", Namespace: "apps"}}},
+				{Name: "production", Targets: []tugboatv1alpha1.Target{{
+					SpokeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "production"}}, Namespace: "apps"}}},
+			},
+		},
+	}
+	g.Expect(hub.Client.Create(ctx, pl)).To(Succeed())
+	pl.Status.Environments = []tugboatv1alpha1.EnvironmentStatus{
+		{Name: "production", Versions: []string{"1.4.0"}, Targets: []tugboatv1alpha1.TargetStatus{
+			{Spoke: "edge-1", Namespace: "apps", Release: "web", Version: "1.4.0", Revision: 3, Health: tugboatv1alpha1.HealthCurrent, Selector: "env=production"},
+			{Spoke: "edge-2", Namespace: "apps", Release: "web", Version: "1.4.0", Revision: 2, Health: tugboatv1alpha1.HealthCurrent, Selector: "env=production"},
+		}},
+	}
+	g.Expect(hub.Client.Status().Update(ctx, pl)).To(Succeed())
+
+	code, body := newBrowser(t, serve(t, ns, "alice", false)).get("/")
+	g.Expect(code).To(Equal(http.StatusOK))
+	g.Expect(body).To(ContainSubstring(`href="/releases/edge-1.apps.web"`))
+	g.Expect(body).To(ContainSubstring(`href="/releases/edge-2.apps.web"`))
+	g.Expect(body).To(ContainSubstring(`href="/releases/staging-1.apps.web"`), "a named target before the hub reported it")
+	g.Expect(body).NotTo(ContainSubstring(`href="/releases/.apps.web"`))
 }

@@ -114,18 +114,7 @@ func pipelineOf(pl *tugboatv1alpha1.Pipeline, promotions map[string]*tugboatv1al
 		if st != nil {
 			ev.Versions = st.Versions
 		}
-		for j, t := range env.Targets {
-			release := t.Release
-			if release == "" {
-				release = pl.Spec.Release
-			}
-			tv := targetView{Spoke: t.Spoke, Namespace: t.Namespace, Release: release, History: tugboatv1alpha1.ReleaseHistoryName(t.Spoke, t.Namespace, release)}
-			if st != nil && j < len(st.Targets) && st.Targets[j].Spoke == t.Spoke {
-				ts := st.Targets[j]
-				tv.Version, tv.Revision, tv.Health, tv.LastDeployed, tv.Absent = ts.Version, ts.Revision, ts.Health, ts.LastDeployed, ts.Absent
-			}
-			ev.Targets = append(ev.Targets, tv)
-		}
+		ev.Targets = envTargets(pl, env, st)
 		if i > 0 {
 			ev.Incoming = arrowInto(pl, i, status, promotions, now)
 		}
@@ -239,4 +228,31 @@ func readContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // lowerContains reports whether s contains sub, ignoring case.
 func lowerContains(s, sub string) bool {
 	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+// envTargets are an environment's targets as the hub resolved them (its
+// status: spokeSelector targets expanded to the spokes they select), else,
+// before the hub reported any, the spokes its spec names.
+func envTargets(pl *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment, st *tugboatv1alpha1.EnvironmentStatus) []targetView {
+	var out []targetView
+	if st != nil && len(st.Targets) > 0 {
+		for _, ts := range st.Targets {
+			out = append(out, targetView{Spoke: ts.Spoke, Namespace: ts.Namespace, Release: ts.Release,
+				History: tugboatv1alpha1.ReleaseHistoryName(ts.Spoke, ts.Namespace, ts.Release),
+				Version: ts.Version, Revision: ts.Revision, Health: ts.Health, LastDeployed: ts.LastDeployed, Absent: ts.Absent})
+		}
+		return out
+	}
+	for _, t := range env.Targets {
+		if t.Spoke == "" {
+			continue // a spokeSelector, not resolved yet
+		}
+		release := t.Release
+		if release == "" {
+			release = pl.Spec.Release
+		}
+		out = append(out, targetView{Spoke: t.Spoke, Namespace: t.Namespace, Release: release,
+			History: tugboatv1alpha1.ReleaseHistoryName(t.Spoke, t.Namespace, release)})
+	}
+	return out
 }

@@ -79,13 +79,16 @@ func valuesAcross(h *tugboatv1alpha1.ReleaseHistory, pipelines []tugboatv1alpha1
 		pl := &pipelines[i]
 		var rows []valuesRow
 		member := false
-		for _, env := range pl.Spec.Environments {
-			for _, t := range env.Targets {
-				release := t.Release
-				if release == "" {
-					release = pl.Spec.Release
+		for i := range pl.Spec.Environments {
+			env := &pl.Spec.Environments[i]
+			var st *tugboatv1alpha1.EnvironmentStatus
+			for j := range pl.Status.Environments {
+				if pl.Status.Environments[j].Name == env.Name {
+					st = &pl.Status.Environments[j]
 				}
-				name := tugboatv1alpha1.ReleaseHistoryName(t.Spoke, t.Namespace, release)
+			}
+			for _, t := range envTargets(pl, env, st) {
+				name := t.History
 				row := valuesRow{Pipeline: pl.Name, Environment: env.Name, Spoke: t.Spoke, Namespace: t.Namespace, History: name, This: name == h.Name}
 				member = member || row.This
 				if o := histories[name]; o != nil && o.Status.Current != nil {
