@@ -84,6 +84,8 @@ func newChaosEnv(t *testing.T, cfg chaos.Config, versions []string) *chaosEnv {
 	hubCluster, clusters := startClusters(t, len(chaosSpokes))
 	e.f = &fleet{t: t, hub: hubCluster, ns: "chaos"}
 	g.Expect(hubCluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.f.ns}})).To(Succeed())
+	// The hub runs as its chart's ServiceAccount, with the chart's RBAC.
+	installHubChart(t, hubCluster, e.f.ns)
 	e.startHub()
 	for i, name := range chaosSpokes {
 		e.spokes[name] = clusters[i]
