@@ -100,7 +100,7 @@ func TestTarget_showsTheHubTheContextAndTheNamespace(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	var v struct {
 		Server, Namespace, NamespaceFrom, User, Version string
-		Reachable, TugboatCRDs                         bool
+		Reachable, TugboatCRDs                          bool
 	}
 	g.Expect(json.Unmarshal([]byte(out), &v)).To(Succeed(), out)
 	g.Expect(v.Server).To(Equal(cluster.RESTConfig.Host))
