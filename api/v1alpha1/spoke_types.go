@@ -103,6 +103,15 @@ type SpokeStatus struct {
 	// +optional
 	LastSnapshotTakenAt *metav1.MicroTime `json:"lastSnapshotTakenAt,omitempty"`
 
+	// signingKeyID identifies the key that signed the agent's last heartbeat:
+	// the first 16 hex characters of the key's SHA-256 (never the key). During
+	// a key rotation (`tugboat spoke rotate-key`) it tells when the agent signs
+	// with the new key, so the previous one can be removed without refusing a
+	// request.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	SigningKeyID string `json:"signingKeyID,omitempty"`
+
 	// agentVersion is the version of the tugboat agent, as it reports it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64

@@ -19,5 +19,6 @@ func commands() []*cobra.Command {
 		newUICommand(),
 		newDoctorCommand(),
 		newInstallCommand(),
+		newSpokeCommand(),
 	}
 }
