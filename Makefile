@@ -49,12 +49,13 @@ image: ## Build the tugboat and tugboat-agent images without Docker: OCI layouts
 		--out "$(IMAGE_DIR)" --base "$(IMAGE_BASE)" --arch "$(IMAGE_ARCH)" --repository "$(IMAGE_REPOSITORY)" --tarball=$(IMAGE_TARBALL)
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy, CRDs and RBAC with controller-gen, and the agent's webhook configurations.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy, CRDs and RBAC with controller-gen, the agent's webhook configurations, and the test CRDs of Flux notification-controller (Provider, Alert v1beta3) from its api module.
 	$(CONTROLLER_GEN) object:headerFile=config/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-hub paths=./controllers/... output:rbac:artifacts:config=config/hub/rbac
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-agent paths=./agent/... output:rbac:artifacts:config=config/agent/rbac
 	go run ./webhook/admission/genmanifests -o config/agent/webhook/manifests.yaml
+	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/notification-controller/api/v1beta3 output:crd:artifacts:config=e2e/testdata/crds/notification-controller
 
 .PHONY: verify
 verify: generate ## Regenerate and fail if the tree changed (also checks go.mod tidiness and gofmt).

@@ -29,6 +29,7 @@ type spokeAdd struct {
 	hf      hubFlags
 	hubURL  string
 	timeout time.Duration
+	flux    fluxSetup
 }
 
 func newSpokeAddCommand() *cobra.Command {
@@ -43,16 +44,29 @@ The key is never printed: the install command copies it.
 
 Adding a Spoke that exists changes nothing and prints the command again. A
 spoke name is unique across the hub: a Spoke of that name in another namespace
-is refused.`,
-		Example: `  tugboat spoke add staging-1 -n fleet --hub-url https://tugboat-hub.example.com`,
-		Args:    cobra.ExactArgs(1),
+is refused.
+
+With --flux the spoke is agentless: add also gives it a Flux key of its own
+(key "fluxKey" of NAME-key, at least 32 bytes, never the agent's) and writes
+to the spoke cluster (--spoke-context/--spoke-kubeconfig, default the current
+context), in --flux-namespace, what Flux notification-controller needs to
+report HelmRelease events to the hub: Secret tugboat-flux-key (its "token" is
+the Flux key), a Provider "tugboat" of type generic-hmac posting to
+<hub-url>/v1/flux/NAME, and an Alert "tugboat-helmreleases" on the
+HelmReleases of --helmrelease-namespaces. -o yaml prints them instead (for a
+GitOps commit; the Secret holds the key in clear).`,
+		Example: `  tugboat spoke add staging-1 -n fleet --hub-url https://tugboat-hub.example.com
+  tugboat spoke add edge-1 -n fleet --flux --hub-url https://tugboat-hub.example.com --spoke-context edge-1
+  tugboat spoke add edge-1 -n fleet --flux --hub-url https://tugboat-hub.example.com -o yaml > flux/tugboat.yaml`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd, args[0])
 		},
 	}
 	o.hf.bind(cmd)
-	cmd.Flags().StringVar(&o.hubURL, "hub-url", "", "the hub receiver's URL as the spoke reaches it (https://...), for the printed install command")
+	cmd.Flags().StringVar(&o.hubURL, "hub-url", "", "the hub receiver's URL as the spoke reaches it (https://...), for the printed install command (and, with --flux, the Provider's address)")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for the hub to generate the spoke's key Secret")
+	o.flux.bind(cmd)
 	return cmd
 }
 
@@ -66,6 +80,7 @@ func (o *spokeAdd) validate(name string) error {
 	if o.timeout <= 0 {
 		errs = append(errs, errors.New("--timeout must be positive"))
 	}
+	errs = append(errs, o.flux.validate(o.hubURL))
 	return errors.Join(errs...)
 }
 
@@ -76,6 +91,9 @@ func (o *spokeAdd) run(cmd *cobra.Command, name string) error {
 	s, err := o.hf.connect()
 	if err != nil {
 		return err
+	}
+	if o.flux.enabled {
+		return o.flux.run(cmd, s, name, o.hubURL, o.timeout)
 	}
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
 	sp, err := ensureSpoke(ctx, out, s, name)
