@@ -14,6 +14,7 @@ import (
 	notificationv1beta3 "github.com/fluxcd/notification-controller/api/v1beta3"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -101,6 +102,18 @@ func TestSpokeCLI_addFluxSetsUpAnAgentlessSpokeThatReports(t *testing.T) {
 	g.Expect(alert.Spec.EventSources).To(Equal([]notificationv1.CrossNamespaceObjectReference{
 		{Kind: "HelmRelease", Name: "*", Namespace: "default"}, {Kind: "HelmRelease", Name: "*", Namespace: "apps"}}))
 
+	// Agentless and silent so far: the hub says so.
+	ready := func(g Gomega) metav1.Condition {
+		sp := spokeNamed(g, hubCluster, f.ns, name)
+		c := apimeta.FindStatusCondition(sp.Status.Conditions, "Ready")
+		g.Expect(c).NotTo(BeNil())
+		return *c
+	}
+	g.Eventually(ready).WithTimeout(20 * time.Second).Should(And(
+		HaveField("Status", metav1.ConditionUnknown), HaveField("Reason", "NoEventSinceSetup"),
+		HaveField("Message", ContainSubstring("no Flux event received since setup at "))))
+	g.Expect(spokeNamed(g, hubCluster, f.ns, name).Status.LastFluxEvent).To(BeNil())
+
 	// The capture, as notification-controller posts it through this
 	// Provider: to its address, signed with its Secret's token.
 	captures := readFluxCapture(t, "notification-controller-v1.9.3-upgrade-succeeded.jsonl")
@@ -124,6 +137,18 @@ func TestSpokeCLI_addFluxSetsUpAnAgentlessSpokeThatReports(t *testing.T) {
 	g.Expect(r.code).To(Equal(http.StatusAccepted), "%s", r.body)
 	g.Eventually(f.current(name, "default", "demo")).WithTimeout(20 * time.Second).
 		Should(Equal(current{3, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}))
+
+	// The hub heard from the spoke: Ready, with the last event.
+	g.Eventually(ready).WithTimeout(20 * time.Second).Should(And(
+		HaveField("Status", metav1.ConditionTrue), HaveField("Reason", "FluxEventReceived"),
+		HaveField("Message", ContainSubstring(": UpgradeSucceeded of HelmRelease/default/demo"))))
+	last := spokeNamed(g, hubCluster, f.ns, name).Status.LastFluxEvent
+	g.Expect(last).NotTo(BeNil())
+	g.Expect(last.Reason).To(Equal("UpgradeSucceeded"))
+	g.Expect(last.ReceivedAt.Time).To(BeTemporally("~", time.Now(), 30*time.Second))
+	out, err = tugboatCLI("spoke", "list", "-n", f.ns, "--kubeconfig", hubKC)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring(last.ReceivedAt.UTC().Format(time.RFC3339) + " (flux)"))
 
 	// Again: the same key, nothing changes on the spoke.
 	before := token.ResourceVersion

@@ -80,6 +80,15 @@ const (
 	// none ever did. Ready is Unknown, not False: the spoke may be fine, the hub
 	// just does not know.
 	AgentNotSeenReason ConditionReason = "AgentNotSeen"
+
+	// NoEventSinceSetupReason: the spoke is agentless (fed by Flux
+	// notification-controller: its key Secret holds a Flux key) and the hub
+	// has received no Flux event from it since it was set up.
+	NoEventSinceSetupReason ConditionReason = "NoEventSinceSetup"
+
+	// FluxEventReceivedReason: the agentless spoke's notification-controller
+	// has posted a signed event the hub accepted (status.lastFluxEvent).
+	FluxEventReceivedReason ConditionReason = "FluxEventReceived"
 )
 
 // Pipeline reasons.

@@ -85,7 +85,9 @@ type SpokeStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions: Ready is True while the agent's heartbeats (state snapshots)
-	// arrive, and Unknown once none arrived within the heartbeat timeout.
+	// arrive, and Unknown once none arrived within the heartbeat timeout. For
+	// an agentless spoke (a Flux key and no agent heartbeat yet) Ready is True
+	// once a Flux event arrived, else Unknown with reason NoEventSinceSetup.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -102,6 +104,12 @@ type SpokeStatus struct {
 	// across hub restarts too.
 	// +optional
 	LastSnapshotTakenAt *metav1.MicroTime `json:"lastSnapshotTakenAt,omitempty"`
+
+	// lastFluxEvent is the last event the hub accepted from the spoke's Flux
+	// notification-controller (POST /v1/flux/{spoke}): the liveness of an
+	// agentless spoke, which sends no heartbeats.
+	// +optional
+	LastFluxEvent *FluxEventRecord `json:"lastFluxEvent,omitempty"`
 
 	// signingKeyID identifies the key that signed the agent's last heartbeat:
 	// the first 16 hex characters of the key's SHA-256 (never the key). During
@@ -128,6 +136,28 @@ type SpokeStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ReleaseCount int32 `json:"releaseCount,omitempty"`
+}
+
+// FluxSetupAnnotation is set on a Spoke by `tugboat spoke add --flux` to
+// when its Flux key was set up (RFC 3339); the Spoke's Ready condition says
+// NoEventSinceSetup until the first Flux event arrives.
+const FluxSetupAnnotation = "tugboat.dev/flux-setup-at"
+
+// FluxEventRecord is what the hub keeps of a Flux event.
+type FluxEventRecord struct {
+	// receivedAt is when the hub accepted the event.
+	// +required
+	ReceivedAt metav1.Time `json:"receivedAt"`
+
+	// reason is the event's reason, e.g. UpgradeSucceeded.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason,omitempty"`
+
+	// object is the event's involved object, <Kind>/<namespace>/<name>.
+	// +optional
+	// +kubebuilder:validation:MaxLength=600
+	Object string `json:"object,omitempty"`
 }
 
 // Spoke is a leaf cluster whose tugboat agent reports Helm releases to the hub.

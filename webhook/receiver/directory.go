@@ -102,6 +102,25 @@ func SpokeFrom(ctx context.Context) (SpokeRef, bool) {
 	return ref, ok
 }
 
+// FluxEventSummary is what the receiver tells a FluxEventRecorder of an
+// accepted Flux event.
+type FluxEventSummary struct {
+	ReceivedAt time.Time
+	// Reason is the event's reason, at most 256 characters.
+	Reason string
+	// Object is <Kind>/<namespace>/<name> of the involved object, at most
+	// 600 characters.
+	Object string
+}
+
+// FluxEventRecorder is implemented by a SpokeDirectory that records on the
+// Spoke the last Flux event the receiver accepted from it (the liveness of
+// an agentless spoke). The receiver calls it after recording the event; a
+// failure is logged and does not fail the request.
+type FluxEventRecorder interface {
+	FluxEventReceived(ctx context.Context, ref SpokeRef, ev FluxEventSummary) error
+}
+
 type signingKeyContextKey struct{}
 
 // WithSigningKeyID returns ctx carrying the wire.KeyID of the key that

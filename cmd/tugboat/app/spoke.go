@@ -75,6 +75,7 @@ type spokeView struct {
 	Reason            string                 `json:"reason,omitempty"`
 	Message           string                 `json:"message,omitempty"`
 	LastSeen          *metav1.Time           `json:"lastSeen,omitempty"`
+	LastFluxEvent     *metav1.Time           `json:"lastFluxEvent,omitempty"`
 	AgentVersion      string                 `json:"agentVersion,omitempty"`
 	KubernetesVersion string                 `json:"kubernetesVersion,omitempty"`
 	Releases          int32                  `json:"releases"`
@@ -93,6 +94,9 @@ func spokeViewOf(sp *tugboatv1alpha1.Spoke) spokeView {
 		AgentVersion: sp.Status.AgentVersion, KubernetesVersion: sp.Status.KubernetesVersion,
 		Releases: sp.Status.ReleaseCount, Suspended: sp.Spec.Suspend, KeySecret: sp.Spec.KeySecretRef.Name,
 	}
+	if ev := sp.Status.LastFluxEvent; ev != nil {
+		v.LastFluxEvent = &ev.ReceivedAt
+	}
 	if c := apimeta.FindStatusCondition(sp.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil {
 		v.Ready, v.Reason, v.Message = c.Status, c.Reason, c.Message
 	}
@@ -110,7 +114,8 @@ func newSpokeListCommand() *cobra.Command {
 		Short: "List the spokes: Ready, last seen, agent version, releases",
 		Long: `list shows the Spokes of a namespace on the hub (-A: of every namespace): whether
 each is Ready (its agent's heartbeats arrive), when the hub last heard from it,
-the agent's version and how many Helm releases it reported. -o wide adds the
+the agent's version and how many Helm releases it reported (for an agentless
+spoke, LAST SEEN is its last Flux event, marked "(flux)"). -o wide adds the
 Kubernetes version, the key Secret, and the reason and message of Ready.`,
 		Example: `  tugboat spoke list -n fleet
   tugboat spoke list -A -o wide
@@ -189,7 +194,11 @@ func printSpokes(w io.Writer, views []spokeView, withNamespace, wide bool) {
 		if v.Suspended {
 			name += " (suspended)"
 		}
-		cells := []string{name, string(v.Ready), timestamp(v.LastSeen), v.AgentVersion, strconv.Itoa(int(v.Releases))}
+		seen := timestamp(v.LastSeen)
+		if seen == "" && v.LastFluxEvent != nil {
+			seen = timestamp(v.LastFluxEvent) + " (flux)"
+		}
+		cells := []string{name, string(v.Ready), seen, v.AgentVersion, strconv.Itoa(int(v.Releases))}
 		if withNamespace {
 			cells = append([]string{v.Namespace}, cells...)
 		}

@@ -102,6 +102,9 @@ func (f *fluxSetup) run(cmd *cobra.Command, s *hubSession, name, hubURL string, 
 	if err != nil {
 		return err
 	}
+	if err := markFluxSetup(ctx, s, sp); err != nil {
+		return err
+	}
 	objs, err := f.objects(name, hubURL, key)
 	if err != nil {
 		return err
@@ -158,6 +161,21 @@ func ensureFluxKey(ctx context.Context, out io.Writer, s *hubSession, secret *co
 	fmt.Fprintf(out, "The hub holds a new Flux key for the spoke (Secret %s/%s, %q), separate from the agent's.\n",
 		secret.Namespace, secret.Name, tugboatv1alpha1.SpokeFluxKeySecretKey)
 	return key, nil
+}
+
+// markFluxSetup records on the Spoke when its Flux setup was made (once):
+// until its first Flux event, the hub says Ready=Unknown, NoEventSinceSetup,
+// since then.
+func markFluxSetup(ctx context.Context, s *hubSession, sp *tugboatv1alpha1.Spoke) error {
+	if _, ok := sp.Annotations[tugboatv1alpha1.FluxSetupAnnotation]; ok {
+		return nil
+	}
+	orig := sp.DeepCopy()
+	metav1.SetMetaDataAnnotation(&sp.ObjectMeta, tugboatv1alpha1.FluxSetupAnnotation, time.Now().UTC().Format(time.RFC3339))
+	if err := s.client.Patch(ctx, sp, client.MergeFrom(orig), client.FieldOwner(cliFieldManager)); err != nil {
+		return fmt.Errorf("annotating spoke %s/%s: %w", sp.Namespace, sp.Name, err)
+	}
+	return nil
 }
 
 func (f *fluxSetup) sourceNamespaces() []string {
