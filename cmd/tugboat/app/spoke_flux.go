@@ -30,7 +30,7 @@ import (
 
 // Names of what `spoke add --flux` writes to the spoke cluster.
 const (
-	fluxSecretName   = "tugboat-flux-key"
+	fluxSecretName   = "tugboat-flux-key" //nolint:gosec // G101: a Secret's name, not a credential
 	fluxProviderName = "tugboat"
 	fluxAlertName    = "tugboat-helmreleases"
 )
