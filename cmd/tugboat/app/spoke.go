@@ -66,6 +66,32 @@ func getSpoke(ctx context.Context, s *hubSession, name string) (*tugboatv1alpha1
 	return sp, nil
 }
 
+// completeSpokeNames completes the NAME argument of a spoke verb with the
+// Spokes of the namespace the flags choose on the hub.
+func completeSpokeNames(hf *hubFlags) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		s, err := hf.connect()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var list tugboatv1alpha1.SpokeList
+		if err := s.client.List(cmd.Context(), &list, client.InNamespace(s.namespace)); err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var names []cobra.Completion
+		for _, sp := range list.Items {
+			if strings.HasPrefix(sp.Name, toComplete) {
+				names = append(names, sp.Name)
+			}
+		}
+		sort.Strings(names)
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
 // spokeView is what `tugboat spoke list` shows of a Spoke (and prints with
 // -o json|yaml).
 type spokeView struct {

@@ -29,8 +29,9 @@ refuses the spoke's agent (401) and Flux events; Pipelines that target the spoke
 show it as not reported. Uninstall the agent on the spoke cluster yourself.`,
 		Example: `  tugboat spoke remove staging-1 -n fleet
   tugboat spoke remove staging-1 -n fleet --keep-history`,
-		Aliases: []string{"rm"},
-		Args:    cobra.ExactArgs(1),
+		Aliases:           []string{"rm"},
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeSpokeNames(&hf),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if err := validateSpokeName(name); err != nil {

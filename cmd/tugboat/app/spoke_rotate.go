@@ -67,7 +67,8 @@ If it stops before the end (timeout, Ctrl-C), both keys stay valid: running it
 again resumes the rotation under way rather than starting another.`,
 		Example: `  tugboat spoke rotate-key staging-1 -n fleet --spoke-context staging-1
   tugboat spoke rotate-key staging-1 -n fleet --timeout 10m`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeSpokeNames(&o.hf),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.spokeKubeIsSet = o.spokeKube.kubeconfig != "" || o.spokeKube.context != ""
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])

@@ -3,6 +3,7 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -226,4 +227,33 @@ func TestSpokeList_showsEverySpokeInEachFormat(t *testing.T) {
 	g.Expect(strings.TrimSpace(out)).To(Equal(`{
   "spokes": []
 }`))
+}
+
+func TestSpoke_completesSpokeNamesFromTheHub(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	reportedSpoke(t, ns, "staging-1", metav1.ConditionTrue, &t1, "v0.3.0", 1)
+	reportedSpoke(t, ns, "staging-2", metav1.ConditionTrue, &t1, "v0.3.0", 1)
+	reportedSpoke(t, ns, "prod-1", metav1.ConditionTrue, &t1, "v0.3.0", 1)
+
+	// cobra's hidden __complete command is what the shell scripts call; the
+	// word to complete comes last.
+	complete := func(args ...string) (string, string, error) {
+		root := app.NewRootCommand()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(io.Discard)
+		root.SetArgs(append([]string{"__complete", "--kubeconfig", cluster.KubeconfigPath}, args...))
+		err := root.ExecuteContext(context.Background())
+		return out.String(), "", err
+	}
+	out, _, err := complete("spoke", "remove", "-n", ns, "stag")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(Equal("staging-1\nstaging-2\n:4\n"))
+	out, _, err = complete("spoke", "rotate-key", "-n", ns, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(HavePrefix("prod-1\nstaging-1\nstaging-2\n:4\n"))
+	out, _, err = complete("spoke", "remove", "-n", ns, "prod-1", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(HavePrefix(":4\n"), "one name only")
 }
