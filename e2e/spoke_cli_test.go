@@ -114,7 +114,7 @@ func TestSpokeCLI_rotateKeyRefusesNoRequestAndRemoveDeletesHistories(t *testing.
 		out, err := tugboatCLI("spoke", "rotate-key", name, "-n", f.ns, "--kubeconfig", hubKC, "--spoke-kubeconfig", spokeKC,
 			"--hub-key-cache-ttl", "1s", "--timeout", "1m")
 		g.Expect(err).NotTo(HaveOccurred(), out)
-		g.Expect(out).To(ContainSubstring("1/3 The hub accepts the current and a new key"))
+		g.Expect(out).To(ContainSubstring("1/3 The hub accepts the current and a new agent key"))
 		g.Expect(out).To(ContainSubstring("2/3 The new key is in Secret tugboat-system/tugboat-agent-hub-key on the spoke"))
 		g.Expect(out).To(ContainSubstring("3/3 The agent signs with the new key; the previous key is removed"))
 
@@ -151,7 +151,7 @@ func TestSpokeCLI_rotateKeyRefusesNoRequestAndRemoveDeletesHistories(t *testing.
 		// says how, and gives up after --timeout with both keys valid.
 		out, err := tugboatCLI("spoke", "rotate-key", name, "-n", f.ns, "--kubeconfig", hubKC, "--hub-key-cache-ttl", "0s", "--timeout", "2s")
 		g.Expect(err).To(MatchError(ContainSubstring("the hub saw no heartbeat of spoke " + f.ns + "/" + name + " signed with the new key within 2s: both keys stay valid")))
-		g.Expect(out).To(ContainSubstring("2/3 Copy the new key to the agent's Secret on the spoke"))
+		g.Expect(out).To(ContainSubstring("2/3 Copy the new key to Secret tugboat-system/tugboat-agent-hub-key (key \"key\") on the spoke"))
 		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKeyFromObject(hubSecret), hubSecret)).To(Succeed())
 		g.Expect(hubSecret.Data).To(HaveKey(tugboatv1alpha1.SpokePreviousKeySecretKey))
 		pending := hubSecret.Data[tugboatv1alpha1.SpokeKeySecretKey]

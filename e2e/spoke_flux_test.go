@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/hub"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
@@ -58,7 +60,7 @@ func TestSpokeCLI_addFluxSetsUpAnAgentlessSpokeThatReports(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	hubCluster, spokeCluster := startHubAndFluxSpoke(t)
-	f := newFleet(t, hubCluster)
+	f := newFleetWith(t, hubCluster, func(o *hub.Options) { o.History.KeyCacheTTL = time.Second })
 	f.waitReceiverReady(g)
 	hubKC, spokeKC := hubCluster.KubeconfigPath, spokeCluster.KubeconfigPath
 	const name = "edge-1"
@@ -157,6 +159,73 @@ func TestSpokeCLI_addFluxSetsUpAnAgentlessSpokeThatReports(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("holds the spoke's Flux key already: keeping it"))
 	g.Expect(spoke.Get(ctx, client.ObjectKeyFromObject(token), token)).To(Succeed())
 	g.Expect(token.ResourceVersion).To(Equal(before))
+
+	t.Run("rotateKeyFluxRefusesNoEvent", func(t *testing.T) {
+		g := NewWithT(t)
+		oldKey := append([]byte(nil), fluxKey...)
+		// A stand-in for notification-controller: an event every 200ms, each
+		// signed with the token of the Provider's Secret as it is then (the
+		// controller reads the Secret for every event).
+		type result struct{ code int }
+		results := make(chan result, 10_000)
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(200 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				sec := &corev1.Secret{}
+				if err := spoke.Get(ctx, client.ObjectKeyFromObject(token), sec); err != nil {
+					results <- result{-1}
+					continue
+				}
+				ev := bytes.Replace(captured, []byte(capturedTS), []byte(`"timestamp":"`+time.Now().UTC().Format(time.RFC3339)+`"`), 1)
+				req, _ := http.NewRequest(http.MethodPost, provider.Spec.Address, bytes.NewReader(ev))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Signature", fluxSignature(sec.Data["token"], ev))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					results <- result{-2}
+					continue
+				}
+				_ = resp.Body.Close()
+				results <- result{resp.StatusCode}
+			}
+		}()
+		out, err := tugboatCLI("spoke", "rotate-key", name, "--flux", "-n", f.ns, "--kubeconfig", hubKC, "--spoke-kubeconfig", spokeKC,
+			"--hub-key-cache-ttl", "1s", "--timeout", "1m")
+		close(stop)
+		<-done
+		close(results)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("1/3 The hub accepts the current and a new Flux notification-controller key"))
+		g.Expect(out).To(ContainSubstring("2/3 The new key is in Secret flux-system/tugboat-flux-key on the spoke"))
+		g.Expect(out).To(ContainSubstring("3/3 The Flux notification-controller signs with the new key"))
+		codes := map[int]int{}
+		for r := range results {
+			codes[r.code]++
+		}
+		g.Expect(codes).To(HaveLen(1), "every event accepted: %v", codes)
+		g.Expect(codes[http.StatusAccepted]).To(BeNumerically(">=", 5), "%v", codes)
+
+		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKeyFromObject(hubSecret), hubSecret)).To(Succeed())
+		newKey := hubSecret.Data[tugboatv1alpha1.SpokeFluxKeySecretKey]
+		g.Expect(newKey).NotTo(Equal(oldKey))
+		g.Expect(hubSecret.Data).NotTo(HaveKey(tugboatv1alpha1.SpokePreviousFluxKeySecretKey))
+		g.Expect(hubSecret.Data[tugboatv1alpha1.SpokeKeySecretKey]).NotTo(Equal(newKey))
+		g.Expect(spoke.Get(ctx, client.ObjectKeyFromObject(token), token)).To(Succeed())
+		g.Expect(token.Data["token"]).To(Equal(newKey))
+		g.Expect(spokeNamed(g, hubCluster, f.ns, name).Status.LastFluxEvent.KeyID).To(Equal(wire.KeyID(newKey)))
+		g.Expect(out).NotTo(ContainSubstring(string(newKey)))
+		// The old key is refused now.
+		g.Eventually(func() int { return post(oldKey).code }).WithTimeout(10 * time.Second).Should(Equal(http.StatusUnauthorized))
+		fluxKey = newKey
+	})
 
 	// -o yaml prints the same objects for a GitOps commit, and the spoke's
 	// API server accepts them as they are.

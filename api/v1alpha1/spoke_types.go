@@ -158,6 +158,13 @@ type FluxEventRecord struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=600
 	Object string `json:"object,omitempty"`
+
+	// keyID identifies the Flux key that signed the event: the first 16 hex
+	// characters of the key's SHA-256 (never the key). `tugboat spoke
+	// rotate-key --flux` waits for an event signed with the new key.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	KeyID string `json:"keyID,omitempty"`
 }
 
 // Spoke is a leaf cluster whose tugboat agent reports Helm releases to the hub.

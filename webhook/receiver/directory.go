@@ -111,6 +111,8 @@ type FluxEventSummary struct {
 	// Object is <Kind>/<namespace>/<name> of the involved object, at most
 	// 600 characters.
 	Object string
+	// KeyID is the wire.KeyID of the Flux key that verified it.
+	KeyID string
 }
 
 // FluxEventRecorder is implemented by a SpokeDirectory that records on the

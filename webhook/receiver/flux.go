@@ -203,6 +203,7 @@ func (s *Server) fluxEventReceived(ctx context.Context, sp *Spoke, ev *fluxEvent
 		ReceivedAt: s.now(),
 		Reason:     sanitizeText(ev.Reason, 256),
 		Object:     sanitizeText(o.Kind+"/"+o.Namespace+"/"+o.Name, 600),
+		KeyID:      sp.SignedWith,
 	}
 	if err := rec.FluxEventReceived(ctx, sp.SpokeRef, summary); err != nil {
 		s.log.Error(err, "Cannot record the spoke's last Flux event", "spoke", sp.String())

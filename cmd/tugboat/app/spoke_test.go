@@ -108,7 +108,9 @@ func TestSpokeVerbs_refuseBadInput(t *testing.T) {
 		{"rotate-key: unknown spoke", []string{"spoke", "rotate-key", "nope"}, "spoke " + ns + "/nope not found (tugboat spoke list -n " + ns + " shows the spokes there)"},
 		{"rotate-key: bad name", []string{"spoke", "rotate-key", "No"}, `"No" is not a valid spoke name`},
 		{"rotate-key: timeout zero", []string{"spoke", "rotate-key", "edge-1", "--timeout", "0s"}, "--timeout must be positive"},
-		{"rotate-key: empty agent secret", []string{"spoke", "rotate-key", "edge-1", "--agent-secret", ""}, "--agent-namespace and --agent-secret must not be empty"},
+		{"rotate-key: bad key Secret name", []string{"spoke", "rotate-key", "edge-1", "--key-secret", "Bad_Name"}, `--key-secret "Bad_Name" is not a valid Secret name`},
+		{"rotate-key: bad key namespace", []string{"spoke", "rotate-key", "edge-1", "--key-namespace", "a.b"}, `--key-namespace "a.b" is not a valid namespace`},
+		{"rotate-key: negative cache TTL", []string{"spoke", "rotate-key", "edge-1", "--hub-key-cache-ttl", "-1s"}, "--hub-key-cache-ttl must not be negative"},
 		{"remove: unknown spoke", []string{"spoke", "remove", "nope"}, "spoke " + ns + "/nope not found"},
 		{"remove: two names", []string{"spoke", "remove", "a", "b"}, "accepts 1 arg(s), received 2"},
 	} {

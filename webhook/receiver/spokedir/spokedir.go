@@ -149,7 +149,7 @@ func (d *Directory) StateRecorded(ctx context.Context, ref receiver.SpokeRef, ta
 // FluxEventReceived sets status.lastFluxEvent of the Spoke ref (a merge
 // patch of that one field): the liveness of an agentless spoke.
 func (d *Directory) FluxEventReceived(ctx context.Context, ref receiver.SpokeRef, ev receiver.FluxEventSummary) error {
-	rec := tugboatv1alpha1.FluxEventRecord{ReceivedAt: metav1.NewTime(ev.ReceivedAt.UTC().Truncate(time.Second)), Reason: ev.Reason, Object: ev.Object}
+	rec := tugboatv1alpha1.FluxEventRecord{ReceivedAt: metav1.NewTime(ev.ReceivedAt.UTC().Truncate(time.Second)), Reason: ev.Reason, Object: ev.Object, KeyID: ev.KeyID}
 	data, err := json.Marshal(map[string]any{"status": map[string]any{"lastFluxEvent": rec}})
 	if err != nil {
 		return err
