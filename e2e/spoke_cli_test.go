@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -178,10 +179,15 @@ func TestSpokeCLI_rotateKeyRefusesNoRequestAndRemoveDeletesHistories(t *testing.
 		out, err := tugboatCLI("spoke", "remove", name, "-n", f.ns, "--kubeconfig", hubKC)
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		g.Expect(out).To(ContainSubstring("Spoke " + f.ns + "/" + name + " deleted. Its 1 ReleaseHistory and key Secret " + name + "-key"))
-		g.Eventually(func() bool {
-			err := hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: tugboatv1alpha1.ReleaseHistoryName(name, "apps", "web")}, &tugboatv1alpha1.ReleaseHistory{})
-			return apierrors.IsNotFound(err)
-		}).WithTimeout(30*time.Second).Should(BeTrue(), "the garbage collector deletes its ReleaseHistories")
+		g.Eventually(func() error {
+			rh := &tugboatv1alpha1.ReleaseHistory{}
+			err := hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: tugboatv1alpha1.ReleaseHistoryName(name, "apps", "web")}, rh)
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			spErr := hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, &tugboatv1alpha1.Spoke{})
+			return fmt.Errorf("ReleaseHistory still there (get: %v; owners %+v; finalizers %v; deleting %v); the Spoke: %v", err, rh.OwnerReferences, rh.Finalizers, rh.DeletionTimestamp, spErr)
+		}).WithTimeout(30*time.Second).Should(Succeed(), "the garbage collector deletes its ReleaseHistories")
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(hubCluster.Client.Get(ctx, client.ObjectKeyFromObject(hubSecret), &corev1.Secret{}))
 		}).WithTimeout(30*time.Second).Should(BeTrue(), "and its generated key Secret")

@@ -262,9 +262,13 @@ func (o *spokeRotate) run(ctx context.Context, out io.Writer, name string) error
 
 	// 3. Wait for the spoke to sign with it, then drop the previous key.
 	fmt.Fprintf(out, "    Waiting up to %s for a %s signed with the new key (key id %s)...\n", o.timeout, k.evidence, newID)
-	err = wait.PollUntilContextTimeout(ctx, o.pollingInterval, o.timeout, true, func(ctx context.Context) (bool, error) {
-		cur, err := getSpoke(ctx, s, name)
-		if err != nil {
+	err = wait.PollUntilContextTimeout(ctx, o.pollingInterval, o.timeout, true, func(pctx context.Context) (bool, error) {
+		cur, err := getSpoke(pctx, s, name)
+		switch {
+		case err != nil && pctx.Err() != nil:
+			// The wait ran out while reading: a timeout, not a failure.
+			return false, nil
+		case err != nil:
 			return false, err
 		}
 		return k.signedWith(cur) == newID, nil
