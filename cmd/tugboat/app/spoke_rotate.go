@@ -262,21 +262,28 @@ func (o *spokeRotate) run(ctx context.Context, out io.Writer, name string) error
 
 	// 3. Wait for the spoke to sign with it, then drop the previous key.
 	fmt.Fprintf(out, "    Waiting up to %s for a %s signed with the new key (key id %s)...\n", o.timeout, k.evidence, newID)
+	var lastErr error
 	err = wait.PollUntilContextTimeout(ctx, o.pollingInterval, o.timeout, true, func(pctx context.Context) (bool, error) {
-		cur, err := getSpoke(pctx, s, name)
-		switch {
-		case err != nil && pctx.Err() != nil:
-			// The wait ran out while reading: a timeout, not a failure.
-			return false, nil
+		cur := &tugboatv1alpha1.Spoke{}
+		switch err := s.client.Get(pctx, types.NamespacedName{Namespace: sp.Namespace, Name: name}, cur); {
+		case apierrors.IsNotFound(err):
+			return false, fmt.Errorf("spoke %s/%s was deleted during the rotation", sp.Namespace, name)
 		case err != nil:
-			return false, err
+			// Transient (the API server, the client's rate limiter near
+			// the deadline): keep waiting; the timeout says what was seen.
+			lastErr = err
+			return false, nil
 		}
 		return k.signedWith(cur) == newID, nil
 	})
 	if err != nil {
 		if wait.Interrupted(err) {
-			return fmt.Errorf("the hub saw no %s of spoke %s/%s signed with the new key within %s: both keys stay valid; once the %s has the new key, run this command again to finish",
+			msg := fmt.Sprintf("the hub saw no %s of spoke %s/%s signed with the new key within %s: both keys stay valid; once the %s has the new key, run this command again to finish",
 				k.evidence, sp.Namespace, name, o.timeout, k.who)
+			if lastErr != nil {
+				msg += fmt.Sprintf(" (last error reading the Spoke: %v)", lastErr)
+			}
+			return errors.New(msg)
 		}
 		return err
 	}
