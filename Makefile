@@ -11,9 +11,23 @@ export GOTOOLCHAIN := local
 ## Tool versions
 CONTROLLER_GEN_VERSION ?= v0.21.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
+GOVULNCHECK_VERSION ?= v1.9.0
+## The Go vulnerability database, as the golang.org/x/vulndb module publishes it
+## (its OSV entries, data/osv) through the Go module proxy: vuln.go.dev itself is
+## not always reachable (it is not from the development machines). Bump it like a
+## tool: go list -m -f '{{.Version}}' golang.org/x/vulndb@latest
+VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
+## Go versions whose standard-library vulnerabilities `make vulncheck` reports as
+## warnings only: the toolchain of the development machines (GOTOOLCHAIN=local),
+## which the repository cannot upgrade. go1.26.8 has 14 called vulnerabilities,
+## fixed in go1.26.10: drop this once the machines have it.
+VULNCHECK_ACCEPT_STDLIB ?= go1.26.8
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+GOVULNCHECK ?= $(LOCALBIN)/govulncheck-$(GOVULNCHECK_VERSION)
+INDEXDB ?= $(LOCALBIN)/indexdb-$(VULNDB_VERSION)
+VULNDB ?= $(LOCALBIN)/vulndb-$(VULNDB_VERSION)
 
 ## Version: what `tugboat version` prints and the agent reports to the hub,
 ## set at link time (cmd/tugboat/app.Version); also the images' tag.
@@ -53,7 +67,7 @@ image: ## Build the tugboat and tugboat-agent images without Docker: OCI layouts
 		--out "$(IMAGE_DIR)" --base "$(IMAGE_BASE)" --arch "$(IMAGE_ARCH)" --repository "$(IMAGE_REPOSITORY)" --tarball=$(IMAGE_TARBALL)
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy, and into the Helm charts the CRDs and RBAC (controller-gen) and the agent's webhook configurations.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy, and into the Helm charts the CRDs and RBAC (controller-gen) and the agent's webhook configurations; the test CRDs of Flux (HelmRelease; notification-controller's Provider and Alert v1beta3) from their api modules.
 	$(CONTROLLER_GEN) object:headerFile=config/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=$(HUB_CHART)/files/crds
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-hub paths=./controllers/... output:rbac:artifacts:config=$(HUB_CHART)/files/rbac
@@ -61,6 +75,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, and into the Helm charts the C
 	# Flux's HelmRelease CRD for the tests, from the pinned helm-controller/api module.
 	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:artifacts:config=e2e/testdata/crds/flux
 	go run ./webhook/admission/genmanifests -o $(AGENT_CHART)/files/webhook/manifests.yaml
+	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/notification-controller/api/v1beta3 output:crd:artifacts:config=e2e/testdata/crds/notification-controller
 
 .PHONY: verify
 verify: generate ## Regenerate and fail if the tree changed (also checks go.mod tidiness and gofmt).
@@ -106,8 +121,12 @@ fuzz: ## Run every fuzz target for FUZZTIME each.
 		done; done
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint (config in .golangci.yml).
+lint: $(GOLANGCI_LINT) vulncheck ## Run golangci-lint (config in .golangci.yml) and govulncheck (make vulncheck).
 	$(GOLANGCI_LINT) run ./...
+
+.PHONY: vulncheck
+vulncheck: $(GOVULNCHECK) $(VULNDB) ## Run govulncheck (pinned) against the pinned vulnerability database; fails when the code calls a vulnerable symbol.
+	$(GOVULNCHECK) -db file://$(VULNDB) -format json ./... | go run ./e2e/vulncheck -accept-stdlib "$(VULNCHECK_ACCEPT_STDLIB)"
 
 .PHONY: dev
 dev: ## Start the local hub and three spokes, production behind an approval gate (tugboat dev up --spokes 3); Ctrl-C stops them.
@@ -122,6 +141,22 @@ $(CONTROLLER_GEN):
 	@mkdir -p $(LOCALBIN)
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(LOCALBIN)/controller-gen $@
+
+$(GOVULNCHECK):
+	@mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN) go install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	mv $(LOCALBIN)/govulncheck $@
+
+$(INDEXDB):
+	@mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN) go install golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION)
+	mv $(LOCALBIN)/indexdb $@
+
+## The v1 database govulncheck reads (-db file://...), indexed from the module's OSV files.
+$(VULNDB): $(INDEXDB)
+	rm -rf $@.tmp
+	$(INDEXDB) -vulns "$$(go env GOMODCACHE)/golang.org/x/vulndb@$(VULNDB_VERSION)/data/osv" -out $@.tmp
+	mv $@.tmp $@
 
 $(GOLANGCI_LINT):
 	@mkdir -p $(LOCALBIN)

@@ -108,6 +108,15 @@ const (
 	// OlderProtocolReason: the agent reported an older protocolVersion than
 	// the hub's (AgentOutdated).
 	OlderProtocolReason ConditionReason = "OlderProtocol"
+
+	// NoEventSinceSetupReason: the spoke is agentless (fed by Flux
+	// notification-controller: its key Secret holds a Flux key) and the hub
+	// has received no Flux event from it since it was set up.
+	NoEventSinceSetupReason ConditionReason = "NoEventSinceSetup"
+
+	// FluxEventReceivedReason: the agentless spoke's notification-controller
+	// has posted a signed event the hub accepted (status.lastFluxEvent).
+	FluxEventReceivedReason ConditionReason = "FluxEventReceived"
 )
 
 // Pipeline reasons.

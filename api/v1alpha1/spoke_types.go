@@ -46,7 +46,7 @@ type SpokeSpec struct {
 	// current key under "key" and, during a rotation, the previous one under
 	// "previousKey": the hub accepts either while both are present. To rotate,
 	// move "key" to "previousKey", write the new "key", roll the agent, then
-	// delete "previousKey". A spoke fed by Flux notification-controller holds
+	// delete "previousKey" (`tugboat spoke rotate-key` does all of it). A spoke fed by Flux notification-controller holds
 	// its Provider's own key under "fluxKey" (and "previousFluxKey" during a
 	// rotation). Keys are at least 32 bytes.
 	// +required
@@ -121,7 +121,9 @@ type SpokeStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions: Ready is True while the agent's heartbeats (state snapshots)
-	// arrive, and Unknown once none arrived within the heartbeat timeout.
+	// arrive, and Unknown once none arrived within the heartbeat timeout. For
+	// an agentless spoke (a Flux key and no agent heartbeat yet) Ready is True
+	// once a Flux event arrived, else Unknown with reason NoEventSinceSetup.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -138,6 +140,21 @@ type SpokeStatus struct {
 	// across hub restarts too.
 	// +optional
 	LastSnapshotTakenAt *metav1.MicroTime `json:"lastSnapshotTakenAt,omitempty"`
+
+	// lastFluxEvent is the last event the hub accepted from the spoke's Flux
+	// notification-controller (POST /v1/flux/{spoke}): the liveness of an
+	// agentless spoke, which sends no heartbeats.
+	// +optional
+	LastFluxEvent *FluxEventRecord `json:"lastFluxEvent,omitempty"`
+
+	// signingKeyID identifies the key that signed the agent's last heartbeat:
+	// the first 16 hex characters of the key's SHA-256 (never the key). During
+	// a key rotation (`tugboat spoke rotate-key`) it tells when the agent signs
+	// with the new key, so the previous one can be removed without refusing a
+	// request.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	SigningKeyID string `json:"signingKeyID,omitempty"`
 
 	// agentVersion is the version of the tugboat agent, as it reports it.
 	// +optional
@@ -194,6 +211,35 @@ type AgentBootstrapStatus struct {
 	// installedAt is when the hub last installed or upgraded the agent.
 	// +optional
 	InstalledAt *metav1.Time `json:"installedAt,omitempty"`
+}
+
+// FluxSetupAnnotation is set on a Spoke by `tugboat spoke add --flux` to
+// when its Flux key was set up (RFC 3339); the Spoke's Ready condition says
+// NoEventSinceSetup until the first Flux event arrives.
+const FluxSetupAnnotation = "tugboat.dev/flux-setup-at"
+
+// FluxEventRecord is what the hub keeps of a Flux event.
+type FluxEventRecord struct {
+	// receivedAt is when the hub accepted the event.
+	// +required
+	ReceivedAt metav1.Time `json:"receivedAt"`
+
+	// reason is the event's reason, e.g. UpgradeSucceeded.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason,omitempty"`
+
+	// object is the event's involved object, <Kind>/<namespace>/<name>.
+	// +optional
+	// +kubebuilder:validation:MaxLength=600
+	Object string `json:"object,omitempty"`
+
+	// keyID identifies the Flux key that signed the event: the first 16 hex
+	// characters of the key's SHA-256 (never the key). `tugboat spoke
+	// rotate-key --flux` waits for an event signed with the new key.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	KeyID string `json:"keyID,omitempty"`
 }
 
 // Spoke is a leaf cluster whose tugboat agent reports Helm releases to the hub.

@@ -277,3 +277,13 @@ func parseSignatures(h string) ([][]byte, error) {
 	}
 	return sigs, nil
 }
+
+// KeyID identifies a key without revealing it: the first 16 hex characters
+// of the SHA-256 of the key (surrounding white space included as given).
+// The hub records the KeyID of the key that signed a spoke's last heartbeat
+// (Spoke status.signingKeyID), so a key rotation can tell when the agent
+// signs with the new key.
+func KeyID(key []byte) string {
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:8])
+}

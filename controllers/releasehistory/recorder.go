@@ -283,8 +283,12 @@ func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, sna
 	patch.Status.AgentVersion = snap.AgentVersion
 	patch.Status.KubernetesVersion = snap.KubernetesVersion
 	patch.Status.ReleaseCount = clampRevision(len(snap.Releases))
-	data := fmt.Sprintf(`{"status":{"lastSeen":%q,"agentVersion":%q,"agentProtocolVersion":%d,"kubernetesVersion":%q,"releaseCount":%d}}`,
-		patch.Status.LastSeen.Format(time.RFC3339), patch.Status.AgentVersion, snap.ProtocolVersion, patch.Status.KubernetesVersion, patch.Status.ReleaseCount)
+	keyID := ""
+	if id, ok := receiver.SigningKeyIDFrom(ctx); ok {
+		keyID = fmt.Sprintf(`,"signingKeyID":%q`, id)
+	}
+	data := fmt.Sprintf(`{"status":{"lastSeen":%q,"agentVersion":%q,"agentProtocolVersion":%d,"kubernetesVersion":%q,"releaseCount":%d%s}}`,
+		patch.Status.LastSeen.Format(time.RFC3339), patch.Status.AgentVersion, snap.ProtocolVersion, patch.Status.KubernetesVersion, patch.Status.ReleaseCount, keyID)
 	if err := r.bounded(ctx, func(ctx context.Context) error {
 		return r.client.Status().Patch(ctx, sp, client.RawPatch(types.MergePatchType, []byte(data)))
 	}); err != nil {

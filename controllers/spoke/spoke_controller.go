@@ -119,7 +119,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}()
 
-	if err := r.reconcileKeySecret(ctx, sp); err != nil {
+	agentless, err := r.reconcileKeySecret(ctx, sp)
+	if err != nil {
 		if stalled := (stalledError{}); errors.As(err, &stalled) {
 			r.setStalled(sp, stalled.reason, stalled.Error())
 			return ctrl.Result{}, nil
@@ -136,7 +137,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.StalledCondition.String())
 	apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
-	requeue := r.reconcileReady(sp)
+	requeue := time.Duration(0)
+	if agentless && sp.Status.LastSeen == nil {
+		r.reconcileFluxReady(sp)
+	} else {
+		requeue = r.reconcileReady(sp)
+	}
 	if again := r.reconcileBootstrap(ctx, sp); again > 0 && (requeue == 0 || again < requeue) {
 		requeue = again
 	}
@@ -152,8 +158,9 @@ func (e stalledError) Error() string { return e.msg }
 
 // reconcileKeySecret makes sure the key Secret exists: a missing one is
 // generated (32 random bytes, hex), owned by the Spoke. A Secret without a
-// key is a configuration error.
-func (r *Reconciler) reconcileKeySecret(ctx context.Context, sp *tugboatv1alpha1.Spoke) error {
+// key is a configuration error. It reports whether the Secret holds a Flux
+// key (the spoke may be agentless).
+func (r *Reconciler) reconcileKeySecret(ctx context.Context, sp *tugboatv1alpha1.Spoke) (bool, error) {
 	name := sp.Spec.KeySecretRef.Name
 	secret := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: name}, secret)
@@ -161,7 +168,7 @@ func (r *Reconciler) reconcileKeySecret(ctx context.Context, sp *tugboatv1alpha1
 	case apierrors.IsNotFound(err):
 		raw := make([]byte, 32)
 		if _, err := rand.Read(raw); err != nil {
-			return err
+			return false, err
 		}
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
@@ -172,20 +179,20 @@ func (r *Reconciler) reconcileKeySecret(ctx context.Context, sp *tugboatv1alpha1
 			Data: map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: []byte(hex.EncodeToString(raw))},
 		}
 		if err := controllerutil.SetControllerReference(sp, secret, r.Client.Scheme()); err != nil {
-			return err
+			return false, err
 		}
 		if err := r.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating key secret %s: %w", name, err)
+			return false, fmt.Errorf("creating key secret %s: %w", name, err)
 		}
 		log.FromContext(ctx).Info("generated a key secret for the spoke", "secret", name)
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("reading key secret %s: %w", name, err)
+		return false, fmt.Errorf("reading key secret %s: %w", name, err)
 	}
 	if msg := checkKeys(secret); msg != "" {
-		return stalledError{reason: tugboatv1alpha1.InvalidSpecReason, msg: fmt.Sprintf("secret %s: %s", name, msg)}
+		return false, stalledError{reason: tugboatv1alpha1.InvalidSpecReason, msg: fmt.Sprintf("secret %s: %s", name, msg)}
 	}
-	return nil
+	return len(bytes.TrimSpace(secret.Data[tugboatv1alpha1.SpokeFluxKeySecretKey])) > 0, nil
 }
 
 // checkKeys returns what is wrong with the keys of a Spoke's key Secret,
@@ -256,6 +263,30 @@ func (r *Reconciler) reconcileReady(sp *tugboatv1alpha1.Spoke) time.Duration {
 	r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionUnknown, tugboatv1alpha1.AgentNotSeenReason,
 		fmt.Sprintf("no heartbeat since %s (timeout %s)", sp.Status.LastSeen.UTC().Format(time.RFC3339), timeout))
 	return 0
+}
+
+// reconcileFluxReady sets Ready of an agentless spoke (a Flux key, no agent
+// heartbeat ever): True once a Flux event arrived, Unknown
+// (NoEventSinceSetup) before. Flux sends events only when something
+// happens, so no timeout applies: a quiet spoke stays Ready.
+func (r *Reconciler) reconcileFluxReady(sp *tugboatv1alpha1.Spoke) {
+	if ev := sp.Status.LastFluxEvent; ev != nil {
+		msg := "last Flux event received at " + ev.ReceivedAt.UTC().Format(time.RFC3339)
+		if ev.Reason != "" {
+			msg += ": " + ev.Reason
+			if ev.Object != "" {
+				msg += " of " + ev.Object
+			}
+		}
+		r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionTrue, tugboatv1alpha1.FluxEventReceivedReason, msg)
+		return
+	}
+	since := "it was set up"
+	if at := sp.Annotations[tugboatv1alpha1.FluxSetupAnnotation]; at != "" {
+		since = "setup at " + at
+	}
+	r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionUnknown, tugboatv1alpha1.NoEventSinceSetupReason,
+		fmt.Sprintf("no Flux event received since %s: check the spoke's notification-controller Provider and Alert (kubectl -n flux-system get providers,alerts) and that it reaches the hub's /v1/flux/%s", since, sp.Name))
 }
 
 func (r *Reconciler) setStalled(sp *tugboatv1alpha1.Spoke, reason tugboatv1alpha1.ConditionReason, msg string) {

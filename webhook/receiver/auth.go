@@ -177,6 +177,7 @@ func (s *Server) identify(w http.ResponseWriter, r *http.Request, endpoint, name
 		return nil, false
 	}
 	sp := matched[0]
+	sp.SignedWith = s.signingKeyID(sp, kind, verify)
 	if sp.Suspended {
 		s.reject(endpoint, reasonSuspended, sp.String())
 		retryAfter(w, suspendedRetryAfter)
@@ -187,6 +188,21 @@ func (s *Server) identify(w http.ResponseWriter, r *http.Request, endpoint, name
 		return nil, false
 	}
 	return sp, true
+}
+
+// signingKeyID returns the wire.KeyID of the key of sp (of kind) that
+// verified the request: the current one unless a previous key is present
+// and the current one alone does not verify it. Only authenticated requests
+// during a rotation pay the second verification.
+func (s *Server) signingKeyID(sp *Spoke, kind keyKind, verify verifyFunc) string {
+	keys, _ := s.verificationKeys(kind.of(sp))
+	if bytes.Equal(keys[1], s.dummyKeys[1]) {
+		return wire.KeyID(keys[0])
+	}
+	if verify(sp.String()+"#current", [keysPerVerification][]byte{keys[0], s.dummyKeys[1]}) == nil {
+		return wire.KeyID(keys[0])
+	}
+	return wire.KeyID(keys[1])
 }
 
 // verifyReason is the rejected_total reason of a failed verification.
@@ -239,5 +255,9 @@ func (s *Server) allow(w http.ResponseWriter, endpoint string, ref SpokeRef) boo
 
 // spokeContext is the request's context carrying its Spoke, for the Store.
 func spokeContext(ctx context.Context, sp *Spoke) context.Context {
-	return WithSpoke(ctx, sp.SpokeRef)
+	ctx = WithSpoke(ctx, sp.SpokeRef)
+	if sp.SignedWith != "" {
+		ctx = WithSigningKeyID(ctx, sp.SignedWith)
+	}
+	return ctx
 }

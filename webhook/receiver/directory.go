@@ -46,6 +46,9 @@ type Spoke struct {
 	// for the spoke, as persisted (zero when none): a snapshot must be
 	// taken after it.
 	LastSnapshotTakenAt time.Time
+	// SignedWith is set by the receiver on an authenticated request: the
+	// wire.KeyID of the key that verified it.
+	SignedWith string
 }
 
 // SpokeDirectory finds the Spokes a request path names. Spoke names are
@@ -97,4 +100,40 @@ func WithSpoke(ctx context.Context, ref SpokeRef) context.Context {
 func SpokeFrom(ctx context.Context) (SpokeRef, bool) {
 	ref, ok := ctx.Value(spokeContextKey{}).(SpokeRef)
 	return ref, ok
+}
+
+// FluxEventSummary is what the receiver tells a FluxEventRecorder of an
+// accepted Flux event.
+type FluxEventSummary struct {
+	ReceivedAt time.Time
+	// Reason is the event's reason, at most 256 characters.
+	Reason string
+	// Object is <Kind>/<namespace>/<name> of the involved object, at most
+	// 600 characters.
+	Object string
+	// KeyID is the wire.KeyID of the Flux key that verified it.
+	KeyID string
+}
+
+// FluxEventRecorder is implemented by a SpokeDirectory that records on the
+// Spoke the last Flux event the receiver accepted from it (the liveness of
+// an agentless spoke). The receiver calls it after recording the event; a
+// failure is logged and does not fail the request.
+type FluxEventRecorder interface {
+	FluxEventReceived(ctx context.Context, ref SpokeRef, ev FluxEventSummary) error
+}
+
+type signingKeyContextKey struct{}
+
+// WithSigningKeyID returns ctx carrying the wire.KeyID of the key that
+// verified the request. The receiver sets it for the Store, which records
+// it with the heartbeat (Spoke status.signingKeyID).
+func WithSigningKeyID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, signingKeyContextKey{}, id)
+}
+
+// SigningKeyIDFrom returns the key id ctx carries (see WithSigningKeyID).
+func SigningKeyIDFrom(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(signingKeyContextKey{}).(string)
+	return id, ok && id != ""
 }

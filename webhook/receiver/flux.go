@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -171,6 +172,7 @@ func (s *Server) serveFlux(w http.ResponseWriter, r *http.Request, spoke string)
 	if ev.InvolvedObject.Kind != fluxHelmReleaseKind {
 		s.metrics.events.WithLabelValues(ep, resultReceived).Inc()
 		s.metrics.events.WithLabelValues(ep, resultIgnored).Inc()
+		s.fluxEventReceived(r.Context(), sp, ev)
 		writeJSON(w, http.StatusAccepted, wire.AcceptedResponse{Received: 1})
 		return
 	}
@@ -184,5 +186,26 @@ func (s *Server) serveFlux(w http.ResponseWriter, r *http.Request, spoke string)
 		s.unavailable(w, ep, spoke, "recording a Flux event", err)
 		return
 	}
+	s.fluxEventReceived(r.Context(), sp, ev)
 	writeJSON(w, http.StatusAccepted, resp)
+}
+
+// fluxEventReceived tells the directory, if it records them, that sp's
+// notification-controller posted ev, once it is accepted (a refused event,
+// bad input included, changes nothing).
+func (s *Server) fluxEventReceived(ctx context.Context, sp *Spoke, ev *fluxEvent) {
+	rec, ok := s.spokes.(FluxEventRecorder)
+	if !ok {
+		return
+	}
+	o := ev.InvolvedObject
+	summary := FluxEventSummary{
+		ReceivedAt: s.now(),
+		Reason:     sanitizeText(ev.Reason, 256),
+		Object:     sanitizeText(o.Kind+"/"+o.Namespace+"/"+o.Name, 600),
+		KeyID:      sp.SignedWith,
+	}
+	if err := rec.FluxEventReceived(ctx, sp.SpokeRef, summary); err != nil {
+		s.log.Error(err, "Cannot record the spoke's last Flux event", "spoke", sp.String())
+	}
 }

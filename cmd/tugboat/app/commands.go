@@ -22,5 +22,6 @@ func commands() []*cobra.Command {
 		newUninstallCommand(),
 		newReleasesCommand(),
 		newTargetCommand(),
+		newSpokeCommand(),
 	}
 }

@@ -23,10 +23,13 @@ import (
 func (d *doctor) checkHub(spokes *tugboatv1alpha1.SpokeList, pipelines *tugboatv1alpha1.PipelineList) {
 	now := d.now()
 	if spokes != nil {
-		var latest *tugboatv1alpha1.Spoke
+		var latest, latestFlux *tugboatv1alpha1.Spoke
 		recent := 0
 		for i := range spokes.Items {
 			sp := &spokes.Items[i]
+			if ev := sp.Status.LastFluxEvent; ev != nil && (latestFlux == nil || ev.ReceivedAt.After(latestFlux.Status.LastFluxEvent.ReceivedAt.Time)) {
+				latestFlux = sp
+			}
 			if sp.Status.LastSeen == nil {
 				continue
 			}
@@ -41,6 +44,11 @@ func (d *doctor) checkHub(spokes *tugboatv1alpha1.SpokeList, pipelines *tugboatv
 		case len(spokes.Items) == 0:
 			d.add(checkHub, severityWarning, "", "no Spokes "+d.scope()+": nothing reports to the hub",
 				"register each leaf cluster as a Spoke and run the agent there (docs/agent.md)")
+		case latest == nil && latestFlux != nil:
+			// Agentless spokes only: Flux posts when something happens, so
+			// a quiet one says nothing about the receiver.
+			d.add(checkHub, severityOK, "", fmt.Sprintf("no agent heartbeats (agentless spokes only): the receiver records Flux events (latest from %s/%s, %s ago)",
+				latestFlux.Namespace, latestFlux.Name, age(now.Sub(latestFlux.Status.LastFluxEvent.ReceivedAt.Time))), "")
 		case latest == nil:
 			d.add(checkHub, severityWarning, "", fmt.Sprintf("no Spoke has ever reported (%s registered %s)", plural(len(spokes.Items), "Spoke"), d.scope()),
 				"run the agent on each spoke with --hub-url pointing at the hub's receiver and the Spoke's key (docs/agent.md)")
@@ -110,6 +118,10 @@ func (d *doctor) checkSpokes(ctx context.Context, spokes []tugboatv1alpha1.Spoke
 		agentHint := fmt.Sprintf("check the agent on spoke %s: that it runs, its logs, that --hub-url reaches the hub's receiver and that it signs with the key in Secret %s/%s",
 			sp.Name, sp.Namespace, sp.Spec.KeySecretRef.Name)
 		ready := apimeta.FindStatusCondition(sp.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
+		// An agentless spoke (Flux notification-controller, no agent) is
+		// judged by its Flux events.
+		agentless := sp.Status.LastSeen == nil && ready != nil &&
+			(ready.Reason == tugboatv1alpha1.FluxEventReceivedReason.String() || ready.Reason == tugboatv1alpha1.NoEventSinceSetupReason.String())
 		switch {
 		case sp.Spec.Suspend:
 			d.add(checkSpoke, severityWarning, obj, "suspended: the hub rejects its agent and promotes nothing into or from it ("+seen+")",
@@ -121,6 +133,16 @@ func (d *doctor) checkSpokes(ctx context.Context, spokes []tugboatv1alpha1.Spoke
 			} else {
 				d.add(checkSpoke, severityOK, obj, "just created or changed; waiting for the hub to reconcile it", "")
 			}
+		case agentless && ready.Status == metav1.ConditionTrue:
+			msg := "Ready, agentless (Flux notification-controller): " + ready.Message
+			if ev := sp.Status.LastFluxEvent; ev != nil {
+				msg = fmt.Sprintf("Ready, agentless (Flux notification-controller): last Flux event %s ago (%s of %s)", age(now.Sub(ev.ReceivedAt.Time)), orDash(ev.Reason), orDash(ev.Object))
+			}
+			d.add(checkSpoke, severityOK, obj, msg, "")
+		case agentless:
+			d.add(checkSpoke, severityError, obj, fmt.Sprintf("not Ready (%s, %s): %s", ready.Status, ready.Reason, ready.Message),
+				fmt.Sprintf("check Flux on spoke %s: kubectl -n flux-system get providers,alerts; the Provider's address must reach the hub's receiver at /v1/flux/%s and its Secret's token must be %q of Secret %s/%s (tugboat spoke add %s --flux sets both up; docs/flux.md)",
+					sp.Name, sp.Name, tugboatv1alpha1.SpokeFluxKeySecretKey, sp.Namespace, sp.Spec.KeySecretRef.Name, sp.Name))
 		case ready.Status == metav1.ConditionTrue:
 			msg := fmt.Sprintf("Ready, %s, agent %s", seen, orDash(sp.Status.AgentVersion))
 			if sp.Status.KubernetesVersion != "" {

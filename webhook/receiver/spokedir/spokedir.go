@@ -2,6 +2,7 @@ package spokedir
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -141,6 +142,21 @@ func (d *Directory) StateRecorded(ctx context.Context, ref receiver.SpokeRef, ta
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"lastSnapshotTakenAt":`+string(data)+`}}`))
 	if err := d.client.Status().Patch(ctx, sp, patch); err != nil {
 		return fmt.Errorf("recording the last snapshot time of spoke %s: %w", ref, err)
+	}
+	return nil
+}
+
+// FluxEventReceived sets status.lastFluxEvent of the Spoke ref (a merge
+// patch of that one field): the liveness of an agentless spoke.
+func (d *Directory) FluxEventReceived(ctx context.Context, ref receiver.SpokeRef, ev receiver.FluxEventSummary) error {
+	rec := tugboatv1alpha1.FluxEventRecord{ReceivedAt: metav1.NewTime(ev.ReceivedAt.UTC().Truncate(time.Second)), Reason: ev.Reason, Object: ev.Object, KeyID: ev.KeyID}
+	data, err := json.Marshal(map[string]any{"status": map[string]any{"lastFluxEvent": rec}})
+	if err != nil {
+		return err
+	}
+	sp := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
+	if err := d.client.Status().Patch(ctx, sp, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("recording the last Flux event of spoke %s: %w", ref, err)
 	}
 	return nil
 }
