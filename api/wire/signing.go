@@ -35,12 +35,14 @@ const (
 	// DefaultWindow is how far a timestamp may be from the verifier's clock, in
 	// either direction.
 	DefaultWindow = 5 * time.Minute
-	// MinKeySize is the shortest key a Verifier accepts, in bytes.
-	MinKeySize = 16
+	// MinKeySize is the shortest key a Verifier accepts, in bytes, and the
+	// shortest key or token tugboat uses anywhere: spoke keys (agent and
+	// Flux), CI keys and tokens, webhook notifier keys. The hub generates 64
+	// (32 random bytes, hex); `openssl rand -hex 32` makes one.
+	MinKeySize = 32
 	// MinSpokeKeySize is the shortest spoke key (the agent's and the Flux
-	// key) the hub verifies and the agent signs with, in bytes; the hub
-	// generates 64 (32 random bytes, hex).
-	MinSpokeKeySize = 32
+	// key) the hub verifies and the agent signs with: MinKeySize.
+	MinSpokeKeySize = MinKeySize
 
 	maxSignatureHeader = 1024 // bytes
 	maxSignatures      = 4

@@ -237,6 +237,11 @@ func TestNewVerifier_rejectsShortKeys(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("previous key")))
 	_, err = wire.NewVerifier(nil, nil)
 	g.Expect(err).To(HaveOccurred())
+	// 31 bytes: one too few, for every kind of key.
+	_, err = wire.NewVerifier([]byte("0123456789abcdef0123456789abcde"), nil)
+	g.Expect(err).To(MatchError(ContainSubstring("current key must be at least 32 bytes, got 31")))
+	_, err = wire.NewVerifier([]byte("0123456789abcdef0123456789abcdef"), nil)
+	g.Expect(err).NotTo(HaveOccurred())
 }
 
 func TestNewVerifier_copiesKeys(t *testing.T) {

@@ -483,3 +483,51 @@ func TestRegistration_configurations(t *testing.T) {
 	reg.URL = "https://127.0.0.1:1"
 	g.Expect(reg.Apply(context.Background(), nil)).To(MatchError(ContainSubstring("exactly one of URL and Service")))
 }
+
+// TestHandler_badInput is the admission endpoints' bad-input table (issue 12,
+// docs/security.md): each malformed request gets its code and a body naming
+// the problem, counts as invalid, and reaches no review (the release-Secret
+// callback never runs).
+func TestHandler_badInput(t *testing.T) {
+	reviewOf := func(apiVersion, kind, request string) string {
+		return `{"apiVersion":"` + apiVersion + `","kind":"` + kind + `"` + request + `}`
+	}
+	for _, tc := range []struct {
+		name   string
+		method string
+		body   string
+		code   int
+		want   string
+	}{
+		{"GET", http.MethodGet, "", http.StatusMethodNotAllowed, "method not allowed"},
+		{"not JSON", http.MethodPost, "not json", http.StatusBadRequest, "decoding AdmissionReview"},
+		{"empty body", http.MethodPost, "", http.StatusBadRequest, "decoding AdmissionReview"},
+		{"v1beta1 review", http.MethodPost, reviewOf("admission.k8s.io/v1beta1", "AdmissionReview", `,"request":{"uid":"x"}`), http.StatusBadRequest, `expected apiVersion admission.k8s.io/v1 kind AdmissionReview, got "admission.k8s.io/v1beta1"`},
+		{"another kind", http.MethodPost, reviewOf("admission.k8s.io/v1", "ConversionReview", `,"request":{"uid":"x"}`), http.StatusBadRequest, `got "admission.k8s.io/v1" "ConversionReview"`},
+		{"no request", http.MethodPost, reviewOf("admission.k8s.io/v1", "AdmissionReview", ""), http.StatusBadRequest, "AdmissionReview has no request"},
+		{"request not an object", http.MethodPost, reviewOf("admission.k8s.io/v1", "AdmissionReview", `,"request":"x"`), http.StatusBadRequest, "decoding AdmissionReview"},
+		{"over the body limit", http.MethodPost, reviewOf("admission.k8s.io/v1", "AdmissionReview", `,"request":`+strings.Repeat(" ", 64<<10)+`{}`), http.StatusRequestEntityTooLarge, "request body over 65536 bytes"},
+	} {
+		for _, path := range []string{admission.PathMutateOwnership, admission.PathValidateReleaseSecrets} {
+			t.Run(tc.name+" "+path, func(t *testing.T) {
+				g := NewWithT(t)
+				metrics, err := admission.NewMetrics(prometheus.NewRegistry())
+				g.Expect(err).NotTo(HaveOccurred())
+				reviewed := false
+				w := &admission.Webhooks{Index: ownership.NewIndex(0), Metrics: metrics, MaxBodyBytes: 64 << 10,
+					OnReleaseSecret: func(string, string, admissionv1.Operation) { reviewed = true }}
+				rec := httptest.NewRecorder()
+				req := httptest.NewRequest(tc.method, path, strings.NewReader(tc.body))
+				req.Header.Set("Content-Type", "application/json")
+				w.Handler().ServeHTTP(rec, req)
+				g.Expect(rec.Code).To(Equal(tc.code))
+				g.Expect(rec.Body.String()).To(ContainSubstring(tc.want))
+				g.Expect(reviewed).To(BeFalse())
+				if tc.method == http.MethodPost {
+					webhook := strings.TrimPrefix(path, "/")
+					g.Expect(metrics.Decisions(webhook, admission.ResultInvalid)).To(BeEquivalentTo(1))
+				}
+			})
+		}
+	}
+}

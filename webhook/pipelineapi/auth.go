@@ -168,7 +168,8 @@ func checkBearer(header string, want []byte) string {
 		return reasonMalformedAuth
 	}
 	want = bytes.TrimSpace(want)
-	if len(want) == 0 {
+	if len(want) < wire.MinKeySize {
+		// No token, or one too short to be a credential: refused like none.
 		return reasonNoToken
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(token)))

@@ -39,8 +39,8 @@ func TestMain(m *testing.M) {
 
 // Credentials of Pipeline "web" (Secret "web-ci") and of Pipeline "other".
 const (
-	webToken   = "web-ci-token-6f1e2d"
-	otherToken = "other-ci-token-99a0"
+	webToken   = "web-ci-token-6f1e2d-0123456789abcdef"
+	otherToken = "other-ci-token-99a0-0123456789abcdef"
 )
 
 var webKey = []byte("web-ci-hmac-key-0123456789abcdef")
@@ -49,9 +49,13 @@ var webKey = []byte("web-ci-hmac-key-0123456789abcdef")
 // release-bot may approve production, deploy-bot nothing. Each value is a
 // bearer token and an HMAC key alike.
 const (
-	releaseBotToken = "release-bot-approval-token-5c3e"
-	deployBotToken  = "deploy-bot-approval-token-77d1"
+	releaseBotToken = "release-bot-approval-token-5c3e-0123"
+	deployBotToken  = "deploy-bot-approval-token-77d1-01234"
 )
+
+// shortToken is the token of Pipeline "short" (Secret "short-ci"): 31
+// bytes, one too few to be a credential.
+const shortToken = "short-ci-token-0123456789abcdef"
 
 // fixture is a namespace with three Pipelines and the API's handler:
 //   - web: dev → staging → production (approval required), Secret web-ci
@@ -81,6 +85,9 @@ func newFixture(t testing.TB, ns string) *fixture {
 			Data: map[string][]byte{pipelineapi.TokenKey: []byte(webToken + "\n"), pipelineapi.HMACKey: webKey}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-ci"},
 			Data: map[string][]byte{pipelineapi.TokenKey: []byte(otherToken)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "short-ci"},
+			Data: map[string][]byte{pipelineapi.TokenKey: []byte(shortToken)}},
+		newPipeline(ns, "short", "short-ci"),
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-approvals"},
 			Data: map[string][]byte{"release-bot": []byte(releaseBotToken), "deploy-bot": []byte(deployBotToken)}},
 		withApprovals(newPipeline(ns, "web", "web-ci"), "web-approvals", "release-bot"),

@@ -214,6 +214,7 @@ func TestPipelineAPI_refusesBadRequestsAndChangesNothing(t *testing.T) {
 		{name: "token with a suffix", call: call{path: promotions, body: good, auth: bearer(webToken + "x")}, code: 401},
 		{name: "another pipeline's token", call: call{path: promotions, body: good, auth: bearer(otherToken)}, code: 401},
 		{name: "basic auth", call: call{path: promotions, body: good, auth: func(r *http.Request, _ []byte) { r.SetBasicAuth("ci", webToken) }}, code: 401},
+		{name: "a stored token shorter than 32 bytes", call: call{path: f.path("short", "promotions"), body: good, auth: bearer(shortToken)}, code: 401},
 		{name: "bearer without token", call: call{path: promotions, body: good, auth: func(r *http.Request, _ []byte) { r.Header.Set("Authorization", "Bearer ") }}, code: 401},
 		{name: "wrong bearer wins over a good signature", call: call{path: promotions, body: good, auth: func(r *http.Request, b []byte) {
 			wire.SignRequest(r, webKey, b, now)

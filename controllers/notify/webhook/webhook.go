@@ -89,6 +89,9 @@ func New(opts Options) (*Notifier, error) {
 	if now == nil {
 		now = time.Now
 	}
+	if n := len(opts.Key); n > 0 && n < wire.MinKeySize {
+		return nil, notify.Permanentf("webhook key holds %d bytes; at least %d are required (for example: openssl rand -hex 32)", n, wire.MinKeySize)
+	}
 	return &Notifier{url: u, shown: Redact(opts.URL), key: append([]byte(nil), opts.Key...), client: client, now: now}, nil
 }
 

@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -230,4 +231,12 @@ func TestWebhook_unsignedWithoutKey(t *testing.T) {
 	_, err = w.Notify(context.Background(), notifytest.Deployment(tugboatv1alpha1.EventDeploymentStarted), "")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(h.Get(wire.HeaderSignature)).To(BeEmpty())
+}
+
+func TestWebhook_refusesAShortKey(t *testing.T) {
+	g := NewWithT(t)
+	_, err := webhook.New(webhook.Options{URL: "https://ci.example.com/hook", Key: []byte("a key of twenty bytes")})
+	g.Expect(err).To(MatchError(ContainSubstring("webhook key holds 21 bytes; at least 32 are required")))
+	var perm *notify.PermanentError
+	g.Expect(errors.As(err, &perm)).To(BeTrue(), "a configuration error, not retried")
 }
