@@ -186,8 +186,11 @@ func TestSpokeCLI_rotateKeyRefusesNoRequestAndRemoveDeletesHistories(t *testing.
 				return nil
 			}
 			spErr := hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, &tugboatv1alpha1.Spoke{})
-			return fmt.Errorf("ReleaseHistory still there (get: %v; owners %+v; finalizers %v; deleting %v); the Spoke: %v", err, rh.OwnerReferences, rh.Finalizers, rh.DeletionTimestamp, spErr)
-		}).WithTimeout(30*time.Second).Should(Succeed(), "the garbage collector deletes its ReleaseHistories")
+			return fmt.Errorf("ReleaseHistory still there (get: %w; owners %+v; finalizers %v; deleting %v); the Spoke: %w", err, rh.OwnerReferences, rh.Finalizers, rh.DeletionTimestamp, spErr)
+			// The garbage collector learns of new kinds on its discovery
+			// resync (every 30 s), so its first deletion of a tugboat kind
+			// can take that long, and more on a loaded machine.
+		}).WithTimeout(90*time.Second).Should(Succeed(), "the garbage collector deletes its ReleaseHistories")
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(hubCluster.Client.Get(ctx, client.ObjectKeyFromObject(hubSecret), &corev1.Secret{}))
 		}).WithTimeout(30*time.Second).Should(BeTrue(), "and its generated key Secret")
