@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -159,6 +160,30 @@ func TestSpokeCLI_addFluxSetsUpAnAgentlessSpokeThatReports(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("holds the spoke's Flux key already: keeping it"))
 	g.Expect(spoke.Get(ctx, client.ObjectKeyFromObject(token), token)).To(Succeed())
 	g.Expect(token.ResourceVersion).To(Equal(before))
+
+	// Through a Cluster API Cluster's kubeconfig on the hub instead of a
+	// kubeconfig of the user's (issue 15 §2): the same objects reach the
+	// spoke, for another Spoke.
+	t.Run("throughAClusterAPIKubeconfig", func(t *testing.T) {
+		g := NewWithT(t)
+		kubeconfig, err := os.ReadFile(spokeKC)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(hubCluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "edge-capi-kubeconfig"},
+			Data: map[string][]byte{"value": kubeconfig}})).To(Succeed())
+		g.Expect(spokeCluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flux-capi"}})).To(Succeed())
+		out, err := tugboatCLI("spoke", "add", "edge-2", "-n", f.ns, "--kubeconfig", hubKC, "--flux", "--hub-url", f.url(""),
+			"--cluster", "edge-capi", "--flux-namespace", "flux-capi")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("  Provider flux-capi/tugboat applied\n"), out)
+		p := &notificationv1beta3.Provider{}
+		g.Expect(spoke.Get(ctx, client.ObjectKey{Namespace: "flux-capi", Name: "tugboat"}, p)).To(Succeed())
+		g.Expect(p.Spec.Address).To(Equal(f.url("/v1/flux/edge-2")))
+
+		_, err = tugboatCLI("spoke", "add", "edge-3", "-n", f.ns, "--kubeconfig", hubKC, "--flux", "--hub-url", f.url(""),
+			"--cluster", "no-such-cluster", "--flux-namespace", "flux-capi")
+		g.Expect(err).To(MatchError(And(ContainSubstring("reaching Cluster "+f.ns+"/no-such-cluster"),
+			ContainSubstring("Secret "+f.ns+"/no-such-cluster-kubeconfig not found"))))
+	})
 
 	t.Run("rotateKeyFluxRefusesNoEvent", func(t *testing.T) {
 		g := NewWithT(t)

@@ -21,10 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -39,6 +41,7 @@ const (
 // whose Flux notification-controller reports HelmRelease events to the hub.
 type fluxSetup struct {
 	enabled    bool
+	cluster    string
 	spokeKube  kubeFlags
 	namespace  string
 	namespaces []string
@@ -50,6 +53,7 @@ func (f *fluxSetup) bind(cmd *cobra.Command) {
 	fl.BoolVar(&f.enabled, "flux", false, "agentless spoke: give it a Flux key and set up Flux notification-controller (a generic-hmac Provider and an Alert on HelmReleases) on the spoke cluster to report to the hub")
 	fl.StringVar(&f.spokeKube.kubeconfig, "spoke-kubeconfig", "", "with --flux: kubeconfig file of the spoke cluster (default: $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&f.spokeKube.context, "spoke-context", "", "with --flux: kubeconfig context of the spoke cluster (default: the current context)")
+	fl.StringVar(&f.cluster, "cluster", "", "with --flux: reach the spoke through the kubeconfig of this Cluster API Cluster (Secret <cluster>-kubeconfig in the Spoke's namespace on the hub) instead of --spoke-kubeconfig/--spoke-context")
 	fl.StringVar(&f.namespace, "flux-namespace", "flux-system", "with --flux: the namespace on the spoke of the Provider, the Alert and the key Secret")
 	fl.StringSliceVar(&f.namespaces, "helmrelease-namespaces", nil, "with --flux: the namespaces whose HelmReleases are reported (default: --flux-namespace)")
 	fl.StringVarP(&f.output, "output", "o", "", "with --flux: yaml prints the spoke's objects (for a GitOps commit) instead of applying them")
@@ -59,8 +63,8 @@ func (f *fluxSetup) printOnly() bool { return f.output == "yaml" }
 
 func (f *fluxSetup) validate(hubURL string) error {
 	if !f.enabled {
-		if f.output != "" || f.spokeKube.kubeconfig != "" || f.spokeKube.context != "" || len(f.namespaces) > 0 {
-			return errors.New("-o, --spoke-kubeconfig, --spoke-context and --helmrelease-namespaces go with --flux")
+		if f.output != "" || f.spokeKube.kubeconfig != "" || f.spokeKube.context != "" || len(f.namespaces) > 0 || f.cluster != "" {
+			return errors.New("-o, --cluster, --spoke-kubeconfig, --spoke-context and --helmrelease-namespaces go with --flux")
 		}
 		return nil
 	}
@@ -71,8 +75,16 @@ func (f *fluxSetup) validate(hubURL string) error {
 	if f.output != "" && f.output != "yaml" {
 		errs = append(errs, fmt.Errorf("unknown output format %q for --flux: use yaml (or nothing, to apply)", f.output))
 	}
-	if f.printOnly() && (f.spokeKube.kubeconfig != "" || f.spokeKube.context != "") {
-		errs = append(errs, errors.New("-o yaml prints the objects and applies nothing: drop --spoke-kubeconfig/--spoke-context"))
+	if f.printOnly() && (f.spokeKube.kubeconfig != "" || f.spokeKube.context != "" || f.cluster != "") {
+		errs = append(errs, errors.New("-o yaml prints the objects and applies nothing: drop --cluster/--spoke-kubeconfig/--spoke-context"))
+	}
+	if f.cluster != "" {
+		if f.spokeKube.kubeconfig != "" || f.spokeKube.context != "" {
+			errs = append(errs, errors.New("--cluster reaches the spoke through Cluster API's kubeconfig: drop --spoke-kubeconfig/--spoke-context"))
+		}
+		if msgs := validation.IsDNS1123Subdomain(f.cluster); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--cluster %q is not a valid Cluster name: %s", f.cluster, strings.Join(msgs, "; ")))
+		}
 	}
 	for _, ns := range append([]string{f.namespace}, f.namespaces...) {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
@@ -113,9 +125,9 @@ func (f *fluxSetup) run(cmd *cobra.Command, s *hubSession, name, hubURL string, 
 		fmt.Fprintf(progress, "# The Secret holds the spoke's Flux key in clear: encrypt it (SOPS, Sealed Secrets) before committing it.\n")
 		return printObjects(out, objs)
 	}
-	cfg, err := f.spokeKube.restConfig()
+	cfg, err := f.spokeConfig(ctx, s, sp)
 	if err != nil {
-		return fmt.Errorf("loading the spoke's kubeconfig: %w", err)
+		return err
 	}
 	spoke, err := client.New(cfg, client.Options{})
 	if err != nil {
@@ -259,4 +271,26 @@ func printObjects(w io.Writer, objs []*unstructured.Unstructured) error {
 		}
 	}
 	return nil
+}
+
+// spokeConfig is how the CLI reaches the spoke cluster: through the
+// kubeconfig Cluster API keeps for --cluster on the hub (Secret
+// <cluster>-kubeconfig, key value, in the Spoke's namespace, read with the
+// user's own rights there), else --spoke-kubeconfig/--spoke-context.
+func (f *fluxSetup) spokeConfig(ctx context.Context, s *hubSession, sp *tugboatv1alpha1.Spoke) (*rest.Config, error) {
+	if f.cluster == "" {
+		cfg, err := f.spokeKube.restConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading the spoke's kubeconfig: %w", err)
+		}
+		return cfg, nil
+	}
+	via := sp.DeepCopy()
+	via.Spec.ClusterRef = &tugboatv1alpha1.ObjectReference{Name: f.cluster}
+	via.Spec.KubeConfigSecretRef = nil
+	cfg, err := spokeaccess.RESTConfig(ctx, s.client, via)
+	if err != nil {
+		return nil, fmt.Errorf("reaching Cluster %s/%s: %w", sp.Namespace, f.cluster, err)
+	}
+	return cfg, nil
 }
