@@ -42,7 +42,14 @@ func (t *Tracker) judgeObjects(ctx context.Context, key release.Key, e *entry, c
 	t.mu.Lock()
 	deployed := e.latest != nil && e.deployedOf == e.latest.Revision
 	of := e.deployedOf
-	reliable := !deployed || e.confirmed || t.opts.Fresh == nil || caughtUp(cached, e.freshRV)
+	// Once confirmed on a fresh read, the cache is still used only when it
+	// caught up with that read: a lagging cache would make the confirmed
+	// revision look InProgress again, and then Current again (a flap, and
+	// the same event twice).
+	reliable := !deployed || t.opts.Fresh == nil || (e.confirmed && e.freshRV == nil) || caughtUp(cached, e.freshRV)
+	if reliable && deployed && e.confirmed {
+		e.freshRV = nil // caught up: no need to compare any more
+	}
 	t.mu.Unlock()
 	if !deployed {
 		of = 0

@@ -131,7 +131,19 @@ func TestTracker_aRevisionNotYetRolledOutIsNeverHealthyEarly(t *testing.T) {
 		tr.Touch(release.Key{Namespace: "apps", Name: "web"})
 		g.Eventually(func() []wire.Health { return healthOf(sink, 2) }).WithTimeout(10 * time.Second).Should(ContainElement(wire.HealthCurrent))
 
-		// Confirmed: the cache is used again, no more fresh reads.
+		// Confirmed, but the cache still lags (it holds what the fresh
+		// read saw before the rollout): it does not speak yet, and the
+		// revision never flaps back to InProgress.
+		cache.set(deploymentAt("25", 2, 2, false))
+		reported := len(healthOf(sink, 2))
+		for range 3 {
+			before := fresh.calls.Load()
+			tr.Touch(release.Key{Namespace: "apps", Name: "web"})
+			g.Eventually(fresh.calls.Load).WithTimeout(10 * time.Second).Should(BeNumerically(">", before))
+		}
+		g.Expect(healthOf(sink, 2)).To(HaveLen(reported), "nothing new to report: %v", healthOf(sink, 2))
+
+		// The cache caught up: used again, no more fresh reads.
 		calls := fresh.calls.Load()
 		cache.set(deploymentAt("30", 2, 2, true))
 		for range 3 {
