@@ -11,15 +11,9 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/config"
 )
 
 // upgrade runs a Helm upgrade of the existing release a names to the chart
@@ -196,7 +190,7 @@ func (e *Executor) settle(ctx context.Context, log logr.Logger, cfg *action.Conf
 // helmConfig returns a Helm action configuration for the namespace, using
 // the storage driver (Secrets, else ConfigMaps) that holds the release.
 func (e *Executor) helmConfig(namespace, name string) (*action.Configuration, error) {
-	getter := &restGetter{cfg: e.rest, namespace: namespace}
+	getter := config.Target{RESTConfig: e.rest, Namespace: namespace}.Getter()
 	debug := func(format string, v ...any) { e.log.V(2).Info(fmt.Sprintf(format, v...)) }
 	var first *action.Configuration
 	for _, d := range []string{"secret", "configmap"} {
@@ -260,37 +254,4 @@ func chartVersion(r *release.Release) string {
 // anything changed.
 func abandoned(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", ErrAbandoned, context.Cause(ctx))
-}
-
-// restGetter gives Helm the agent's REST config (in-cluster, or from the
-// agent's kubeconfig) instead of a kubeconfig file.
-type restGetter struct {
-	cfg       *rest.Config
-	namespace string
-}
-
-func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.cfg), nil }
-
-func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(g.cfg)
-	if err != nil {
-		return nil, err
-	}
-	return memory.NewMemCacheClient(dc), nil
-}
-
-func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) {
-	dc, err := g.ToDiscoveryClient()
-	if err != nil {
-		return nil, err
-	}
-	return restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(dc), dc, nil), nil
-}
-
-// ToRawKubeConfigLoader only supplies the default namespace; everything
-// else comes from ToRESTConfig.
-func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
-	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{
-		Context: clientcmdapi.Context{Namespace: g.namespace},
-	})
 }

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/config"
 )
 
 // newNamespace creates a namespace for one test.
@@ -57,7 +58,7 @@ func randomHex(n int) string {
 func helmConfig(t *testing.T, ns string) *action.Configuration {
 	t.Helper()
 	cfg := new(action.Configuration)
-	if err := cfg.Init(&restGetter{cfg: cluster.RESTConfig, namespace: ns}, ns, "secret", func(string, ...any) {}); err != nil {
+	if err := cfg.Init(config.Target{RESTConfig: cluster.RESTConfig, Namespace: ns}.Getter(), ns, "secret", func(string, ...any) {}); err != nil {
 		t.Fatalf("helm init: %v", err)
 	}
 	return cfg

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
@@ -123,7 +122,7 @@ func (f *fluxSetup) run(cmd *cobra.Command, s *hubSession, name, hubURL string, 
 	}
 	if f.printOnly() {
 		fmt.Fprintf(progress, "# The Secret holds the spoke's Flux key in clear: encrypt it (SOPS, Sealed Secrets) before committing it.\n")
-		return printObjects(out, objs)
+		return printYAML(out, objs)
 	}
 	cfg, err := f.spokeConfig(ctx, s, sp)
 	if err != nil {
@@ -252,25 +251,6 @@ func (f *fluxSetup) objects(name, hubURL string, key []byte) ([]*unstructured.Un
 		objs = append(objs, &unstructured.Unstructured{Object: m})
 	}
 	return objs, nil
-}
-
-// printObjects writes objs as one YAML stream.
-func printObjects(w io.Writer, objs []*unstructured.Unstructured) error {
-	for i, o := range objs {
-		data, err := yaml.Marshal(o.Object)
-		if err != nil {
-			return err
-		}
-		if i > 0 {
-			if _, err := io.WriteString(w, "---\n"); err != nil {
-				return err
-			}
-		}
-		if _, err := w.Write(data); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // spokeConfig is how the CLI reaches the spoke cluster: through the
