@@ -90,6 +90,7 @@ func (r *Release) State() wire.ReleaseState {
 		ManifestDigest: r.ManifestDigest,
 		FirstDeployed:  r.FirstDeployed,
 		LastDeployed:   r.LastDeployed,
+		ReleaseUID:     r.StorageUID,
 	}
 }
 

@@ -45,6 +45,15 @@ type RevisionSummary struct {
 	// +kubebuilder:validation:Minimum=1
 	Revision int32 `json:"revision"`
 
+	// installation counts the release's lives on the spoke: 1 for the first
+	// install, +1 each time it is installed again after an uninstall. Helm
+	// numbers revisions from 1 again after a reinstall, so a revision is
+	// known by its installation and its number.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
+	Installation int32 `json:"installation,omitempty"`
+
 	// chart is the chart's name.
 	// +required
 	// +kubebuilder:validation:MinLength=1
@@ -104,6 +113,13 @@ type RevisionSummary struct {
 type Revision struct {
 	// RevisionSummary holds the revision's fields, inlined.
 	RevisionSummary `json:",inline"`
+
+	// releaseUID is the UID of the revision's Helm storage object (its
+	// Secret or ConfigMap) on the spoke, when the agent reported it: it tells
+	// a reinstall's revision 1 from the first install's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ReleaseUID string `json:"releaseUID,omitempty"`
 
 	// events recorded for this revision, oldest first, at most 40: older ones
 	// are dropped first, and repeats of an event are compacted into one entry
@@ -207,11 +223,14 @@ type ReleaseHistoryStatus struct {
 	// +optional
 	Current *RevisionSummary `json:"current,omitempty"`
 
-	// revisions are the release's most recent revisions, newest first: the hub
+	// revisions are the release's most recent revisions, newest first (by
+	// installation, then revision): after an uninstall and a reinstall, the
+	// new life's revisions come before the old life's. The hub
 	// keeps 10 by default and the schema allows at most 20, which keeps the
 	// object far below the 1.5 MiB limit.
 	// +optional
 	// +listType=map
+	// +listMapKey=installation
 	// +listMapKey=revision
 	// +kubebuilder:validation:MaxItems=20
 	Revisions []Revision `json:"revisions,omitempty"`
@@ -306,6 +325,13 @@ type DeploymentNotification struct {
 	// +kubebuilder:validation:Minimum=0
 	Revision int32 `json:"revision"`
 
+	// installation is the installation (life) of the release the revision
+	// belongs to (see RevisionSummary.installation): a reinstall's revision 1
+	// is told about again.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Installation int32 `json:"installation,omitempty"`
+
 	// DeliveryState is where the delivery stands, inlined.
 	DeliveryState `json:",inline"`
 }
@@ -359,4 +385,40 @@ type ReleaseHistoryList struct {
 // the name parses back unambiguously.
 func ReleaseHistoryName(spoke, namespace, release string) string {
 	return spoke + "." + namespace + "." + release
+}
+
+// Life returns the revision's installation: 1 for a revision recorded
+// before installations were counted.
+func (r *RevisionSummary) Life() int32 {
+	if r.Installation < 1 {
+		return 1
+	}
+	return r.Installation
+}
+
+// Same reports whether r and o are the same revision: the same number in the
+// same installation.
+func (r *RevisionSummary) Same(o *RevisionSummary) bool {
+	return r != nil && o != nil && r.Revision == o.Revision && r.Life() == o.Life()
+}
+
+// CurrentRevision returns the revision that is the release's current one,
+// with its events, or nil when the history holds none.
+func (s *ReleaseHistoryStatus) CurrentRevision() *Revision {
+	if s.Current == nil {
+		return nil
+	}
+	for i := range s.Revisions {
+		if s.Revisions[i].Same(s.Current) {
+			return &s.Revisions[i]
+		}
+	}
+	return nil
+}
+
+// About reports whether the notice record is about revision r (a record
+// written before installations were counted is about life 1).
+func (n *DeploymentNotification) About(r *RevisionSummary) bool {
+	life := max(n.Installation, 1)
+	return r != nil && n.Revision == r.Revision && life == r.Life()
 }

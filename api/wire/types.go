@@ -252,6 +252,10 @@ type ReleaseState struct {
 	// out. A hub older than the agent refuses a state carrying it (unknown
 	// field): upgrade the hub first.
 	HelmReleaseStatus *HelmReleaseStatus `json:"helmReleaseStatus,omitempty"`
+	// ReleaseUID is the UID of the revision's Helm storage object, when the
+	// sender knows it (as Event.ReleaseUID): the hub tells a reinstall's
+	// revision 1 from the first install's by it, in snapshots too.
+	ReleaseUID string `json:"releaseUID,omitempty"`
 }
 
 // ConditionStatus is the status of a Kubernetes condition.

@@ -73,6 +73,9 @@ func validateEvent(fe *fieldErrors, p string, e *Event, spoke string) {
 		if e.State.Namespace != e.Namespace || e.State.Release != e.Release {
 			fe.add(sp, "namespace and release must equal the event's")
 		}
+		if e.State.ReleaseUID != "" && e.State.ReleaseUID != e.ReleaseUID {
+			fe.add(join(sp, "releaseUID"), "must equal the event's releaseUID")
+		}
 	}
 	text(fe, join(p, "message"), e.Message, MaxMessageLength, false, true)
 	if e.Time.IsZero() {
@@ -147,6 +150,7 @@ func validateReleaseState(fe *fieldErrors, p string, r *ReleaseState) {
 	text(fe, join(p, "healthReason"), r.HealthReason, MaxHealthReasonLength, false, true)
 	digest(fe, join(p, "valuesDigest"), r.ValuesDigest)
 	digest(fe, join(p, "manifestDigest"), r.ManifestDigest)
+	token(fe, join(p, "releaseUID"), r.ReleaseUID, 128, false)
 	if r.HelmRelease != nil {
 		hp := join(p, "helmRelease")
 		dnsLabel(fe, join(hp, "namespace"), r.HelmRelease.Namespace, true)

@@ -278,10 +278,13 @@ func spokeProblem(ns, name string, sp *tugboatv1alpha1.Spoke, err error) string 
 // (so a resume dated after it keeps releasing the same rollback).
 func rollbackOf(rh *tugboatv1alpha1.ReleaseHistory, now time.Time) *tugboatv1alpha1.HeldEnvironment {
 	revs := rh.Status.Revisions
-	if len(revs) < 2 || rh.Status.Current == nil || revs[0].Revision != rh.Status.Current.Revision {
+	if len(revs) < 2 || rh.Status.Current == nil || !revs[0].Same(rh.Status.Current) {
 		return nil
 	}
 	cur, before := revs[0], revs[1]
+	if before.Life() != cur.Life() {
+		return nil // a reinstall (of an older version, maybe) is no rollback
+	}
 	if cur.Status != tugboatv1alpha1.ReleaseStatusDeployed || compareVersions(cur.ChartVersion, before.ChartVersion) >= 0 {
 		return nil
 	}

@@ -23,18 +23,29 @@ func recordEvent(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1
 		return false // a redelivery (another replica, or after a restart)
 	}
 	changed := false
-	rev := clampRevision(e.Revision)
-	if e.State != nil {
+	at := revKey{life: newestLife(st), rev: clampRevision(e.Revision)}
+	switch {
+	case e.State != nil:
 		before := st.DeepCopy()
-		rev = applyState(st, e.State)
+		at = applyState(st, e.State)
 		changed = !apiequality.Semantic.DeepEqual(before, st)
 		if e.State.HelmRelease != nil && spec.HelmRelease == nil {
 			spec.HelmRelease = &tugboatv1alpha1.ObjectReference{Namespace: e.State.HelmRelease.Namespace, Name: e.State.HelmRelease.Name}
 		}
-	} else if rev == 0 && st.Current != nil {
-		rev = st.Current.Revision
+	case e.ReleaseUID != "" && findByUID(st, e.ReleaseUID) != nil:
+		// The revision the event belongs to, in whichever life.
+		r := findByUID(st, e.ReleaseUID)
+		at = revKey{life: r.Life(), rev: r.Revision}
+	case at.rev == 0 && st.Current != nil:
+		at = revKey{life: st.Current.Life(), rev: st.Current.Revision}
 	}
-	return applyEvent(st, withOwnMessage(e), rev, limit) || changed
+	return applyEvent(st, withOwnMessage(e), at, limit) || changed
+}
+
+// revKey names a revision: Helm's revision number within one installation
+// (life) of the release.
+type revKey struct {
+	life, rev int32
 }
 
 // withOwnMessage drops the Helm description from the message of a status
@@ -55,27 +66,48 @@ func withOwnMessage(e *wire.Event) *wire.Event {
 // comes from a source that does not know Helm's revision (Flux events): it
 // is matched to the newest revision of the same chart version, else recorded
 // as a new revision after the newest. It returns the revision it wrote.
-func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) int32 {
+func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) revKey {
 	rev := clampRevision(s.Revision)
 	if rev == 0 {
 		rev = resolveUnknownRevision(st, s.ChartVersion)
 	}
-	if reinstalled(st, rev, s.Status) {
-		// The release was uninstalled (history purged) and installed again:
-		// Helm numbers from 1 again, so the old revisions cannot be kept.
-		st.Revisions = nil
-		st.Current = nil
+	at := revKey{life: newestLife(st), rev: rev}
+	var r *tugboatv1alpha1.Revision
+	if s.ReleaseUID != "" {
+		// Known by its storage object: news of that revision, in
+		// whichever life (a late uninstall of the previous life's included).
+		r = findByUID(st, s.ReleaseUID)
 	}
-	r := findRevision(st, rev)
+	if r == nil && newLife(st, at, s) {
+		// The release was uninstalled and installed again: Helm numbers
+		// from 1 again, in a new life; the old life's revisions stay, older
+		// than every revision of the new one.
+		at.life++
+	}
+	if r == nil {
+		r = findRevision(st, at)
+		if r != nil && s.ReleaseUID != "" && r.ReleaseUID != "" && r.ReleaseUID != s.ReleaseUID {
+			// News of a storage object the history does not hold (of a
+			// life trimmed away): not about the revision under that number.
+			return at
+		}
+	}
+	if r != nil {
+		at.life = r.Life()
+	}
 	if r != nil && statusRank(wire.ReleaseStatus(r.Status)) > statusRank(s.Status) {
 		// Late news within one revision (pending after deployed): the
 		// revision already moved on.
-		return rev
+		return at
 	}
 	if r == nil {
 		st.Revisions = append(st.Revisions, tugboatv1alpha1.Revision{})
 		r = &st.Revisions[len(st.Revisions)-1]
 		r.Revision = rev
+		r.Installation = at.life
+	}
+	if r.ReleaseUID == "" {
+		r.ReleaseUID = s.ReleaseUID
 	}
 	r.Chart = s.Chart
 	r.ChartVersion = s.ChartVersion
@@ -113,7 +145,7 @@ func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) 
 	// news of the current revision carries it, and news of the current
 	// revision managed by no HelmRelease (it was deleted) clears it.
 	switch h := s.HelmReleaseStatus; {
-	case rev != newest.Revision:
+	case rev != newest.Revision || at.life != newest.Life():
 	case h != nil:
 		st.HelmRelease = &tugboatv1alpha1.HelmReleaseStatus{
 			Ready: metav1.ConditionStatus(h.Ready), Reason: truncate(h.Reason, 128), Message: truncate(h.Message, 1024),
@@ -123,15 +155,56 @@ func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) 
 	case s.HelmRelease == nil:
 		st.HelmRelease = nil
 	}
-	return rev
+	return at
 }
 
-// reinstalled reports whether a state for rev starts a new life of a
-// release whose current revision is uninstalled.
-func reinstalled(st *tugboatv1alpha1.ReleaseHistoryStatus, rev int32, status wire.ReleaseStatus) bool {
-	return st.Current != nil && st.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled &&
-		rev <= st.Current.Revision && status != wire.StatusUninstalled && status != wire.StatusUninstalling &&
-		status != wire.StatusSuperseded
+// newLife reports whether state s, for at in the newest life, starts a new
+// life of the release: an install after an uninstall. It does when the
+// newest life ended (its current revision is uninstalled) and s numbers a
+// revision no later than it; or, when s names its storage object, when the
+// newest life holds another object under the same number, or none at a
+// number below the current revision's (the hub missed the uninstall). News
+// of an ending (superseded, uninstalling, uninstalled) never starts a life.
+func newLife(st *tugboatv1alpha1.ReleaseHistoryStatus, at revKey, s *wire.ReleaseState) bool {
+	cur := st.Current
+	if cur == nil || len(st.Revisions) == 0 {
+		return false
+	}
+	switch s.Status {
+	case wire.StatusUninstalled, wire.StatusUninstalling, wire.StatusSuperseded:
+		return false
+	}
+	if cur.Status == tugboatv1alpha1.ReleaseStatusUninstalled && at.rev <= cur.Revision {
+		return true
+	}
+	if s.ReleaseUID == "" {
+		return false
+	}
+	r := findRevision(st, at)
+	if r == nil {
+		return at.rev < cur.Revision
+	}
+	return r.ReleaseUID != "" && r.ReleaseUID != s.ReleaseUID
+}
+
+// newestLife returns the installation of the newest revision recorded (1
+// when there is none).
+func newestLife(st *tugboatv1alpha1.ReleaseHistoryStatus) int32 {
+	life := int32(1)
+	for i := range st.Revisions {
+		life = max(life, st.Revisions[i].Life())
+	}
+	return life
+}
+
+// findByUID returns the revision whose storage object has uid, or nil.
+func findByUID(st *tugboatv1alpha1.ReleaseHistoryStatus, uid string) *tugboatv1alpha1.Revision {
+	for i := range st.Revisions {
+		if st.Revisions[i].ReleaseUID == uid {
+			return &st.Revisions[i]
+		}
+	}
+	return nil
 }
 
 // statusRank orders the statuses one revision goes through; a revision
@@ -162,6 +235,9 @@ func hasEvent(st *tugboatv1alpha1.ReleaseHistoryStatus, id string) bool {
 	return false
 }
 
+// resolveUnknownRevision places a state without Helm's revision number (a
+// Flux event) in the newest life: the newest revision if it runs
+// chartVersion, else the one after it.
 func resolveUnknownRevision(st *tugboatv1alpha1.ReleaseHistoryStatus, chartVersion string) int32 {
 	sortRevisions(st)
 	if len(st.Revisions) == 0 {
@@ -178,7 +254,7 @@ func markUninstalled(st *tugboatv1alpha1.ReleaseHistoryStatus) bool {
 	if st.Current == nil || st.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled {
 		return false
 	}
-	if r := findRevision(st, st.Current.Revision); r != nil {
+	if r := st.CurrentRevision(); r != nil {
 		r.Status = tugboatv1alpha1.ReleaseStatusUninstalled
 		r.Health = tugboatv1alpha1.HealthUnknown
 		r.HealthReason = "release not present in the spoke's state snapshot"
@@ -191,13 +267,14 @@ func markUninstalled(st *tugboatv1alpha1.ReleaseHistoryStatus) bool {
 // applyEvent adds e to the revision it belongs to, compacting a repeat of
 // the newest event with the same reason, object and message into a count.
 // An event for a revision the history does not hold is attached to the
-// newest revision not after it, or dropped when there is none.
-func applyEvent(st *tugboatv1alpha1.ReleaseHistoryStatus, e *wire.Event, rev int32, limit int) bool {
-	r := findRevision(st, rev)
+// newest revision of the same life not after it, or dropped when there is
+// none.
+func applyEvent(st *tugboatv1alpha1.ReleaseHistoryStatus, e *wire.Event, at revKey, limit int) bool {
+	r := findRevision(st, at)
 	if r == nil {
 		sortRevisions(st)
 		for i := range st.Revisions {
-			if st.Revisions[i].Revision <= rev {
+			if st.Revisions[i].Life() == at.life && st.Revisions[i].Revision <= at.rev {
 				r = &st.Revisions[i]
 				break
 			}
@@ -294,18 +371,25 @@ func size(st *tugboatv1alpha1.ReleaseHistoryStatus) int {
 	return len(b)
 }
 
-func findRevision(st *tugboatv1alpha1.ReleaseHistoryStatus, rev int32) *tugboatv1alpha1.Revision {
+// findRevision returns the revision at, or nil.
+func findRevision(st *tugboatv1alpha1.ReleaseHistoryStatus, at revKey) *tugboatv1alpha1.Revision {
 	for i := range st.Revisions {
-		if st.Revisions[i].Revision == rev {
+		if st.Revisions[i].Revision == at.rev && st.Revisions[i].Life() == at.life {
 			return &st.Revisions[i]
 		}
 	}
 	return nil
 }
 
-// sortRevisions orders revisions newest first.
+// sortRevisions orders revisions newest first: by life, then by number.
 func sortRevisions(st *tugboatv1alpha1.ReleaseHistoryStatus) {
-	sort.SliceStable(st.Revisions, func(i, j int) bool { return st.Revisions[i].Revision > st.Revisions[j].Revision })
+	sort.SliceStable(st.Revisions, func(i, j int) bool {
+		a, b := &st.Revisions[i], &st.Revisions[j]
+		if a.Life() != b.Life() {
+			return a.Life() > b.Life()
+		}
+		return a.Revision > b.Revision
+	})
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

@@ -47,10 +47,10 @@ func TestApplyState_newerRevisionBecomesCurrentOlderDoesNot(t *testing.T) {
 func TestApplyState_unknownRevisionMatchesChartVersionOrAppends(t *testing.T) {
 	g := NewWithT(t)
 	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
-	g.Expect(applyState(st, state(0, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))).To(Equal(int32(1)))
-	g.Expect(applyState(st, state(0, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))).To(Equal(int32(1)))
-	g.Expect(applyState(st, state(0, "1.1.0", wire.StatusFailed, wire.HealthFailed))).To(Equal(int32(2)))
-	g.Expect(applyState(st, state(0, "1.1.0", wire.StatusDeployed, wire.HealthCurrent))).To(Equal(int32(2)))
+	g.Expect(applyState(st, state(0, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))).To(Equal(revKey{1, 1}))
+	g.Expect(applyState(st, state(0, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))).To(Equal(revKey{1, 1}))
+	g.Expect(applyState(st, state(0, "1.1.0", wire.StatusFailed, wire.HealthFailed))).To(Equal(revKey{1, 2}))
+	g.Expect(applyState(st, state(0, "1.1.0", wire.StatusDeployed, wire.HealthCurrent))).To(Equal(revKey{1, 2}))
 	g.Expect(st.Current.Status).To(Equal(tugboatv1alpha1.ReleaseStatusDeployed))
 }
 
@@ -59,13 +59,13 @@ func TestApplyEvent_compactsRepeatsAndDeduplicates(t *testing.T) {
 	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
 	applyState(st, state(1, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))
 	e1 := event(1, 1, "Modified", "Deployment web modified")
-	g.Expect(applyEvent(st, e1, 1, 40)).To(BeTrue())
-	g.Expect(applyEvent(st, e1, 1, 40)).To(BeFalse(), "same id twice")
-	g.Expect(applyEvent(st, event(1, 2, "Modified", "Deployment web modified"), 1, 40)).To(BeTrue())
-	g.Expect(applyEvent(st, event(1, 3, "Modified", "Deployment web modified"), 1, 40)).To(BeTrue())
+	g.Expect(applyEvent(st, e1, revKey{1, 1}, 40)).To(BeTrue())
+	g.Expect(applyEvent(st, e1, revKey{1, 1}, 40)).To(BeFalse(), "same id twice")
+	g.Expect(applyEvent(st, event(1, 2, "Modified", "Deployment web modified"), revKey{1, 1}, 40)).To(BeTrue())
+	g.Expect(applyEvent(st, event(1, 3, "Modified", "Deployment web modified"), revKey{1, 1}, 40)).To(BeTrue())
 	g.Expect(st.Revisions[0].Events).To(HaveLen(1))
 	g.Expect(st.Revisions[0].Events[0].Count).To(Equal(int32(3)))
-	g.Expect(applyEvent(st, event(1, 4, "RolloutComplete", "rollout complete"), 1, 40)).To(BeTrue())
+	g.Expect(applyEvent(st, event(1, 4, "RolloutComplete", "rollout complete"), revKey{1, 1}, 40)).To(BeTrue())
 	g.Expect(st.Revisions[0].Events).To(HaveLen(2))
 	g.Expect(st.LastEventTime.Time).To(Equal(time.Date(2026, 11, 1, 10, 0, 4, 0, time.UTC)))
 }
@@ -73,10 +73,10 @@ func TestApplyEvent_compactsRepeatsAndDeduplicates(t *testing.T) {
 func TestApplyEvent_boundsEventsAndUnknownRevision(t *testing.T) {
 	g := NewWithT(t)
 	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
-	g.Expect(applyEvent(st, event(3, 1, "X", "x"), 3, 5)).To(BeFalse(), "no revision to attach to")
+	g.Expect(applyEvent(st, event(3, 1, "X", "x"), revKey{1, 3}, 5)).To(BeFalse(), "no revision to attach to")
 	applyState(st, state(2, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))
 	for i := 0; i < 20; i++ {
-		g.Expect(applyEvent(st, event(3, int64(i), "Reason", strings.Repeat("m", i+1)), 3, 5)).To(BeTrue())
+		g.Expect(applyEvent(st, event(3, int64(i), "Reason", strings.Repeat("m", i+1)), revKey{1, 3}, 5)).To(BeTrue())
 	}
 	g.Expect(st.Revisions[0].Events).To(HaveLen(5), "attached to revision 2, bounded")
 	g.Expect(st.Revisions[0].Events[4].Message).To(HaveLen(20), "newest kept")
@@ -88,7 +88,7 @@ func TestTrim_revisionLimitAndSizeCap(t *testing.T) {
 	for rev := 1; rev <= 15; rev++ {
 		applyState(st, state(rev, "1.0.0", wire.StatusSuperseded, wire.HealthCurrent))
 		for i := 0; i < 40; i++ {
-			applyEvent(st, event(rev, int64(i), "Reason", strings.Repeat("x", 500)+string(rune('a'+i%26))), int32(rev), 40)
+			applyEvent(st, event(rev, int64(i), "Reason", strings.Repeat("x", 500)+string(rune('a'+i%26))), revKey{1, int32(rev)}, 40)
 		}
 	}
 	trim(st, 10, 64<<10)
@@ -126,15 +126,18 @@ func TestApplyState_neverMovesARevisionBack(t *testing.T) {
 	g.Expect(st.Current.Revision).To(Equal(int32(2)))
 }
 
-func TestApplyState_reinstallAfterUninstallStartsOver(t *testing.T) {
+// Without storage UIDs (an older agent), an install after an uninstall the
+// hub saw still starts a new life, and keeps the old one.
+func TestApplyState_reinstallAfterUninstallStartsANewLife(t *testing.T) {
 	g := NewWithT(t)
 	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
 	applyState(st, state(1, "1.0.0", wire.StatusSuperseded, wire.HealthCurrent))
 	applyState(st, state(2, "1.1.0", wire.StatusDeployed, wire.HealthCurrent))
 	markUninstalled(st)
 	applyState(st, state(1, "1.2.0", wire.StatusPendingInstall, wire.HealthInProgress))
-	g.Expect(st.Revisions).To(HaveLen(1))
+	g.Expect(lives(st)).To(Equal([]string{"2/1 1.2.0 pending-install", "1/2 1.1.0 uninstalled", "1/1 1.0.0 superseded"}))
 	g.Expect(st.Current.ChartVersion).To(Equal("1.2.0"))
+	g.Expect(st.Current.Installation).To(Equal(int32(2)))
 	g.Expect(st.Current.Status).To(Equal(tugboatv1alpha1.ReleaseStatusPendingInstall))
 }
 

@@ -109,7 +109,7 @@ func TestRecordEvent_uninstallAndSupersededSayWhatHappened(t *testing.T) {
 		status(1, "1.0.0", wire.StatusSuperseded, 3, "revision 1 (web 1.0.0) superseded: Install complete"),
 		status(2, "1.1.0", wire.StatusUninstalled, 4, "revision 2 (web 1.1.0) uninstalled: Upgrade complete"),
 	})
-	rev := func(n int32) *tugboatv1alpha1.Revision { return findRevision(st, n) }
+	rev := func(n int32) *tugboatv1alpha1.Revision { return findRevision(st, revKey{life: newestLife(st), rev: n}) }
 	messages := func(r *tugboatv1alpha1.Revision) []string {
 		var m []string
 		for _, e := range r.Events {

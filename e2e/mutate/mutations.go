@@ -51,6 +51,10 @@ var mutations = []mutation{
 		Old: "if len(st.Revisions) > revisionLimit {", New: "if len(st.Revisions) > revisionLimit+1 {"},
 	{Pkg: "controllers/releasehistory", File: "controllers/releasehistory/apply.go", Name: "uninstall keeps the last upgrade's message",
 		Old: "(e.State.Status != wire.StatusSuperseded && e.State.Status != wire.StatusUninstalled)", New: "(e.State.Status != wire.StatusSuperseded)"},
+	{Pkg: "controllers/releasehistory", File: "controllers/releasehistory/apply.go", Name: "a reinstall overwrites the old life",
+		Old: "\t\tat.life++\n", New: "\t\tat.life += 0\n"},
+	{Pkg: "controllers/releasehistory", File: "controllers/releasehistory/apply.go", Name: "an event goes to its revision number, not its storage object",
+		Old: "case e.ReleaseUID != \"\" && findByUID(st, e.ReleaseUID) != nil:", New: "case false:"},
 	{Pkg: "controllers/releasehistory", File: "controllers/releasehistory/apply.go", Name: "a release missing from the snapshot is not uninstalled",
 		Old: "\t\tr.Status = tugboatv1alpha1.ReleaseStatusUninstalled\n", New: "\t\tr.Status = tugboatv1alpha1.ReleaseStatusSuperseded\n"},
 

@@ -45,8 +45,11 @@ func deploymentCompleted(e tugboatv1alpha1.NotifyEvent) bool {
 // Reconcile sends the deployment notices due for one ReleaseHistory and
 // records them in its status.notifications.
 func (r deploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Read from the API server, not the cache: the notices already sent are
+	// recorded in this object, and a cache that has not seen the last
+	// record yet would send a notice twice.
 	rh := &tugboatv1alpha1.ReleaseHistory{}
-	if err := r.client.Get(ctx, req.NamespacedName, rh); err != nil {
+	if err := r.reader.Get(ctx, req.NamespacedName, rh); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	c := rh.Status.Current
@@ -59,7 +62,7 @@ func (r deploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	records := map[string]tugboatv1alpha1.DeploymentNotification{}
 	for _, n := range rh.Status.Notifications {
-		if n.Revision == c.Revision {
+		if n.About(c) {
 			records[n.Pipeline+"/"+n.Notifier+"/"+string(n.Event)] = n
 		}
 	}
@@ -98,7 +101,7 @@ func (r deploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			for _, e := range due {
 				rec, seen := records[key+string(e)]
 				if !seen {
-					rec = tugboatv1alpha1.DeploymentNotification{Pipeline: p.Name, Notifier: spec.Name, Event: e, Revision: c.Revision}
+					rec = tugboatv1alpha1.DeploymentNotification{Pipeline: p.Name, Notifier: spec.Name, Event: e, Revision: c.Revision, Installation: c.Life()}
 				}
 				if stale && !seen {
 					r.skip(spec, e, &rec.DeliveryState, &out)
@@ -119,7 +122,7 @@ func (r deploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		out.results = nil
 	}
 	if len(updated) > 0 {
-		if err := r.recordDeployments(ctx, req.NamespacedName, c.Revision, updated); err != nil {
+		if err := r.recordDeployments(ctx, req.NamespacedName, c, updated); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -150,13 +153,11 @@ func deploymentNotice(p *tugboatv1alpha1.Pipeline, env string, hr *tugboatv1alph
 		n.Time = rh.Status.LastEventTime.Time
 	}
 	source := rh.Spec.Spoke + "/" + rh.Spec.Namespace + "/" + rh.Spec.Release
-	for i := range rh.Status.Revisions {
-		if rh.Status.Revisions[i].Revision == c.Revision {
-			if summary {
-				n.Timeline = revisionLines(source, &rh.Status.Revisions[i])
-			}
-			n.Deployment.Description = lastMessage(&rh.Status.Revisions[i])
+	if rev := rh.Status.CurrentRevision(); rev != nil {
+		if summary {
+			n.Timeline = revisionLines(source, rev)
 		}
+		n.Deployment.Description = lastMessage(rev)
 	}
 	return n
 }
@@ -169,8 +170,8 @@ func lastMessage(rev *tugboatv1alpha1.Revision) string {
 }
 
 // recordDeployments writes the updated records into the ReleaseHistory's
-// status, dropping records of older revisions.
-func (r *deliverer) recordDeployments(ctx context.Context, key types.NamespacedName, revision int32, updated []tugboatv1alpha1.DeploymentNotification) error {
+// status, dropping records of older revisions (of older lives included).
+func (r *deliverer) recordDeployments(ctx context.Context, key types.NamespacedName, c *tugboatv1alpha1.RevisionSummary, updated []tugboatv1alpha1.DeploymentNotification) error {
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		rh := &tugboatv1alpha1.ReleaseHistory{}
 		if err := r.reader.Get(ctx, key, rh); err != nil {
@@ -179,7 +180,7 @@ func (r *deliverer) recordDeployments(ctx context.Context, key types.NamespacedN
 		orig := rh.DeepCopy()
 		kept := rh.Status.Notifications[:0:0]
 		for _, n := range rh.Status.Notifications {
-			if n.Revision >= revision {
+			if life := max(n.Installation, 1); life > c.Life() || life == c.Life() && n.Revision >= c.Revision {
 				kept = append(kept, n)
 			}
 		}

@@ -2,6 +2,7 @@ package deliver_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,23 +17,28 @@ import (
 // setCurrent sets the current revision of a ReleaseHistory as the
 // recorder does.
 func setCurrent(g Gomega, rh *tugboatv1alpha1.ReleaseHistory, rev int32, version string, status tugboatv1alpha1.ReleaseStatus, health tugboatv1alpha1.Health) {
+	setCurrentOf(g, rh, 1, rev, version, status, health)
+}
+
+// setCurrentOf is setCurrent in installation (life) life of the release.
+func setCurrentOf(g Gomega, rh *tugboatv1alpha1.ReleaseHistory, life, rev int32, version string, status tugboatv1alpha1.ReleaseStatus, health tugboatv1alpha1.Health) {
 	g.Eventually(func() error {
 		fresh := &tugboatv1alpha1.ReleaseHistory{}
 		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(rh), fresh); err != nil {
 			return err
 		}
 		now := metav1.Now()
-		sum := tugboatv1alpha1.RevisionSummary{Revision: rev, Chart: "web", ChartVersion: version, Status: status, Health: health, LastDeployed: &now}
+		sum := tugboatv1alpha1.RevisionSummary{Revision: rev, Installation: life, Chart: "web", ChartVersion: version, Status: status, Health: health, LastDeployed: &now}
 		fresh.Status.Current = &sum
 		found := false
 		for i := range fresh.Status.Revisions {
-			if fresh.Status.Revisions[i].Revision == rev {
+			if fresh.Status.Revisions[i].Same(&sum) {
 				fresh.Status.Revisions[i].RevisionSummary, found = sum, true
 			}
 		}
 		if !found {
 			fresh.Status.Revisions = append([]tugboatv1alpha1.Revision{{RevisionSummary: sum, Events: []tugboatv1alpha1.ReleaseEvent{{
-				ID: "e" + strings.ReplaceAll(version, ".", ""), Time: now, Type: tugboatv1alpha1.EventTypeNormal, Reason: "Created",
+				ID: fmt.Sprintf("e%d%s", life, strings.ReplaceAll(version, ".", "")), Time: now, Type: tugboatv1alpha1.EventTypeNormal, Reason: "Created",
 				Object: &tugboatv1alpha1.EventObjectReference{Kind: "Pod", Name: "web-1"}, Message: "Pod web-1 created",
 			}}}}, fresh.Status.Revisions...)
 		}
@@ -160,4 +166,33 @@ func TestDeliver_deploymentNoticesOfASelectedSpoke(t *testing.T) {
 			g.Expect(spoke).To(Equal("prod-7"))
 		}
 	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+}
+
+// TestDeliver_deploymentNoticesOfAReinstall: after an uninstall and an
+// install, the new life's revision 1 is a new deployment, told again,
+// although the old life's revision 1 was told already.
+func TestDeliver_deploymentNoticesOfAReinstall(t *testing.T) {
+	g := NewWithT(t)
+	ns := "notify-reinstall"
+	rcv, url := newReceiver(t)
+	fixture(t, ns, webhookNotifier("deploys", url, "", tugboatv1alpha1.EventDeploymentStarted, tugboatv1alpha1.EventDeploymentHealthy))
+	startDeliverer(t, fastOptions())
+	rh := &tugboatv1alpha1.ReleaseHistory{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tugboatv1alpha1.ReleaseHistoryName("dev-1", "apps", "web")},
+		Spec:       tugboatv1alpha1.ReleaseHistorySpec{Spoke: "dev-1", Namespace: "apps", Release: "web"},
+	}
+	must(t, cluster.Client.Create(context.Background(), rh))
+	setCurrentOf(g, rh, 1, 1, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"DeploymentStarted", "DeploymentHealthy"}))
+	setCurrentOf(g, rh, 2, 1, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{
+		"DeploymentStarted", "DeploymentHealthy", "DeploymentStarted", "DeploymentHealthy"}))
+	g.Eventually(func(g Gomega) {
+		fresh := &tugboatv1alpha1.ReleaseHistory{}
+		g.Expect(cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(rh), fresh)).To(Succeed())
+		g.Expect(fresh.Status.Notifications).To(HaveLen(2))
+		for _, n := range fresh.Status.Notifications {
+			g.Expect(n.Installation).To(Equal(int32(2)))
+		}
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 }
