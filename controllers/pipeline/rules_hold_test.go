@@ -192,9 +192,8 @@ func TestRules_suspend(t *testing.T) {
 // one for the same version, to supersede one still waiting by a newer
 // version, and to wait for one approved (running).
 //
-// TODO(approvals): the lead is adding gates.approvals (N approvals) and
-// gates.approvers; add the rows "N-1 approvals still waits" and "N
-// approvals runs" once the Promotion carries a list of approvals.
+// Counting N approvals is the Promotion controller's: controllers/promotion/
+// request's TestCount_countsDistinctApproversAndNotTheRequester.
 func TestRules_approvalGate(t *testing.T) {
 	tests := []struct {
 		name  string
