@@ -79,6 +79,9 @@ func TestRecordEvent_eachOccurrenceOnceInOrder(t *testing.T) {
 	// Life 4: an install that fails.
 	o.state("d1", 1, "web", "3.0.0", wire.StatusPendingInstall, wire.HealthInProgress)
 	o.state("d1", 1, "web", "3.0.0", wire.StatusFailed, wire.HealthFailed)
+	// A late event of life 2's revision 1 (delayed on the way): it goes
+	// to that revision, by its storage object, not to revision 1 of now.
+	o.object("b1", 1, "Created")
 
 	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
 	spec := &tugboatv1alpha1.ReleaseHistorySpec{}

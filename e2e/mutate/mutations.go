@@ -63,10 +63,10 @@ var mutations = []mutation{
 		Old: "if _, seen := c.idx[k]; seen {", New: "if _, seen := c.idx[k]; false && seen {"},
 	{Pkg: "webhook/receiver", File: "webhook/receiver/dedupe.go", Name: "the de-duplication window never evicts",
 		Old: "if old := c.ring[c.next]; old.used {\n\t\t\tdelete(c.idx, old.key)", New: "if old := c.ring[c.next]; old.used {\n\t\t\t_ = old.key"},
-	{Pkg: "webhook/receiver", File: "webhook/receiver/dedupe.go", Name: "a failed batch's ids stay reserved",
-		Old: "if i, ok := c.idx[k]; ok && c.ring[i].key == k {", New: "if i, ok := c.idx[k]; false && ok && c.ring[i].key == k {"},
+	{Pkg: "webhook/receiver", File: "webhook/receiver/dedupe.go", Name: "a failed batch's ids count as recorded",
+		Old: "\t\tif !committed {\n\t\t\tcontinue\n\t\t}\n", New: ""},
 	{Pkg: "webhook/receiver", File: "webhook/receiver/flux.go", Name: "a stale Flux event is accepted",
-		Old: "ev.Timestamp.Before(now.Add(-s.opts.ReplayWindow)) ||", New: "false ||"},
+		Old: "ev.Timestamp.Time.Before(now.Add(-s.opts.ReplayWindow)) ||", New: "false ||"},
 
 	// agent/reporter: delivery outcomes.
 	{Pkg: "agent/reporter", File: "agent/reporter/send.go", Name: "a 5xx counts as accepted",
