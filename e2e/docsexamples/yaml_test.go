@@ -19,6 +19,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"tugboat.dev/tugboat/config"
 )
 
 // The kinds of example an HTML comment right above a ```yaml block may
@@ -35,6 +37,11 @@ const (
 	// markerNotKubernetes: YAML for something else (a Slack app manifest, a
 	// GitHub Actions workflow); only parsed.
 	markerNotKubernetes = "not-kubernetes"
+	// markerAgentValues and markerHubValues: values of the agent's or the
+	// hub's Helm chart, rendered with the chart (config.Render), whose
+	// values.schema.json refuses unknown and invalid values.
+	markerAgentValues = "agent-values"
+	markerHubValues   = "hub-values"
 )
 
 // yamlDocs splits a block into its YAML documents, as JSON objects;
@@ -125,9 +132,12 @@ func checkYAMLBlock(ctx context.Context, b Block) error {
 	switch b.Marker {
 	case markerNotKubernetes:
 		return nil
+	case markerAgentValues, markerHubValues:
+		return renderChart(b.Marker, docs)
 	case "", markerPipelineSpec:
 	default:
-		return fmt.Errorf("unknown example marker %q (want %s, %s or %s)", b.Marker, markerPipelineSpec, markerPrometheusRules, markerNotKubernetes)
+		return fmt.Errorf("unknown example marker %q (want %s, %s, %s, %s or %s)", b.Marker,
+			markerPipelineSpec, markerPrometheusRules, markerAgentValues, markerHubValues, markerNotKubernetes)
 	}
 	for i, doc := range docs {
 		obj := doc
@@ -206,6 +216,7 @@ func TestDocs_yamlCheckFailsOnWrongExamples(t *testing.T) {
 `)}, "release"},
 		"fragment without marker": {Block{Text: "notify:\n  - {name: x, type: flux}\n"}, "not a Kubernetes object"},
 		"fragment field":          {Block{Marker: markerPipelineSpec, Text: "notify:\n  - {name: x, type: flux, flux: {url: http://nc/}}\n"}, "url"},
+		"agent values": {Block{Marker: markerAgentValues, Text: "helmStrategy: {enabled: true, allowedNamespace: [apps]}\n"}, "allowedNamespace"},
 		"duplicate key":           {Block{Text: "apiVersion: v1\nkind: Secret\nkind: Secret\n"}, "already set"},
 		"flux alert kind": {Block{Text: `apiVersion: notification.toolkit.fluxcd.io/v1beta3
 kind: Alert
@@ -220,6 +231,29 @@ spec:
 		g.Expect(err).To(HaveOccurred(), name)
 		g.Expect(err.Error()).To(ContainSubstring(c.want), name)
 	}
+}
+
+// renderChart renders the agent's or the hub's chart with each document as
+// values, over the values every install sets (the agent's spoke and hub URL).
+func renderChart(marker string, docs []map[string]any) error {
+	chart := config.HubChart
+	if marker == markerAgentValues {
+		chart = config.AgentChart
+	}
+	for i, values := range docs {
+		if chart == config.AgentChart {
+			if _, ok := values["spoke"]; !ok {
+				values["spoke"] = "example"
+			}
+			if _, ok := values["hub"]; !ok {
+				values["hub"] = map[string]any{"url": "https://tugboat-hub.example.com"}
+			}
+		}
+		if _, err := config.Render(chart, "tugboat-system", values); err != nil {
+			return fmt.Errorf("document %d: values of chart %s: %w", i+1, chart, err)
+		}
+	}
+	return nil
 }
 
 func toUnstructured(obj map[string]any) *unstructured.Unstructured {
