@@ -216,7 +216,7 @@ func TestDocs_yamlCheckFailsOnWrongExamples(t *testing.T) {
 `)}, "release"},
 		"fragment without marker": {Block{Text: "notify:\n  - {name: x, type: flux}\n"}, "not a Kubernetes object"},
 		"fragment field":          {Block{Marker: markerPipelineSpec, Text: "notify:\n  - {name: x, type: flux, flux: {url: http://nc/}}\n"}, "url"},
-		"agent values": {Block{Marker: markerAgentValues, Text: "helmStrategy: {enabled: true, allowedNamespace: [apps]}\n"}, "allowedNamespace"},
+		"agent values":            {Block{Marker: markerAgentValues, Text: "helmStrategy: {enabled: true, allowedNamespace: [apps]}\n"}, "allowedNamespace"},
 		"duplicate key":           {Block{Text: "apiVersion: v1\nkind: Secret\nkind: Secret\n"}, "already set"},
 		"flux alert kind": {Block{Text: `apiVersion: notification.toolkit.fluxcd.io/v1beta3
 kind: Alert
