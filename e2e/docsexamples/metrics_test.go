@@ -417,7 +417,7 @@ func balanced(expr string) error {
 func TestAlertRules_checkCanFail(t *testing.T) {
 	cases := map[string]string{
 		"unknown metric":    "- alert: A\n  expr: tugboat_nonexistent_total > 0\n",
-		"misspelt field":    "- alert: A\n  expression: up == 0\n  expr: up == 0\n",
+		"misspelled field":  "- alert: A\n  expression: up == 0\n  expr: up == 0\n",
 		"bad duration":      "- alert: A\n  expr: up == 0\n  for: 5 minutes\n",
 		"unbalanced":        "- alert: A\n  expr: sum(rate(tugboat_promotions_total[5m]) > 0\n",
 		"no expr":           "- alert: A\n",

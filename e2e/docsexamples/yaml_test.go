@@ -185,7 +185,7 @@ func TestDocs_yamlExamplesApplyToARealAPIServer(t *testing.T) {
 }
 
 // TestDocs_yamlCheckFailsOnWrongExamples shows that the check above can
-// fail: a misspelt field, a value the schema refuses, a CEL rule broken, a
+// fail: a misspelled field, a value the schema refuses, a CEL rule broken, a
 // fragment that is not an object, and a Flux Alert with a kind it does not
 // route.
 func TestDocs_yamlCheckFailsOnWrongExamples(t *testing.T) {
