@@ -105,10 +105,22 @@ func newCIFixture(t *testing.T, g Gomega) *ciFixture {
 				}
 			}
 			g.Expect(client.IgnoreAlreadyExists(cluster.Client.Create(ctx, u))).To(Succeed(), "%s: %s %s", b.Where(), u.GetKind(), u.GetName())
+			// Gone after the test: the other tests dry-run objects of the
+			// same names, which an apply would merge with these.
+			t.Cleanup(func() {
+				if err := client.IgnoreNotFound(cluster.Client.Delete(context.Background(), u)); err != nil {
+					t.Errorf("deleting %s %s: %v", u.GetKind(), u.GetName(), err)
+				}
+			})
 			found = found || u.GetKind() == "Pipeline"
 		}
 	}
 	g.Expect(found).To(BeTrue(), "%s has no Pipeline example", ciDoc)
+	t.Cleanup(func() {
+		if err := cluster.Client.DeleteAllOf(context.Background(), &tugboatv1alpha1.Promotion{}, client.InNamespace(f.ns)); err != nil {
+			t.Errorf("deleting the Promotions: %v", err)
+		}
+	})
 	g.Expect(f.secrets).To(HaveKey("web-ci"))
 	g.Expect(f.secrets).To(HaveKey("web-approvals"))
 

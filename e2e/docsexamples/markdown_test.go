@@ -87,7 +87,11 @@ func DocBlocks(dir string) ([]Block, error) {
 		if err != nil {
 			return nil, err
 		}
-		blocks, err := ParseBlocks(filepath.ToSlash(f), data)
+		name := f
+		if rel, err := filepath.Rel(repoRoot, f); err == nil {
+			name = rel // docs/x.md in messages
+		}
+		blocks, err := ParseBlocks(filepath.ToSlash(name), data)
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	sigsyaml "sigs.k8s.io/yaml"
@@ -186,11 +187,14 @@ func evalString(e ast.Expr, consts map[string]ast.Expr, depth int) (string, erro
 	return "", fmt.Errorf("cannot evaluate %T: name metrics with string constants", e)
 }
 
+// repoMetrics is exportedMetrics of the repository, scanned once.
+var repoMetrics = sync.OnceValues(func() (map[string]string, error) { return exportedMetrics(repoRoot) })
+
 // TestOperationsDoc_listsEveryMetric keeps docs/operations.md true: every
 // metric the hub and the agent define is listed there (as `name`), and
 // nothing is listed that the code does not define.
 func TestOperationsDoc_listsEveryMetric(t *testing.T) {
-	metrics, err := exportedMetrics(repoRoot)
+	metrics, err := repoMetrics()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +302,7 @@ var (
 // uses is one the code defines (with _bucket, _sum or _count for
 // histograms).
 func checkAlertRules(text string) error {
-	metrics, err := exportedMetrics(repoRoot)
+	metrics, err := repoMetrics()
 	if err != nil {
 		return err
 	}
