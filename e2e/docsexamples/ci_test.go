@@ -135,17 +135,20 @@ func newCIFixture(t *testing.T, g Gomega) *ciFixture {
 }
 
 // snippet returns the block of ci.md marked <!-- example: marker ... -->.
-func snippet(g Gomega, marker string) Block {
-	data, err := os.ReadFile(ciDoc)
+func snippet(g Gomega, marker string) Block { return snippetOf(g, ciDoc, marker) }
+
+// snippetOf returns the block of page marked <!-- example: marker ... -->.
+func snippetOf(g Gomega, page, marker string) Block {
+	data, err := os.ReadFile(page)
 	g.Expect(err).NotTo(HaveOccurred())
-	blocks, err := ParseBlocks(ciDoc, data)
+	blocks, err := ParseBlocks(page, data)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, b := range blocks {
 		if b.Marker == marker {
 			return b
 		}
 	}
-	g.Expect(marker).To(BeEmpty(), "%s has no block marked <!-- example: %s -->", ciDoc, marker)
+	g.Expect(marker).To(BeEmpty(), "%s has no block marked <!-- example: %s -->", page, marker)
 	return Block{}
 }
 
@@ -183,7 +186,7 @@ func (f *ciFixture) deletePromotions(ctx context.Context, g Gomega) {
 }
 
 // TestCIDoc_curlAndGitHubActionsExamplesAreAccepted runs the examples of
-// docs/ci.md as written, against the hub's pipeline API handler on a real
+// docs/ci.md (and the signed call of docs/ci-api.md) as written, against the hub's pipeline API handler on a real
 // API server with the page's own Pipeline and Secrets: the bearer-token
 // call, the signed script, the GitHub Actions step and the approval. Each
 // must be accepted and create (or approve) the Promotion it says.
@@ -228,6 +231,13 @@ func TestCIDoc_curlAndGitHubActionsExamplesAreAccepted(t *testing.T) {
 	pr, err = f.promotion(ctx, "web-production-1.5.0")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pr.Spec.Requester).To(Equal("https://ci.example.com/job/42"))
+
+	// docs/ci-api.md's signed call.
+	out, err = f.runBash(ctx, snippetOf(g, docsDir+"/ci-api.md", "ci-api-signed").Text, map[string]string{
+		"HUB": f.hub, "TUGBOAT_KEY": f.secrets["web-ci"]["key"],
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(MatchJSON(`{"promotion":"web-production-1.4.0"}`), "the Promotions of the bearer call were deleted")
 
 	// The same script with a wrong key is refused, and fails.
 	env["TUGBOAT_KEY"] = strings.Repeat("0", 64)
