@@ -12,6 +12,8 @@ export GOTOOLCHAIN := local
 CONTROLLER_GEN_VERSION ?= v0.21.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 GOVULNCHECK_VERSION ?= v1.9.0
+## crd-ref-docs writes docs/api-reference.md from the API types (v0.3.0 builds with Go 1.26).
+CRD_REF_DOCS_VERSION ?= v0.3.0
 ## The Go vulnerability database, as the golang.org/x/vulndb module publishes it
 ## (its OSV entries, data/osv) through the Go module proxy: vuln.go.dev itself is
 ## not always reachable (it is not from the development machines). Bump it like a
@@ -26,6 +28,7 @@ VULNCHECK_ACCEPT_STDLIB ?= go1.26.8
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 GOVULNCHECK ?= $(LOCALBIN)/govulncheck-$(GOVULNCHECK_VERSION)
+CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 INDEXDB ?= $(LOCALBIN)/indexdb-$(VULNDB_VERSION)
 VULNDB ?= $(LOCALBIN)/vulndb-$(VULNDB_VERSION)
 
@@ -67,7 +70,7 @@ image: ## Build the tugboat and tugboat-agent images without Docker: OCI layouts
 		--out "$(IMAGE_DIR)" --base "$(IMAGE_BASE)" --arch "$(IMAGE_ARCH)" --repository "$(IMAGE_REPOSITORY)" --tarball=$(IMAGE_TARBALL)
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy, and into the Helm charts the CRDs and RBAC (controller-gen) and the agent's webhook configurations; the test CRDs of Flux (HelmRelease; notification-controller's Provider and Alert v1beta3) from their api modules.
+generate: $(CONTROLLER_GEN) $(CRD_REF_DOCS) ## Generate deepcopy, and into the Helm charts the CRDs and RBAC (controller-gen) and the agent's webhook configurations; the test CRDs of Flux (HelmRelease; notification-controller's Provider and Alert v1beta3) from their api modules; the API reference docs/api-reference.md (crd-ref-docs).
 	$(CONTROLLER_GEN) object:headerFile=config/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=$(HUB_CHART)/files/crds
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-hub paths=./controllers/... output:rbac:artifacts:config=$(HUB_CHART)/files/rbac
@@ -76,6 +79,8 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, and into the Helm charts the C
 	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:artifacts:config=e2e/testdata/crds/flux
 	go run ./webhook/admission/genmanifests -o $(AGENT_CHART)/files/webhook/manifests.yaml
 	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/notification-controller/api/v1beta3 output:crd:artifacts:config=e2e/testdata/crds/notification-controller
+	# The API reference, from the same types and markers the CRDs are generated from.
+	$(CRD_REF_DOCS) --log-level=WARN --config=config/crd-ref-docs.yaml --source-path=./api/v1alpha1 --renderer=markdown --output-path=docs/api-reference.md
 
 .PHONY: verify
 verify: generate ## Regenerate and fail if the tree changed (also checks go.mod tidiness and gofmt).
@@ -141,6 +146,11 @@ $(CONTROLLER_GEN):
 	@mkdir -p $(LOCALBIN)
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(LOCALBIN)/controller-gen $@
+
+$(CRD_REF_DOCS):
+	@mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN) go install github.com/elastic/crd-ref-docs@$(CRD_REF_DOCS_VERSION)
+	mv $(LOCALBIN)/crd-ref-docs $@
 
 $(GOVULNCHECK):
 	@mkdir -p $(LOCALBIN)
