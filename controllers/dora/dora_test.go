@@ -73,8 +73,8 @@ func TestCompute_script(t *testing.T) {
 	g.Expect(got.To).To(Equal(now))
 	check(t, got, want{
 		deployments: 2, frequency: 2.0 / 30,
-		leadTime:    &dora.Summary{Count: 2, Median: 25*h + 5*m, P90: 48*h + 40*m},
-		changes:     3, failures: 1, rate: ratio(1.0 / 3),
+		leadTime: &dora.Summary{Count: 2, Median: 25*h + 5*m, P90: 48*h + 40*m},
+		changes:  3, failures: 1, rate: ratio(1.0 / 3),
 		ttr: &dora.Summary{Count: 1, Median: 55 * m, P90: 55 * m},
 	})
 
@@ -83,8 +83,8 @@ func TestCompute_script(t *testing.T) {
 	in.Window = 10 * Day
 	check(t, dora.Compute(in), want{
 		deployments: 1, frequency: 0.1,
-		leadTime:    &dora.Summary{Count: 1, Median: 48*h + 40*m, P90: 48*h + 40*m},
-		changes:     2, failures: 1, rate: ratio(0.5),
+		leadTime: &dora.Summary{Count: 1, Median: 48*h + 40*m, P90: 48*h + 40*m},
+		changes:  2, failures: 1, rate: ratio(0.5),
 		ttr: &dora.Summary{Count: 1, Median: 55 * m, P90: 55 * m},
 	})
 
