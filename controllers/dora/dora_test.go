@@ -95,7 +95,7 @@ func TestCompute_script(t *testing.T) {
 }
 
 func TestCompute_cases(t *testing.T) {
-	devProd := Pipeline("fleet", "web", Env{"dev", []string{"dev-1"}}, Env{"production", []string{"prod-1"}})
+	devProd := Pipeline("fleet", "web", E("dev", "dev-1"), E("production", "prod-1"))
 	tests := []struct {
 		name       string
 		pipeline   *tugboatv1alpha1.Pipeline
@@ -131,7 +131,7 @@ func TestCompute_cases(t *testing.T) {
 		want: want{deployments: 1, frequency: 1.0 / 30, leadTimeUnknown: 1, changes: 1, rate: ratio(0)},
 	}, {
 		name:     "one environment: lead time is the time from deploy to healthy",
-		pipeline: Pipeline("fleet", "web", Env{"production", []string{"prod-1"}}),
+		pipeline: Pipeline("fleet", "web", E("production", "prod-1")),
 		histories: []tugboatv1alpha1.ReleaseHistory{
 			History("fleet", "prod-1",
 				Rev{Version: "1.0.0", Deployed: ago(3 * Day), Complete: at(ago(3*Day - 4*m))},
@@ -159,7 +159,7 @@ func TestCompute_cases(t *testing.T) {
 		},
 	}, {
 		name:     "two targets: deployed when the second runs it healthy",
-		pipeline: Pipeline("fleet", "web", Env{"dev", []string{"dev-1"}}, Env{"production", []string{"prod-1", "prod-2"}}),
+		pipeline: Pipeline("fleet", "web", E("dev", "dev-1"), E("production", "prod-1", "prod-2")),
 		histories: []tugboatv1alpha1.ReleaseHistory{
 			History("fleet", "dev-1", Rev{Version: "1.0.0", Deployed: ago(3 * Day)}),
 			History("fleet", "prod-1", Rev{Version: "1.0.0", Deployed: ago(2 * Day), Complete: at(ago(2*Day - m))}),
@@ -172,7 +172,7 @@ func TestCompute_cases(t *testing.T) {
 		},
 	}, {
 		name:     "two targets, one not updated yet: no outcome, not counted",
-		pipeline: Pipeline("fleet", "web", Env{"dev", []string{"dev-1"}}, Env{"production", []string{"prod-1", "prod-2"}}),
+		pipeline: Pipeline("fleet", "web", E("dev", "dev-1"), E("production", "prod-1", "prod-2")),
 		histories: []tugboatv1alpha1.ReleaseHistory{
 			History("fleet", "dev-1", Rev{Version: "1.0.0", Deployed: ago(3 * Day)}),
 			History("fleet", "prod-1", Rev{Version: "1.0.0", Deployed: ago(2 * Day), Complete: at(ago(2*Day - m))}),
@@ -319,7 +319,7 @@ func TestCompute_cases(t *testing.T) {
 // histories of other namespaces are not the Pipeline's.
 func TestCompute_targetsFromStatus(t *testing.T) {
 	g := NewWithT(t)
-	p := Pipeline("fleet", "web", Env{"production", nil})
+	p := Pipeline("fleet", "web", E("production"))
 	p.Spec.Environments[0].Targets = []tugboatv1alpha1.Target{{SpokeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}, Namespace: "apps"}}
 	histories := []tugboatv1alpha1.ReleaseHistory{
 		History("fleet", "prod-1", Rev{Version: "1.0.0", Deployed: ago(Day), Complete: at(ago(Day - m))}),

@@ -47,7 +47,7 @@ func randomHistory(r *rand.Rand, spoke string, n int) tugboatv1alpha1.ReleaseHis
 // Whatever the history, the figures are consistent with one another.
 func TestCompute_properties(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	p := Pipeline("fleet", "web", Env{"dev", []string{"dev-1"}}, Env{"production", []string{"prod-1", "prod-2"}})
+	p := Pipeline("fleet", "web", E("dev", "dev-1"), E("production", "prod-1", "prod-2"))
 	for i := range 2000 {
 		in := dora.Input{
 			Pipeline: p, Now: now, Window: time.Duration(1+r.IntN(40)) * Day,

@@ -28,6 +28,9 @@ type Env struct {
 	Spokes []string
 }
 
+// E returns the Env name with spokes.
+func E(name string, spokes ...string) Env { return Env{Name: name, Spokes: spokes} }
+
 // Pipeline returns Pipeline name in ns promoting release "web" through envs.
 func Pipeline(ns, name string, envs ...Env) *tugboatv1alpha1.Pipeline {
 	p := &tugboatv1alpha1.Pipeline{
@@ -163,7 +166,7 @@ type Objects struct {
 func Script(ns, name string, now time.Time) Objects {
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
 	m := time.Minute
-	p := Pipeline(ns, name, Env{"dev", []string{"dev-1"}}, Env{"staging", []string{"staging-1"}}, Env{"production", []string{"prod-1", "prod-2"}})
+	p := Pipeline(ns, name, E("dev", "dev-1"), E("staging", "staging-1"), E("production", "prod-1", "prod-2"))
 	return Objects{
 		Pipeline: p,
 		Histories: []tugboatv1alpha1.ReleaseHistory{
