@@ -1,6 +1,7 @@
 package dora
 
 import (
+	"encoding/json"
 	"math"
 	"sort"
 	"time"
@@ -75,10 +76,21 @@ type Figures struct {
 }
 
 // Summary is the median and 90th percentile (nearest rank) of durations.
+// In JSON the durations are seconds: {"count", "medianSeconds",
+// "p90Seconds"}.
 type Summary struct {
-	Count  int           `json:"count"`
-	Median time.Duration `json:"median"`
-	P90    time.Duration `json:"p90"`
+	Count  int
+	Median time.Duration
+	P90    time.Duration
+}
+
+// MarshalJSON writes the durations in seconds.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Count         int     `json:"count"`
+		MedianSeconds float64 `json:"medianSeconds"`
+		P90Seconds    float64 `json:"p90Seconds"`
+	}{s.Count, s.Median.Seconds(), s.P90.Seconds()})
 }
 
 // summarize returns the Summary of ds, nil when empty. The p-quantile is
