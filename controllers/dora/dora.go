@@ -213,7 +213,7 @@ func (e *environment) healthyAt(t time.Time) bool {
 func (e *environment) restoredAt(t time.Time) (time.Time, bool) {
 	candidates := []time.Time{t}
 	for i := range e.targets {
-		candidates = e.targets[i].transitionsAfter(t, candidates)
+		candidates = e.targets[i].healthyAfter(t, candidates)
 	}
 	sort.Slice(candidates, func(i, j int) bool { return candidates[i].Before(candidates[j]) })
 	for _, c := range candidates {

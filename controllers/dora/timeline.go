@@ -163,11 +163,12 @@ func (t *target) healthyAt(at time.Time) bool {
 	return healthy
 }
 
-// transitionsAfter appends the times of the target's transitions after t.
-func (t *target) transitionsAfter(at time.Time, out []time.Time) []time.Time {
+// healthyAfter appends the times after t at which the target turned
+// healthy: the only times at which its environment can turn healthy.
+func (t *target) healthyAfter(at time.Time, out []time.Time) []time.Time {
 	for i := range t.revisions {
 		for _, tr := range t.revisions[i].transitions {
-			if tr.at.After(at) {
+			if tr.healthy && tr.at.After(at) {
 				out = append(out, tr.at)
 			}
 		}

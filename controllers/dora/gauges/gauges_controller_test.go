@@ -3,6 +3,7 @@ package gauges_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,13 @@ import (
 // fixed at now, until the test ends.
 func startReconciler(t *testing.T, now time.Time, opts gauges.Options) {
 	t.Helper()
+	startReconcilerWithClock(t, func() time.Time { return now }, opts)
+}
+
+// startReconcilerWithClock runs the gauges' Reconciler against the hub,
+// telling the time with now, until the test ends.
+func startReconcilerWithClock(t *testing.T, now func() time.Time, opts gauges.Options) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(hub.RESTConfig, ctrl.Options{
 		Scheme:     hub.Client.Scheme(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
@@ -38,7 +46,7 @@ func startReconciler(t *testing.T, now time.Time, opts gauges.Options) {
 	if err := pipeline.IndexFields(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
-	r := &gauges.Reconciler{Client: mgr.GetClient(), Options: opts, Now: func() time.Time { return now }}
+	r := &gauges.Reconciler{Client: mgr.GetClient(), Options: opts, Now: now}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -197,4 +205,45 @@ func TestOptions_Validate(t *testing.T) {
 
 func clientKey(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// Changes within MinInterval of a computation are folded into the next
+// one: the figures stay as they were until the interval is over, then the
+// next change (here an annotation on the Pipeline) brings them up to date.
+func TestReconciler_foldsChangesWithinMinInterval(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	start := time.Now().UTC().Truncate(time.Second)
+	var clock atomic.Int64
+	clock.Store(start.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+
+	p := doratest.Pipeline(ns, "web", doratest.E("production", "prod-1"))
+	rh := doratest.History(ns, "prod-1", doratest.Rev{Version: "1.0.0", Deployed: start.Add(-doratest.Day), Complete: []time.Time{start.Add(-doratest.Day + time.Minute)}})
+	g.Expect(doratest.Create(ctx, hub.Client, doratest.Objects{Pipeline: p, Histories: []tugboatv1alpha1.ReleaseHistory{rh}})).To(Succeed())
+
+	opts := gauges.NewOptions()
+	opts.MinInterval = time.Hour
+	startReconcilerWithClock(t, now, opts)
+	deployments := func() (float64, error) { return gauge(gauges.DeploymentsName, ns, "web", "") }
+	g.Eventually(deployments, 20*time.Second).Should(Equal(1.0))
+
+	// A second deployment, within the interval: not counted yet.
+	got := &tugboatv1alpha1.ReleaseHistory{}
+	g.Expect(hub.Client.Get(ctx, clientKey(ns, rh.Name), got)).To(Succeed())
+	got.Status = doratest.History(ns, "prod-1",
+		doratest.Rev{Version: "1.0.0", Deployed: start.Add(-doratest.Day), Complete: []time.Time{start.Add(-doratest.Day + time.Minute)}},
+		doratest.Rev{Version: "1.1.0", Deployed: start.Add(-time.Hour), Complete: []time.Time{start.Add(-time.Hour + time.Minute)}},
+	).Status
+	g.Expect(hub.Client.Status().Update(ctx, got)).To(Succeed())
+	g.Consistently(deployments, 3*time.Second).Should(Equal(1.0))
+
+	// The interval is over: the next change recomputes.
+	clock.Store(start.Add(time.Hour).UnixNano())
+	pl := &tugboatv1alpha1.Pipeline{}
+	g.Expect(hub.Client.Get(ctx, clientKey(ns, "web"), pl)).To(Succeed())
+	pl.Annotations = map[string]string{"example.com/touched": "yes"}
+	g.Expect(hub.Client.Update(ctx, pl)).To(Succeed())
+	g.Eventually(deployments, 20*time.Second).Should(Equal(2.0))
 }
