@@ -28,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/dora/gauges"
 	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/notify/deliver"
 	"tugboat.dev/tugboat/controllers/pipeline"
@@ -72,6 +73,8 @@ type Options struct {
 
 	// Notify configures the delivery of notices.
 	Notify deliver.Options
+	// DORA configures the DORA gauges (tugboat_dora_*).
+	DORA gauges.Options
 	// SlackAPIURL is the base URL of Slack's Web API (tests and the dev
 	// environment point it at a stand-in).
 	SlackAPIURL string
@@ -111,6 +114,7 @@ func NewOptions() Options {
 		Spoke:                  spoke.NewOptions(),
 		Promotion:              promotion.NewOptions(),
 		Notify:                 deliver.NewOptions(),
+		DORA:                   gauges.NewOptions(),
 		SlackAPIURL:            "https://slack.com/api/",
 		Version:                "dev",
 		BootstrapTimeout:       2 * time.Minute,
@@ -134,11 +138,12 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	o.Receiver.BindFlags(fs)
 	o.History.BindFlags(fs)
 	o.Spoke.BindFlags(fs)
+	o.DORA.BindFlags(fs)
 }
 
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
-	return errors.Join(o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate())
+	return errors.Join(o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.DORA.Validate())
 }
 
 // Scheme returns the hub's scheme: client-go's kinds and tugboat.dev/v1alpha1.
@@ -205,6 +210,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 		return nil, err
 	}
 	if err := (&pipeline.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	if err := (&gauges.Reconciler{Client: mgr.GetClient(), Options: opts.DORA}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	registry := opts.Strategies

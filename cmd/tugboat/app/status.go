@@ -73,6 +73,7 @@ func newStatusCommand() *cobra.Command {
 	var (
 		hf  hubFlags
 		out outputFlag
+		df  doraFlags // --dora: status_dora.go
 	)
 	cmd := &cobra.Command{
 		Use:   "status [pipeline]",
@@ -90,9 +91,15 @@ conditions.`,
 			if err := out.validate(); err != nil {
 				return err
 			}
+			if err := df.validate(cmd); err != nil {
+				return err
+			}
 			s, err := hf.connect()
 			if err != nil {
 				return err
+			}
+			if df.enabled {
+				return df.run(cmd, s, out, args)
 			}
 			w := cmd.OutOrStdout()
 			if len(args) == 1 {
@@ -124,6 +131,7 @@ conditions.`,
 	}
 	hf.bind(cmd)
 	out.bind(cmd)
+	df.bind(cmd)
 	return cmd
 }
 
