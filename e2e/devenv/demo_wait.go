@@ -136,6 +136,13 @@ func (d *demoRun) waitPromotion(ctx context.Context, env, version string, phase 
 		if msg != "" {
 			status += ": " + clip(msg, 200)
 		}
+		if !pr.Status.Phase.Terminal() {
+			for _, t := range pr.Status.Targets {
+				if !t.Done && t.Message != "" {
+					status += fmt.Sprintf("; %s/%s/%s %s", t.Spoke, t.Namespace, t.Release, clip(t.Message, 160))
+				}
+			}
+		}
 		if pr.Status.Phase != phase && pr.Status.Phase.Terminal() {
 			return status, false, fmt.Errorf("promotion %s ended %s, not %s: %s", name, pr.Status.Phase, phase, msg)
 		}
@@ -171,7 +178,7 @@ func (d *demoRun) waitHold(ctx context.Context, env string) error {
 		return err
 	}
 	d.fact("hold %s: %s, %s", env, held.Reason, held.Message)
-	d.say("  automatic promotion into and out of %s waits until someone runs `tugboat resume %s --env %s`", env, d.Env.Pipeline, env)
+	d.say("  automatic promotion into and out of %s waits until someone runs `tugboat promote %s --resume %s`", env, d.Env.Pipeline, env)
 	return nil
 }
 
@@ -246,5 +253,3 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
-
-

@@ -37,6 +37,9 @@ func interruptible(parent context.Context, out io.Writer) (context.Context, io.W
 		}
 	}()
 	stop := func() {
+		// Writes after this one (the error main prints to stderr) still
+		// meet the broken pipe: keep them from killing the process.
+		signal.Ignore(syscall.SIGPIPE)
 		signal.Stop(pipe)
 		close(done)
 		cancel()
