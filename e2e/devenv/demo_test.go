@@ -28,7 +28,7 @@ type timeline struct {
 	promotions map[string]string
 	// releases: "spoke/namespace/release" → the revisions printed, in order,
 	// each with its chart version.
-	releases map[string][]printedRevision
+	releases   map[string][]printedRevision
 	approvedBy []string
 	holds      map[string]string // environment → "Reason, message"
 	total      time.Duration
