@@ -12,8 +12,8 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/agent"
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
 // TestAgentToHub_spokeReleaseCountFollowsInstallAndUninstallAtOnce: the
