@@ -27,7 +27,7 @@ const DemoTaintKey = "tugboat.dev/dedicated"
 
 // DemoPromotionTimeout is the sample Pipeline's spec.timeout in the demo:
 // how long the failing 1.1.0 promotion into staging waits before it fails.
-const DemoPromotionTimeout = 20 * time.Second
+const DemoPromotionTimeout = 15 * time.Second
 
 // DemoOptions configure RunDemo.
 type DemoOptions struct {
@@ -249,8 +249,11 @@ func (d *demoRun) failsInStaging(ctx context.Context) error {
 	}
 	var pr tugboatv1alpha1.Promotion
 	err := d.Env.Hub.Client.Get(ctx, client.ObjectKey{Namespace: d.Env.Namespace, Name: d.promotionName("production", "1.1.0")}, &pr)
-	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("expected no promotion of 1.1.0 into production, got %v (phase %s)", err, pr.Status.Phase)
+	switch {
+	case err == nil:
+		return fmt.Errorf("expected no promotion of 1.1.0 into production, found %s (phase %s)", pr.Name, pr.Status.Phase)
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("looking for a promotion of 1.1.0 into production: %w", err)
 	}
 	d.fact("no promotion of 1.1.0 into production")
 	return nil
