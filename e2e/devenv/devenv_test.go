@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -446,4 +448,60 @@ func helmInstall(t *testing.T, kubeconfig, ns, name string) time.Time {
 		t.Fatalf("helm install: %v", err)
 	}
 	return time.Now()
+}
+
+// TestDevUp_namespacePortNoApprovalAndKeep runs the real `tugboat dev up`
+// with --namespace, --port, --no-approval and --keep: the Spokes and the
+// sample Pipeline live in that namespace (also the hub context's), the hub
+// receives on that port, production has no approval gate, and after Ctrl-C
+// no process survives while the directory keeps the logs and kubeconfigs
+// (not the clusters' data, nor the state of a running environment).
+func TestDevUp_namespacePortNoApprovalAndKeep(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	port := l.Addr().(*net.TCPAddr).Port
+	g.Expect(l.Close()).To(Succeed())
+
+	up := startUp(t, dir, "3", "--namespace", "team-a", "--port", strconv.Itoa(port), "--no-approval", "--keep")
+	up.waitForLine(t, "Press Ctrl-C", 4*time.Minute)
+	g.Expect(up.out()).NotTo(ContainSubstring("tugboat approve"), "no gate, no approve command to suggest")
+	st, err := devenv.ReadState(dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.HubURL).To(Equal(fmt.Sprintf("http://127.0.0.1:%d", port)))
+
+	merged, err := clientcmd.LoadFromFile(filepath.Join(dir, "kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(merged.Contexts).To(HaveKeyWithValue("hub", HaveField("Namespace", "team-a")))
+	hubCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "hub.kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	hub, err := client.New(hubCfg, client.Options{Scheme: harness.DefaultScheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	var spokes tugboatv1alpha1.SpokeList
+	g.Expect(hub.List(ctx, &spokes, client.InNamespace("team-a"))).To(Succeed())
+	g.Expect(spokes.Items).To(HaveLen(3))
+	var p tugboatv1alpha1.Pipeline
+	g.Expect(hub.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: devenv.DemoChart}, &p)).To(Succeed())
+	g.Expect(p.Spec.Environments).To(HaveLen(3))
+	for _, env := range p.Spec.Environments {
+		g.Expect(env.Gates.RequireApproval).To(BeFalse(), env.Name)
+	}
+
+	pids := clusterPIDs(g, dir)
+	g.Expect(up.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
+	select {
+	case <-up.done:
+	case <-time.After(time.Minute):
+		t.Fatal("tugboat dev up did not exit within a minute of SIGINT")
+	}
+	g.Expect(up.cmd.ProcessState.ExitCode()).To(Equal(0), up.out())
+	for _, pid := range pids {
+		g.Expect(harness.ProcessAlive(pid)).To(BeFalse(), "pid %d after Ctrl-C", pid)
+	}
+	g.Expect(filepath.Join(dir, "logs", "hub.log")).To(BeARegularFile())
+	g.Expect(filepath.Join(dir, "kubeconfig")).To(BeARegularFile())
+	g.Expect(filepath.Join(dir, devenv.StateFile)).NotTo(BeAnExistingFile())
+	g.Expect(filepath.Join(dir, "clusters")).NotTo(BeADirectory())
 }
