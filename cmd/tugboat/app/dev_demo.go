@@ -83,7 +83,7 @@ control-plane binaries (several minutes); after that it takes about a minute.`,
 			}
 			fmt.Fprintln(out, "stopped")
 			switch {
-			case runErr != nil && interrupted && (errors.Is(runErr, context.Canceled) || ctx.Err() != nil):
+			case runErr != nil && interrupted:
 				return errors.Join(errors.New("interrupted"), cleanErr)
 			case runErr != nil:
 				return errors.Join(runErr, cleanErr)
