@@ -137,6 +137,10 @@ vulncheck: $(GOVULNCHECK) $(VULNDB) ## Run govulncheck (pinned) against the pinn
 dev: ## Start the local hub and three spokes, production behind an approval gate (tugboat dev up --spokes 3); Ctrl-C stops them.
 	go run ./cmd/tugboat dev up --spokes 3
 
+.PHONY: demo
+demo: ## The guided demo (tugboat dev demo): promote, approve, a failing upgrade, a rollback and its hold on local clusters, with a timeline; exits 0 and cleans up.
+	go run ./cmd/tugboat dev demo
+
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control-plane binaries in bin/k8s).
 	rm -f $(LOCALBIN)/tugboat $(LOCALBIN)/tugboat-agent

@@ -170,6 +170,9 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 		}
 	}
 	a.Tracker = tracker.New(tracker.Options{Spoke: opts.Reporter.Spoke, Settle: opts.Settle, Logger: log.WithName("tracker"),
+		// A release appeared or went: post the state, so the Spoke's
+		// release count on the hub follows now, not at the next interval.
+		ReleasesChanged: rep.RequestState,
 		Fresh: func(ctx context.Context, rel release.Key) ([]*unstructured.Unstructured, error) {
 			return a.listWorkloadsFrom(ctx, a.Manager.GetAPIReader(), rel, client.InNamespace(rel.Namespace))
 		}},

@@ -66,8 +66,11 @@ type Reporter struct {
 
 	started  atomic.Bool
 	stateDue atomic.Bool // a state post is owed (start, reconnect)
-	dropping atomic.Bool // the outbox overflowed since the last state post (logged once)
-	invalid  atomic.Int64
+	// stateWanted asks for a state post within minResyncInterval of the
+	// last: the set of releases changed (RequestState).
+	stateWanted atomic.Bool
+	dropping    atomic.Bool // the outbox overflowed since the last state post (logged once)
+	invalid     atomic.Int64
 
 	// Guarded by token.
 	failures     int    // consecutive failed attempts: drives backoff
@@ -232,7 +235,17 @@ func (r *Reporter) run(ctx context.Context) {
 				r.stateDue.Store(true)
 			}
 		}
+		if r.stateWanted.Load() {
+			if at := lastState.Add(minResyncInterval); now.Before(at) {
+				wakeAt = earliest(wakeAt, at)
+			} else {
+				r.stateDue.Store(true)
+			}
+		}
 		if r.stateDue.Load() {
+			// The snapshot is taken after this: it answers every request
+			// made so far.
+			r.stateWanted.Store(false)
 			if r.syncState(ctx) != nil {
 				return
 			}
@@ -265,6 +278,17 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// RequestState asks for a state post soon, without waiting for the state
+// interval: the set of releases changed (one appeared or was uninstalled).
+// Events tell the hub about the release itself, but only a state post
+// updates the Spoke's status.releaseCount, which would otherwise show the
+// old count for up to the state interval. Requests are coalesced, and
+// state posts stay at least minResyncInterval apart.
+func (r *Reporter) RequestState() {
+	r.stateWanted.Store(true)
+	r.signal()
 }
 
 // signal wakes the run loop without blocking.

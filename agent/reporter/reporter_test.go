@@ -411,3 +411,27 @@ func TestNew_rejectsBadInput(t *testing.T) {
 	_, err = New(missing, snap, logr.Discard())
 	g.Expect(err).To(HaveOccurred())
 }
+
+// TestReporter_requestStatePostsSoonAndCoalesces: with a state interval of
+// an hour, RequestState brings a state post at once (at most
+// minResyncInterval after the last); a burst of requests brings one post,
+// not one each.
+func TestReporter_requestStatePostsSoonAndCoalesces(t *testing.T) {
+	g := NewWithT(t)
+	rc := newReceiver(t, "spoke-request-state", testKey)
+	state := &fakeState{rev: 1}
+	r := startReporter(t, testOptions(t, rc, testKey), state.snapshot)
+	g.Eventually(rc.stateCount, eventually, poll).Should(Equal(1), "the post at start")
+
+	state.set(2)
+	for range 5 {
+		r.RequestState()
+	}
+	g.Eventually(rc.stateCount, 5*time.Second, poll).Should(Equal(2))
+	g.Consistently(rc.stateCount, 3*minResyncInterval, poll).Should(Equal(2), "five requests, one post")
+	states := rc.statesSince(time.Time{})
+	g.Expect(states[len(states)-1].snap.Releases[0].Revision).To(Equal(2), "the snapshot is taken after the request")
+
+	r.RequestState()
+	g.Eventually(rc.stateCount, 5*time.Second, poll).Should(Equal(3))
+}

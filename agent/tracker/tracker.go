@@ -49,6 +49,11 @@ type Options struct {
 	Settle time.Duration
 	// Logger receives decode problems and similar.
 	Logger logr.Logger
+	// ReleasesChanged, when set, is called (without the tracker's lock)
+	// whenever a release appears or its last revision is gone after the
+	// initial lists: the agent then posts its state, so the hub's count
+	// of the spoke's releases follows at once.
+	ReleasesChanged func()
 }
 
 // Tracker tracks releases. Its methods are safe for concurrent use.
@@ -251,6 +256,7 @@ func (t *Tracker) ObserveStorage(obj any, initial bool) {
 	delete(t.reported, meta.GetNamespace()+"/"+meta.GetName()) // decodes now
 	key := rel.Key()
 	e := t.releases[key]
+	appeared := e == nil && !initial
 	if e == nil {
 		e = &entry{revisions: map[int]*release.Release{}, seen: map[statusKey]bool{}}
 		t.releases[key] = e
@@ -284,6 +290,9 @@ func (t *Tracker) ObserveStorage(obj any, initial bool) {
 	t.mu.Unlock()
 	if len(events) > 0 {
 		t.sink.Enqueue(events...)
+	}
+	if appeared {
+		t.releasesChanged()
 	}
 	if latestChanged {
 		t.queue.Add(key)
@@ -357,17 +366,28 @@ func (t *Tracker) ForgetStorage(obj any) {
 	delete(e.revisions, rev)
 	forgetRevisionLocked(e, rev)
 	var events []wire.Event
-	if len(e.revisions) == 0 {
-		gone := *last
-		gone.Status = wire.StatusUninstalled
-		e.latest = &gone
-		events = append(events, t.statusEventLocked(e, &gone))
+	gone := len(e.revisions) == 0
+	if gone {
+		uninstalled := *last
+		uninstalled.Status = wire.StatusUninstalled
+		e.latest = &uninstalled
+		events = append(events, t.statusEventLocked(e, &uninstalled))
 		delete(t.releases, key)
 	} else {
 		e.latest = pickLatest(e.revisions)
 	}
 	t.mu.Unlock()
 	t.sink.Enqueue(events...)
+	if gone {
+		t.releasesChanged()
+	}
+}
+
+// releasesChanged calls Options.ReleasesChanged, if set.
+func (t *Tracker) releasesChanged() {
+	if t.opts.ReleasesChanged != nil {
+		t.opts.ReleasesChanged()
+	}
 }
 
 // forgetRevisionLocked drops what e remembers of revision rev's statuses,

@@ -10,6 +10,7 @@
 package bins
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -104,7 +106,9 @@ type step struct {
 	what    string
 	version string
 	outputs []string
-	build   func(ctx context.Context, repoRoot, outDir string, log io.Writer) error
+	// build runs go build -v (or install -v): the package names it prints
+	// tell how far along it is (buildLog).
+	build func(ctx context.Context, repoRoot, outDir string, log io.Writer) error
 }
 
 func steps() []step {
@@ -122,7 +126,7 @@ func steps() []step {
 					"-X k8s.io/client-go/pkg/version.gitVersion=" + KubernetesVersion,
 				}, " ")
 				return goCmd(ctx, filepath.Join(root, "e2e", "tools", "kube"), log, nil,
-					"build", "-ldflags", ldflags, "-o", out+string(filepath.Separator),
+					"build", "-v", "-ldflags", ldflags, "-o", out+string(filepath.Separator),
 					"k8s.io/kubernetes/cmd/kube-apiserver",
 					"k8s.io/kubernetes/cmd/kube-controller-manager",
 					"k8s.io/kubernetes/cmd/kube-scheduler")
@@ -133,7 +137,7 @@ func steps() []step {
 			outputs: []string{Etcd},
 			build: func(ctx context.Context, root, out string, log io.Writer) error {
 				return goCmd(ctx, filepath.Join(root, "e2e", "tools", "etcd"), log, nil,
-					"build", "-ldflags", "-s -w", "-o", filepath.Join(out, Etcd), ".")
+					"build", "-v", "-ldflags", "-s -w", "-o", filepath.Join(out, Etcd), ".")
 			},
 		},
 		{
@@ -141,7 +145,7 @@ func steps() []step {
 			outputs: []string{Kwok},
 			build: func(ctx context.Context, root, out string, log io.Writer) error {
 				return goCmd(ctx, out, log, []string{"GOBIN=" + out},
-					"install", "-ldflags", "-s -w", "sigs.k8s.io/kwok/cmd/kwok@"+KwokVersion)
+					"install", "-v", "-ldflags", "-s -w", "sigs.k8s.io/kwok/cmd/kwok@"+KwokVersion)
 			},
 		},
 	}
@@ -170,28 +174,34 @@ func Ensure(ctx context.Context, repoRoot string, progress io.Writer) (string, e
 		return d, nil
 	}
 	dir := Dir(repoRoot)
-	for _, s := range steps() {
-		versioned := filepath.Join(dir, s.version)
-		have := true
-		for _, o := range s.outputs {
-			if _, err := os.Stat(filepath.Join(versioned, o)); err != nil {
-				have = false
-			}
+	all := steps()
+	missing := 0
+	for _, s := range all {
+		if !built(dir, s) {
+			missing++
 		}
-		if !have {
+	}
+	n := 0
+	for _, s := range all {
+		versioned := filepath.Join(dir, s.version)
+		if !built(dir, s) {
+			n++
 			if err := os.MkdirAll(versioned, 0o750); err != nil {
 				return "", err
 			}
-			fmt.Fprintf(progress, "building %s into %s (first time only; this takes minutes on 2 cores)\n", s.what, versioned)
+			fmt.Fprintf(progress, "[%d/%d] building %s into %s (first time only; this takes minutes on 2 cores)\n", n, missing, s.what, versioned)
 			start := time.Now()
-			var out strings.Builder
+			out := &buildLog{}
+			stopTicking := tick(progress, fmt.Sprintf("[%d/%d] building %s", n, missing, s.what), start, out)
 			// Build into a temporary directory and rename, so an interrupted
 			// build never leaves a half-written binary that looks cached.
 			tmp, err := os.MkdirTemp(dir, ".build-")
 			if err != nil {
+				stopTicking()
 				return "", err
 			}
-			err = s.build(ctx, repoRoot, tmp, &out)
+			err = s.build(ctx, repoRoot, tmp, out)
+			stopTicking()
 			if err == nil {
 				for _, o := range s.outputs {
 					if err = os.Rename(filepath.Join(tmp, o), filepath.Join(versioned, o)); err != nil {
@@ -204,7 +214,7 @@ func Ensure(ctx context.Context, repoRoot string, progress io.Writer) (string, e
 				fmt.Fprint(progress, out.String())
 				return "", fmt.Errorf("building %s: %w", s.what, err)
 			}
-			fmt.Fprintf(progress, "built %s in %s\n", s.what, time.Since(start).Round(time.Second))
+			fmt.Fprintf(progress, "[%d/%d] built %s in %s (%d packages compiled)\n", n, missing, s.what, time.Since(start).Round(time.Second), out.packages())
 		}
 		for _, o := range s.outputs {
 			link := filepath.Join(dir, o)
@@ -219,6 +229,85 @@ func Ensure(ctx context.Context, repoRoot string, progress io.Writer) (string, e
 		}
 	}
 	return dir, nil
+}
+
+// built reports whether every output of s is in dir.
+func built(dir string, s step) bool {
+	for _, o := range s.outputs {
+		if _, err := os.Stat(filepath.Join(dir, s.version, o)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// tickEvery is how often a build in progress says how far it got.
+const tickEvery = 15 * time.Second
+
+// tick prints, every tickEvery until stopped, how long what has run and how
+// many packages the compiler finished (from go build -v).
+func tick(progress io.Writer, what string, start time.Time, out *buildLog) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(tickEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				phase := fmt.Sprintf("%d packages compiled", out.packages())
+				if out.packages() == 0 {
+					phase = "downloading modules"
+				}
+				fmt.Fprintf(progress, "%s: %s, %s\n", what, time.Since(start).Round(time.Second), phase)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// buildLog keeps what go build -v writes but the package names, which it
+// counts: the compiler's messages stay for when the build fails.
+type buildLog struct {
+	mu      sync.Mutex
+	partial []byte
+	n       int
+	kept    strings.Builder
+}
+
+func (b *buildLog) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.partial = append(b.partial, p...)
+	for {
+		i := bytes.IndexByte(b.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(b.partial[:i])
+		b.partial = b.partial[i+1:]
+		if line != "" && !strings.ContainsAny(line, " :\t") {
+			b.n++
+			continue
+		}
+		b.kept.WriteString(line + "\n")
+	}
+	return len(p), nil
+}
+
+func (b *buildLog) packages() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
+}
+
+func (b *buildLog) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.kept.String() + string(b.partial)
 }
 
 func goCmd(ctx context.Context, dir string, log io.Writer, env []string, args ...string) error {

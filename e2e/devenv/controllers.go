@@ -34,7 +34,6 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	e.Namespace = DefaultNamespace
 	logDir := filepath.Join(e.Dir, "logs")
 	keyDir := filepath.Join(e.Dir, "keys")
 	for _, d := range []string{logDir, keyDir} {
@@ -69,9 +68,11 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 	e.repo, e.ChartRepoURL = repo, repo.URL
 	fmt.Fprintf(opts.Progress, "serving the sample chart %s %v at %s\n", DemoChart, DemoVersions, repo.URL)
 
-	port, err := freePort()
-	if err != nil {
-		return err
+	port := opts.HubPort
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return err
+		}
 	}
 	hubAddr := fmt.Sprintf("127.0.0.1:%d", port)
 	e.HubURL = "http://" + hubAddr
@@ -93,7 +94,7 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 		e.commands = append(e.commands, CommandState{Name: "agent-" + s.Name, Args: e.agentArgs(s.Name, filepath.Join(keyDir, s.Name+".key"))})
 	}
 	if opts.ExternalControllers {
-		return e.prepareExternalControllers(ctx)
+		return e.prepareExternalControllers(ctx, opts)
 	}
 	fmt.Fprintf(opts.Progress, "starting the hub (receiver %s)\n", e.HubURL)
 	if err := e.start(exe, "hub", logDir, hubArgs); err != nil {
@@ -132,7 +133,7 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 		}
 		fmt.Fprintf(opts.Progress, "spoke %s is Ready on the hub\n", s.Name)
 	}
-	return e.createSamplePipeline(ctx)
+	return e.createSamplePipeline(ctx, opts)
 }
 
 // agentArgs are the arguments of the agent of spoke.
@@ -157,7 +158,7 @@ func (e *Env) agentArgs(spoke, keyFile string) []string {
 // it writes each Spoke's key Secret itself, since no hub runs yet to
 // generate it, and the key files the agents read, then records the
 // commands in the state file. It waits for nothing.
-func (e *Env) prepareExternalControllers(ctx context.Context) error {
+func (e *Env) prepareExternalControllers(ctx context.Context, opts Options) error {
 	for _, s := range e.Spokes {
 		key := &corev1.Secret{}
 		err := e.Hub.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: s.Name + "-key"}, key)
@@ -179,7 +180,7 @@ func (e *Env) prepareExternalControllers(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := e.createSamplePipeline(ctx); err != nil {
+	if err := e.createSamplePipeline(ctx, opts); err != nil {
 		return err
 	}
 	return e.writeState()
@@ -188,8 +189,8 @@ func (e *Env) prepareExternalControllers(ctx context.Context) error {
 // createSamplePipeline creates the Pipeline "demo" over the spokes in
 // order, promoting the sample chart with the helm strategy (the agents
 // upgrade their own releases); the last environment of three or more
-// requires approval.
-func (e *Env) createSamplePipeline(ctx context.Context) error {
+// requires approval unless opts.NoApproval.
+func (e *Env) createSamplePipeline(ctx context.Context, opts Options) error {
 	if len(e.Spokes) < 2 {
 		return nil
 	}
@@ -203,9 +204,12 @@ func (e *Env) createSamplePipeline(ctx context.Context) error {
 			},
 		},
 	}
+	if opts.PipelineTimeout > 0 {
+		p.Spec.Timeout = &metav1.Duration{Duration: opts.PipelineTimeout}
+	}
 	for i, s := range e.Spokes {
 		env := tugboatv1alpha1.Environment{Name: s.Name, Targets: []tugboatv1alpha1.Target{{Spoke: s.Name, Namespace: DemoNamespace}}}
-		if len(e.Spokes) >= 3 && i == len(e.Spokes)-1 {
+		if len(e.Spokes) >= 3 && i == len(e.Spokes)-1 && !opts.NoApproval {
 			env.Gates.RequireApproval = true
 			if e.slack != nil {
 				env.Gates.Approvers = &tugboatv1alpha1.Approvers{SlackUsers: []string{DemoSlackApprover}}

@@ -15,10 +15,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -42,6 +44,9 @@ type Options struct {
 	// Executable is the tugboat binary that runs the hub and the agents.
 	// Defaults to the running executable.
 	Executable string
+	// Keep leaves Dir (logs, kubeconfigs, the Slack capture) in place when
+	// the environment stops; by default Stop removes it.
+	Keep bool
 	// NoControllers starts the clusters only (no hub, no agents).
 	NoControllers bool
 	// ExternalControllers prepares everything the hub and agents need (the
@@ -54,6 +59,19 @@ type Options struct {
 	// Pipeline has a Slack notifier whose messages go to a local stand-in
 	// that writes them to SlackCaptureFile in Dir.
 	NoSlackCapture bool
+	// Namespace holds the Spokes and the sample Pipeline on the hub, and is
+	// the namespace of the hub's kubeconfig context. Defaults to
+	// DefaultNamespace.
+	Namespace string
+	// NoApproval leaves the approval gate out of the sample Pipeline: by
+	// default, with three or more spokes, the last environment requires
+	// approval.
+	NoApproval bool
+	// HubPort is the loopback port of the hub's receiver. 0 picks a free one.
+	HubPort int
+	// PipelineTimeout bounds each Promotion of the sample Pipeline (its
+	// spec.timeout). 0 keeps the API's default (30m).
+	PipelineTimeout time.Duration
 }
 
 // DefaultDir is where `tugboat dev up` keeps its state unless told otherwise.
@@ -143,6 +161,7 @@ type Env struct {
 	procState []ProcessState
 	commands  []CommandState
 	external  bool
+	keep      bool
 	repo      *ChartRepo
 	slack     *slackCapture
 }
@@ -169,6 +188,15 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	if errs := validation.IsDNS1123Label(opts.Namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("--namespace %q is not a valid namespace name: %s", opts.Namespace, strings.Join(errs, "; "))
+	}
+	if opts.HubPort < 0 || opts.HubPort > 65535 {
+		return nil, fmt.Errorf("--port must be between 1 and 65535 (or 0 for a free port), got %d", opts.HubPort)
 	}
 	if st, err := ReadState(opts.Dir); err == nil && harness.ProcessAlive(st.PID) {
 		return nil, fmt.Errorf("an environment is already running from %s (pid %d); stop it with Ctrl-C or `tugboat dev down`", opts.Dir, st.PID)
@@ -213,7 +241,7 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	if opts.ExternalControllers && opts.NoControllers {
 		return nil, errors.New("external controllers and no controllers exclude each other")
 	}
-	env := &Env{Dir: opts.Dir, Spokes: make([]*harness.Cluster, opts.Spokes), Helm: helm, external: opts.ExternalControllers}
+	env := &Env{Dir: opts.Dir, Spokes: make([]*harness.Cluster, opts.Spokes), Helm: helm, external: opts.ExternalControllers, keep: opts.Keep, Namespace: opts.Namespace}
 	defer func() {
 		if err != nil {
 			_ = env.Stop()
@@ -273,12 +301,23 @@ func (e *Env) Clusters() []*harness.Cluster {
 // KubeconfigFor returns the path of the kubeconfig of one cluster.
 func (e *Env) KubeconfigFor(name string) string { return filepath.Join(e.Dir, name+".kubeconfig") }
 
+// writeKubeconfigs writes a kubeconfig per cluster and the merged one.
+// Each context names the namespace the environment uses on its cluster:
+// Namespace on the hub (so `tugboat status` and `kubectl get pipelines`
+// need no -n), DemoNamespace on the spokes.
 func (e *Env) writeKubeconfigs() error {
 	merged := clientcmdapi.NewConfig()
 	for _, c := range e.Clusters() {
 		cfg, err := clientcmd.LoadFromFile(c.KubeconfigPath)
 		if err != nil {
 			return err
+		}
+		ns := DemoNamespace
+		if c == e.Hub {
+			ns = e.Namespace
+		}
+		for _, ctx := range cfg.Contexts {
+			ctx.Namespace = ns
 		}
 		if err := clientcmd.WriteToFile(*cfg, e.KubeconfigFor(c.Name)); err != nil {
 			return err
@@ -319,7 +358,7 @@ func (e *Env) writeState() error {
 }
 
 // Stop stops the hub and agents, then every cluster, and removes the
-// environment's files.
+// environment's files and its directory (unless Options.Keep).
 func (e *Env) Stop() error {
 	var errs []error
 	for i := len(e.procs) - 1; i >= 0; i-- {
@@ -338,6 +377,12 @@ func (e *Env) Stop() error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	if e.keep {
+		// The clusters' data goes (it is no use without its processes);
+		// the logs, kubeconfigs and Slack capture stay for a look.
+		_ = os.Remove(filepath.Join(e.Dir, StateFile))
+		return os.RemoveAll(filepath.Join(e.Dir, "clusters"))
 	}
 	return removeEnvFiles(e.Dir)
 }
@@ -413,15 +458,24 @@ func Down(dir string, progress io.Writer) error {
 	return nil
 }
 
+// removeEnvFiles removes what an environment wrote into dir, then dir
+// itself when nothing else is left in it (a --dir that holds other files
+// keeps them).
 func removeEnvFiles(dir string) error {
 	matches, _ := filepath.Glob(filepath.Join(dir, "*.kubeconfig"))
 	matches = append(matches, filepath.Join(dir, "kubeconfig"), filepath.Join(dir, StateFile), filepath.Join(dir, "clusters"),
-		filepath.Join(dir, "keys"), filepath.Join(dir, "logs"), filepath.Join(dir, "charts"))
+		filepath.Join(dir, "keys"), filepath.Join(dir, "logs"), filepath.Join(dir, "charts"), filepath.Join(dir, "helm"), filepath.Join(dir, SlackCaptureFile))
 	var errs []error
 	for _, m := range matches {
 		if err := os.RemoveAll(m); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) == 0 {
+		return os.Remove(dir)
+	}
+	return nil
 }

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,14 +48,16 @@ var buildTugboat = sync.OnceValues(func() (string, error) {
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/tugboat")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", &exec.ExitError{Stderr: b}
+		return "", fmt.Errorf("go build ./cmd/tugboat: %w\n%s", err, b)
 	}
 	return out, nil
 })
 
-// upProcess is a running `tugboat dev up`.
+// upProcess is a running `tugboat dev up` or `tugboat dev demo`, whose
+// stdout and stderr go to a pipe the test reads.
 type upProcess struct {
 	cmd    *exec.Cmd
+	stdout io.ReadCloser
 	lines  chan string
 	output *strings.Builder
 	mu     sync.Mutex
@@ -61,17 +66,24 @@ type upProcess struct {
 
 func startUp(t *testing.T, dir string, spokes string, extra ...string) *upProcess {
 	t.Helper()
+	return startTugboat(t, dir, append([]string{"dev", "up", "--spokes", spokes, "--dir", dir}, extra...)...)
+}
+
+// startTugboat runs the real tugboat binary with args; at the end of the
+// test it kills it and cleans up the environment in dir.
+func startTugboat(t *testing.T, dir string, args ...string) *upProcess {
+	t.Helper()
 	bin, err := buildTugboat()
 	if err != nil {
 		t.Fatalf("building tugboat: %v", err)
 	}
-	cmd := exec.Command(bin, append([]string{"dev", "up", "--spokes", spokes, "--dir", dir}, extra...)...)
+	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Stderr = cmd.Stdout
-	p := &upProcess{cmd: cmd, lines: make(chan string, 1000), output: &strings.Builder{}, done: make(chan struct{})}
+	p := &upProcess{cmd: cmd, stdout: stdout, lines: make(chan string, 1000), output: &strings.Builder{}, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +107,7 @@ func startUp(t *testing.T, dir string, spokes string, extra ...string) *upProces
 		<-p.done
 		_ = devenv.Down(dir, nil)
 		if t.Failed() {
-			t.Logf("tugboat dev up output:\n%s", p.out())
+			t.Logf("tugboat %s output:\n%s", strings.Join(args[:2], " "), p.out())
 		}
 	})
 	return p
@@ -151,6 +163,17 @@ func TestDevUp_hubAndTwoSpokes(t *testing.T) {
 	up := startUp(t, dir, "2")
 	up.waitForLine(t, "Press Ctrl-C", 4*time.Minute)
 	g.Expect(up.out()).To(ContainSubstring("export KUBECONFIG=" + filepath.Join(dir, "kubeconfig")))
+
+	// Each context names the namespace the environment uses there, so
+	// `tugboat status` and kubectl need no -n.
+	merged, err := clientcmd.LoadFromFile(filepath.Join(dir, "kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(merged.CurrentContext).To(Equal("hub"))
+	g.Expect(merged.Contexts).To(HaveKeyWithValue("hub", HaveField("Namespace", devenv.DefaultNamespace)))
+	g.Expect(merged.Contexts).To(HaveKeyWithValue("dev", HaveField("Namespace", devenv.DemoNamespace)))
+	hubOnly, err := clientcmd.LoadFromFile(filepath.Join(dir, "hub.kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(hubOnly.Contexts[hubOnly.CurrentContext].Namespace).To(Equal(devenv.DefaultNamespace))
 
 	st, err := devenv.ReadState(dir)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -254,6 +277,15 @@ func TestDevUp_hubAndTwoSpokes(t *testing.T) {
 		g.Expect(rh.Status.Current.Health).To(Equal(tugboatv1alpha1.HealthCurrent))
 	}).WithTimeout(90 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 
+	// `tugboat status` with the merged kubeconfig and no -n shows the
+	// sample Pipeline: the hub context's namespace is the environment's.
+	bin, err := buildTugboat()
+	g.Expect(err).NotTo(HaveOccurred())
+	status, err := exec.Command(bin, "status", "--kubeconfig", filepath.Join(dir, "kubeconfig")).CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(status))
+	g.Expect(string(status)).To(ContainSubstring(devenv.DemoChart))
+	g.Expect(string(status)).NotTo(ContainSubstring("No pipelines"))
+
 	// The sample Pipeline's Slack notifier posted to the local stand-in: the
 	// promotion's first message, then updates and replies in its thread.
 	g.Expect(up.out()).To(ContainSubstring("Slack messages of the sample pipeline go to " + filepath.Join(dir, devenv.SlackCaptureFile)))
@@ -284,7 +316,11 @@ func TestDevUp_hubAndTwoSpokes(t *testing.T) {
 		g.Expect(succeeded).To(BeNumerically(">=", 1))
 	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 
+	// Ctrl-C under `make dev | tee log`: the same Ctrl-C ends tee, so the
+	// lines dev up writes while it stops go to a pipe nobody reads. Close
+	// the reading end, then interrupt: everything is still cleaned up.
 	pids := clusterPIDs(g, dir)
+	g.Expect(up.stdout.Close()).To(Succeed())
 	g.Expect(up.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
 	select {
 	case <-up.done:
@@ -295,8 +331,7 @@ func TestDevUp_hubAndTwoSpokes(t *testing.T) {
 	for _, pid := range pids {
 		g.Expect(harness.ProcessAlive(pid)).To(BeFalse(), "pid %d after Ctrl-C", pid)
 	}
-	g.Expect(filepath.Join(dir, devenv.StateFile)).NotTo(BeAnExistingFile())
-	g.Expect(filepath.Join(dir, "clusters")).NotTo(BeADirectory())
+	g.Expect(dir).NotTo(BeADirectory(), "the environment's directory, Slack capture included")
 }
 
 // TestDevUp_externalControllersRunByDevRun is the Tiltfile's no-Docker
@@ -413,4 +448,60 @@ func helmInstall(t *testing.T, kubeconfig, ns, name string) time.Time {
 		t.Fatalf("helm install: %v", err)
 	}
 	return time.Now()
+}
+
+// TestDevUp_namespacePortNoApprovalAndKeep runs the real `tugboat dev up`
+// with --namespace, --port, --no-approval and --keep: the Spokes and the
+// sample Pipeline live in that namespace (also the hub context's), the hub
+// receives on that port, production has no approval gate, and after Ctrl-C
+// no process survives while the directory keeps the logs and kubeconfigs
+// (not the clusters' data, nor the state of a running environment).
+func TestDevUp_namespacePortNoApprovalAndKeep(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	port := l.Addr().(*net.TCPAddr).Port
+	g.Expect(l.Close()).To(Succeed())
+
+	up := startUp(t, dir, "3", "--namespace", "team-a", "--port", strconv.Itoa(port), "--no-approval", "--keep")
+	up.waitForLine(t, "Press Ctrl-C", 4*time.Minute)
+	g.Expect(up.out()).NotTo(ContainSubstring("tugboat approve"), "no gate, no approve command to suggest")
+	st, err := devenv.ReadState(dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.HubURL).To(Equal(fmt.Sprintf("http://127.0.0.1:%d", port)))
+
+	merged, err := clientcmd.LoadFromFile(filepath.Join(dir, "kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(merged.Contexts).To(HaveKeyWithValue("hub", HaveField("Namespace", "team-a")))
+	hubCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "hub.kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	hub, err := client.New(hubCfg, client.Options{Scheme: harness.DefaultScheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	var spokes tugboatv1alpha1.SpokeList
+	g.Expect(hub.List(ctx, &spokes, client.InNamespace("team-a"))).To(Succeed())
+	g.Expect(spokes.Items).To(HaveLen(3))
+	var p tugboatv1alpha1.Pipeline
+	g.Expect(hub.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: devenv.DemoChart}, &p)).To(Succeed())
+	g.Expect(p.Spec.Environments).To(HaveLen(3))
+	for _, env := range p.Spec.Environments {
+		g.Expect(env.Gates.RequireApproval).To(BeFalse(), env.Name)
+	}
+
+	pids := clusterPIDs(g, dir)
+	g.Expect(up.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
+	select {
+	case <-up.done:
+	case <-time.After(time.Minute):
+		t.Fatal("tugboat dev up did not exit within a minute of SIGINT")
+	}
+	g.Expect(up.cmd.ProcessState.ExitCode()).To(Equal(0), up.out())
+	for _, pid := range pids {
+		g.Expect(harness.ProcessAlive(pid)).To(BeFalse(), "pid %d after Ctrl-C", pid)
+	}
+	g.Expect(filepath.Join(dir, "logs", "hub.log")).To(BeARegularFile())
+	g.Expect(filepath.Join(dir, "kubeconfig")).To(BeARegularFile())
+	g.Expect(filepath.Join(dir, devenv.StateFile)).NotTo(BeAnExistingFile())
+	g.Expect(filepath.Join(dir, "clusters")).NotTo(BeADirectory())
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -22,12 +21,13 @@ func newDevCommand() *cobra.Command {
 		Use:   "dev",
 		Short: "Run tugboat's embedded default locally: a hub and spoke clusters on this machine",
 	}
-	dev.AddCommand(newDevUpCommand(), newDevDownCommand(), newDevRunCommand())
+	dev.AddCommand(newDevUpCommand(), newDevDemoCommand(), newDevDownCommand(), newDevRunCommand())
 	return dev
 }
 
 func newDevUpCommand() *cobra.Command {
 	opts := devenv.Options{Spokes: 2, Dir: devenv.DefaultDir()}
+	approval := true
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start a hub cluster and N spoke clusters on this machine; Ctrl-C stops them",
@@ -37,11 +37,21 @@ into the hub, writes a kubeconfig per cluster and a merged one, and keeps runnin
 until interrupted, then cleans up. The first run builds the control-plane
 binaries from the Go module proxy into bin/k8s, which takes several minutes.`,
 		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			noApproval, _ := cmd.Flags().GetBool("no-approval")
+			if noApproval {
+				if cmd.Flags().Changed("approval") && approval {
+					return fmt.Errorf("--approval and --no-approval contradict each other")
+				}
+				approval = false
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, out, stop := interruptible(cmd.Context(), cmd.OutOrStdout())
 			defer stop()
-			out := cmd.OutOrStdout()
 			opts.Progress = out
+			opts.NoApproval = !approval
 			start := time.Now()
 			env, err := devenv.Up(ctx, opts)
 			if err != nil {
@@ -62,7 +72,7 @@ binaries from the Go module proxy into bin/k8s, which takes several minutes.`,
 				}
 			} else if env.HubURL != "" {
 				fmt.Fprintf(out, "\nThe hub receives on %s; every spoke runs an agent reporting to it:\n\n", env.HubURL)
-				fmt.Fprintf(out, "  kubectl -n %s get spokes,releasehistories,pipelines,promotions\n", env.Namespace)
+				fmt.Fprintf(out, "  kubectl get spokes,releasehistories,pipelines,promotions   # namespace %s: the context's\n", env.Namespace)
 			}
 			if env.Pipeline != "" {
 				helm := env.Helm
@@ -75,15 +85,20 @@ binaries from the Go module proxy into bin/k8s, which takes several minutes.`,
 				fmt.Fprintf(out, "(the spokes' agents upgrade their own releases). Install it in %s and watch it move:\n\n", first)
 				fmt.Fprintf(out, "  %s --kubeconfig %s install %s %s -n %s --create-namespace\n",
 					helm, env.KubeconfigFor(first), devenv.DemoChart, env.ChartRepoURL+"/"+devenv.DemoChart+"-1.0.0.tgz", devenv.DemoNamespace)
-				fmt.Fprintf(out, "  kubectl -n %s get promotions -w\n", env.Namespace)
-				if len(env.Spokes) >= 3 {
+				fmt.Fprintf(out, "  kubectl get promotions -w\n")
+				fmt.Fprintf(out, "  go run ./cmd/tugboat status %s\n", env.Pipeline)
+				if len(env.Spokes) >= 3 && approval {
 					last := env.Spokes[len(env.Spokes)-1].Name
-					fmt.Fprintf(out, "  go run ./cmd/tugboat approve -n %s %s-%s-1.0.0   # %s requires approval\n", env.Namespace, env.Pipeline, last, last)
+					fmt.Fprintf(out, "  go run ./cmd/tugboat approve %s-%s-1.0.0   # %s requires approval\n", env.Pipeline, last, last)
 				}
 				fmt.Fprintf(out, "\nThe repository %s also holds %v for upgrades.\n", env.ChartRepoURL, devenv.DemoVersions)
-				fmt.Fprintf(out, "\nWatch and approve in the browser, as yourself:\n\n  go run ./cmd/tugboat ui -n %s\n", env.Namespace)
+				fmt.Fprintf(out, "\nWatch and approve in the browser, as yourself:\n\n  go run ./cmd/tugboat ui\n")
 			}
-			fmt.Fprintf(out, "\nLogs: %s/logs (hub, agents) and %s/clusters/*/logs. Press Ctrl-C to stop and clean up.\n", env.Dir, env.Dir)
+			cleanup := "clean up"
+			if opts.Keep {
+				cleanup = "stop (--keep: the logs and kubeconfigs stay in " + env.Dir + ")"
+			}
+			fmt.Fprintf(out, "\nLogs: %s/logs (hub, agents) and %s/clusters/*/logs. Press Ctrl-C to %s.\n", env.Dir, env.Dir, cleanup)
 			<-ctx.Done()
 			fmt.Fprintln(out, "\nstopping clusters")
 			if err := env.Stop(); err != nil {
@@ -95,6 +110,11 @@ binaries from the Go module proxy into bin/k8s, which takes several minutes.`,
 	}
 	cmd.Flags().IntVar(&opts.Spokes, "spokes", opts.Spokes, "number of spoke clusters (1-10)")
 	cmd.Flags().StringVar(&opts.Dir, "dir", opts.Dir, "directory for kubeconfigs, cluster data and logs")
+	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", devenv.DefaultNamespace, "namespace of the Spokes and the sample Pipeline on the hub (also the hub context's namespace in the kubeconfig)")
+	cmd.Flags().BoolVar(&approval, "approval", true, "with 3 or more spokes, the last environment (production) requires approval; --approval=false removes the gate")
+	cmd.Flags().Bool("no-approval", false, "same as --approval=false")
+	cmd.Flags().IntVar(&opts.HubPort, "port", 0, "loopback port of the hub's receiver (default: a free port)")
+	cmd.Flags().BoolVar(&opts.Keep, "keep", false, "keep the directory (logs, kubeconfigs, Slack capture) after Ctrl-C; only the processes and cluster data go")
 	cmd.Flags().BoolVar(&opts.ExternalControllers, "external-controllers", false,
 		"prepare the Spokes, their keys and the sample pipeline but run no hub or agent: run them with `tugboat dev run` (the Tiltfile's no-Docker mode)")
 	return cmd

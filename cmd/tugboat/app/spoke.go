@@ -224,7 +224,13 @@ func printSpokes(w io.Writer, views []spokeView, withNamespace, wide bool) {
 		if seen == "" && v.LastFluxEvent != nil {
 			seen = timestamp(v.LastFluxEvent) + " (flux)"
 		}
-		cells := []string{name, string(v.Ready), seen, v.AgentVersion, strconv.Itoa(int(v.Releases))}
+		// Before the first heartbeat (and for agentless spokes, which send
+		// none) the count is unknown, not 0.
+		releases := "-"
+		if v.LastSeen != nil {
+			releases = strconv.Itoa(int(v.Releases))
+		}
+		cells := []string{name, string(v.Ready), seen, v.AgentVersion, releases}
 		if withNamespace {
 			cells = append([]string{v.Namespace}, cells...)
 		}

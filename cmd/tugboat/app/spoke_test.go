@@ -168,7 +168,7 @@ func TestSpokeList_showsEverySpokeInEachFormat(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(Equal(
 		"NAME       READY    LAST SEEN             AGENT   RELEASES\n" +
-			"dev-1      Unknown  -                     -       0\n" +
+			"dev-1      Unknown  -                     -       -\n" +
 			"staging-1  True     2026-05-01T11:30:00Z  v0.3.0  12\n"))
 
 	out, _, err = tugboat("spoke", "list", "-n", ns, "-o", "wide")
