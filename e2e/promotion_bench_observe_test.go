@@ -12,11 +12,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -140,6 +142,7 @@ type observingProxy struct {
 	srv                *httptest.Server
 	mu                 sync.Mutex
 	failure            error
+	proxyErrors        []string
 	eventsPath, pollOf string
 }
 
@@ -157,6 +160,16 @@ func startObservingProxy(tb testing.TB, hubAddr string, tl *timeline, source, de
 	p.srv = httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
 		Transport: p,
+		// An agent that stops (at cleanup) cancels its held poll: not
+		// worth a log line. Other errors are counted (the agents retry).
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				p.mu.Lock()
+				p.proxyErrors = append(p.proxyErrors, fmt.Sprintf("%s %s: %v", r.Method, r.URL.Path, err))
+				p.mu.Unlock()
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
 	})
 	tb.Cleanup(p.srv.Close)
 	return p
@@ -170,6 +183,13 @@ func (p *observingProxy) fail(err error) {
 	if p.failure == nil {
 		p.failure = err
 	}
+}
+
+// errors returns the requests the proxy could not forward.
+func (p *observingProxy) errors() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.proxyErrors)
 }
 
 func (p *observingProxy) err() error {

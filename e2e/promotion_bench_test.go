@@ -161,6 +161,9 @@ func BenchmarkPromotion_endToEnd(b *testing.B) {
 	}
 	b.StopTimer()
 	b.Logf("measured %d promotions in %s; load average %s before, %s after", n, time.Since(measured).Round(time.Second), loadBefore, loadAverage())
+	if errs := proxy.errors(); len(errs) > 0 {
+		b.Logf("%d agent requests could not reach the hub (retried by the agents): %s", len(errs), strings.Join(errs, "; "))
+	}
 	reportStages(b, tl, releases)
 }
 
