@@ -156,4 +156,9 @@ func TestPoller_anActionReachesTheAgentWithAPollIntervalOfAnHour(t *testing.T) {
 		g.Expect(o.Result).To(Equal(wire.ActionSucceeded), o.Message)
 		g.Expect(run.count(a.ID)).To(Equal(1))
 	}
+	// No spinning while the hub repeated an action under way: about two
+	// polls per action (the one that brought it, one that found it again
+	// and waited for its report), and the one held now.
+	_, polls, _ := hub.counts()
+	g.Expect(polls).To(BeNumerically("<=", 8))
 }
