@@ -188,6 +188,10 @@ type fakeHub struct {
 	lastSig string
 	// ackUnsigned leaves the acknowledgements of outcomes unsigned.
 	ackUnsigned bool
+	// hold is how long an empty poll is held (100 ms unless set); offer
+	// ends it early, as the hub's long-poll does when an action is queued.
+	hold    time.Duration
+	offered chan struct{}
 }
 
 // answerSigning is how the fake hub signs its 2xx answers.
@@ -245,7 +249,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := &fakeHub{t: t, spoke: "spoke-a", verifier: v, key: key, keyFile: keyFile}
+	h := &fakeHub{t: t, spoke: "spoke-a", verifier: v, key: key, keyFile: keyFile, hold: 100 * time.Millisecond, offered: make(chan struct{})}
 	h.srv = httptest.NewServer(h)
 	t.Cleanup(h.srv.Close)
 	return h
@@ -259,6 +263,14 @@ func (h *fakeHub) offer(a ...wire.Action) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pending = append(h.pending, a...)
+	close(h.offered)
+	h.offered = make(chan struct{})
+}
+
+func (h *fakeHub) setHold(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hold = d
 }
 
 func (h *fakeHub) results() []wire.ActionOutcome {
@@ -287,13 +299,20 @@ func (h *fakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		h.polls++
 		list := wire.ActionList{Actions: append([]wire.Action{}, h.pending...)}
+		hold, offered := h.hold, h.offered
 		h.mu.Unlock()
 		if len(list.Actions) == 0 {
-			// A short long-poll.
+			// A long-poll, ended by an offer.
+			t := time.NewTimer(hold)
 			select {
-			case <-time.After(100 * time.Millisecond):
+			case <-t.C:
+			case <-offered:
+				h.mu.Lock()
+				list.Actions = append(list.Actions, h.pending...)
+				h.mu.Unlock()
 			case <-r.Context().Done():
 			}
+			t.Stop()
 		}
 		b, _ := json.Marshal(list)
 		h.reply(w, r, http.StatusOK, b)

@@ -28,7 +28,8 @@ const (
 	DefaultBackoffInitial = 500 * time.Millisecond
 	// DefaultBackoffMax caps the retry delay.
 	DefaultBackoffMax = 30 * time.Second
-	// DefaultMinPollInterval spaces polls that the hub answers at once.
+	// DefaultMinPollInterval spaces polls that the hub answers at once with
+	// nothing new (see Poller.pace); a new action never waits for it.
 	DefaultMinPollInterval = time.Second
 	// DefaultMaxConcurrent is how many actions (on different releases) run
 	// at once.
@@ -80,7 +81,10 @@ type Options struct {
 	// BackoffInitial and BackoffMax shape the capped, fully jittered
 	// exponential backoff of polls and reports after failures.
 	BackoffInitial, BackoffMax time.Duration
-	// MinPollInterval is the least time between the starts of two polls.
+	// MinPollInterval is the least time between the starts of two polls
+	// whose first brought no new action; after a new action the next poll
+	// starts at once, and after repeats of actions under way it starts as
+	// soon as one of them is reported.
 	MinPollInterval time.Duration
 	// MaxConcurrent is how many actions run at once; actions on the same
 	// release always run one at a time.

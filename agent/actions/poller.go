@@ -43,6 +43,11 @@ type Poller struct {
 	releases keyedMutex
 	wg       sync.WaitGroup
 
+	// finished is signaled (never blocking) when an action's outcome was
+	// reported: the hub stops offering it, so a poll no longer returns it
+	// at once.
+	finished chan struct{}
+
 	mu       sync.Mutex
 	inflight map[string]bool
 	done     map[string]doneEntry
@@ -80,6 +85,7 @@ func NewPoller(run Runner, opts Options, hub Hub, log logr.Logger) (*Poller, err
 		log:      log,
 		rand:     rand.Int64N,
 		sem:      make(chan struct{}, opts.MaxConcurrent),
+		finished: make(chan struct{}, 1),
 		inflight: map[string]bool{},
 		done:     map[string]doneEntry{},
 	}, nil
@@ -124,38 +130,71 @@ func (p *Poller) Start(ctx context.Context) error {
 			p.log.Info("Polling the hub for actions again", "after", failures)
 		}
 		failures = 0
+		fresh := false
 		for _, a := range actions {
-			p.dispatch(ctx, a)
+			if p.dispatch(ctx, a) {
+				fresh = true
+			}
 		}
-		if wait := p.opts.MinPollInterval - time.Since(started); wait > 0 {
-			_ = sleep(ctx, wait)
-		}
+		p.pace(ctx, started, fresh, len(actions) > 0)
 	}
 	p.wg.Wait()
 	return nil
 }
 
+// pace waits before the next poll, so that a hub answering at once cannot
+// make the agent spin, without delaying an action that is ready:
+//   - after an answer with a new action, it polls again at once (a second
+//     action queued meanwhile is not held back);
+//   - after an answer that only repeats actions under way (the hub offers an
+//     action until its outcome is reported), it waits until one of them is
+//     reported or MinPollInterval has passed since the poll started;
+//   - after an empty answer (the hub held the poll until its timeout), it
+//     waits what is left of MinPollInterval since the poll started.
+func (p *Poller) pace(ctx context.Context, started time.Time, fresh, repeats bool) {
+	if fresh {
+		return
+	}
+	wait := p.opts.MinPollInterval - time.Since(started)
+	if wait <= 0 {
+		return
+	}
+	if !repeats {
+		_ = sleep(ctx, wait)
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-p.finished:
+	}
+}
+
 // dispatch starts an action unless it is under way; an action reported
-// recently is reported again instead of being run again.
-func (p *Poller) dispatch(ctx context.Context, a wire.Action) {
+// recently is reported again instead of being run again. It returns whether
+// the action was new to this poller (neither under way nor reported).
+func (p *Poller) dispatch(ctx context.Context, a wire.Action) bool {
 	log := p.log.WithValues("action", a.ID)
 	if a.ID == "" {
 		log.Error(nil, "The hub sent an action without an id; ignoring it", "namespace", a.Namespace, "release", a.Release)
-		return
+		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.inflight[a.ID] {
-		return
+		return false
 	}
 	p.inflight[a.ID] = true
 	p.wg.Add(1)
 	if d, ok := p.done[a.ID]; ok && time.Since(d.at) < doneTTL {
 		log.V(1).Info("Action offered again after it was carried out; reporting its outcome again")
 		go p.finish(ctx, d.outcome)
-		return
+		return false
 	}
 	go p.carryOut(ctx, a)
+	return true
 }
 
 // carryOut runs one action under the release's lock and reports it.
@@ -180,6 +219,10 @@ func (p *Poller) carryOut(ctx context.Context, a wire.Action) {
 func (p *Poller) finish(ctx context.Context, out wire.ActionOutcome) {
 	p.report(ctx, out)
 	p.release(out.ID)
+	select {
+	case p.finished <- struct{}{}:
+	default:
+	}
 }
 
 // release marks an action as no longer under way.

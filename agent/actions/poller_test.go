@@ -129,3 +129,36 @@ func TestPoller_actsOnlyOnAnswersSignedForTheRequest(t *testing.T) {
 	}).WithTimeout(10*time.Second).WithPolling(time.Second).Should(BeTrue(), "reports stop once one is acknowledged with a signature")
 	g.Expect(run.count(a.ID)).To(Equal(1))
 }
+
+// With a poll interval of an hour on both sides (the hub holds an empty
+// poll for an hour, the agent spaces polls by an hour), every action still
+// reaches the agent as soon as it is offered: a new action is followed by
+// a poll at once, and repeats of an action under way wait only until its
+// outcome is reported.
+func TestPoller_anActionReachesTheAgentWithAPollIntervalOfAnHour(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	install(t, ns, "web", "1.0.0", nil)
+	install(t, ns, "api", "1.0.0", nil)
+	hub := newFakeHub(t)
+	hub.setHold(time.Hour)
+	opts := testOptions(Limits{Namespaces: []string{ns}, ChartSources: []string{chartsURL}})
+	opts.MinPollInterval = time.Hour
+	opts.PollTimeout = 2 * time.Hour
+	run := &countingRunner{Runner: newExecutor(t, opts)}
+	startPoller(t, run, opts, hub)
+	g.Eventually(func() int { _, polls, _ := hub.counts(); return polls }).WithTimeout(10*time.Second).Should(Equal(1), "the first poll is held")
+
+	for i, a := range []wire.Action{upgradeAction(ns, "web", "1.1.0"), upgradeAction(ns, "api", "1.1.0")} {
+		hub.offer(a)
+		g.Eventually(hub.results).WithTimeout(60*time.Second).Should(HaveLen(i+1), "action %s reached the agent", a.Release)
+		o := outcomeFor(g, hub.results(), a.ID)
+		g.Expect(o.Result).To(Equal(wire.ActionSucceeded), o.Message)
+		g.Expect(run.count(a.ID)).To(Equal(1))
+	}
+	// No spinning while the hub repeated an action under way: about two
+	// polls per action (the one that brought it, one that found it again
+	// and waited for its report), and the one held now.
+	_, polls, _ := hub.counts()
+	g.Expect(polls).To(BeNumerically("<=", 8))
+}

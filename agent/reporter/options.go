@@ -18,8 +18,8 @@ const (
 	// DefaultBatchMaxEvents is how many events one batch carries at most.
 	DefaultBatchMaxEvents = 100
 	// DefaultBatchMaxWait is how long an event waits for companions before
-	// its batch is sent anyway. Low, since promotion decisions are meant to
-	// be sub-second.
+	// its batch is sent anyway. A health transition that can start or end a
+	// promotion never waits for it (see urgent).
 	DefaultBatchMaxWait = 200 * time.Millisecond
 	// DefaultOutboxCapacity is how many events the outbox holds before it
 	// drops the oldest.
@@ -60,7 +60,10 @@ type Options struct {
 	// wire.MaxEventsPerBatch. A full batch is sent at once.
 	BatchMaxEvents int
 	// BatchMaxWait is how long the oldest queued event waits for a batch
-	// to fill before it is sent anyway; 0 sends at once.
+	// to fill before it is sent anyway; 0 sends at once. An event that can
+	// start or end a promotion (health Current or Failed, Helm status
+	// failed) is sent at once whatever the setting, with the events queued
+	// before it.
 	BatchMaxWait time.Duration
 	// OutboxCapacity is how many events are kept while the hub cannot be
 	// reached. Past it the oldest are dropped and a full state resync is
@@ -106,7 +109,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.KeyFile, "hub-key-file", o.KeyFile, "File holding the spoke's HMAC key (re-read when it changes).")
 	fs.StringVar(&o.CAFile, "hub-ca-file", o.CAFile, "PEM file of CAs trusted for the hub's certificate (default: system roots).")
 	fs.IntVar(&o.BatchMaxEvents, "hub-batch-max-events", o.BatchMaxEvents, fmt.Sprintf("Most events per batch (1 to %d).", wire.MaxEventsPerBatch))
-	fs.DurationVar(&o.BatchMaxWait, "hub-batch-max-wait", o.BatchMaxWait, "Longest an event waits for its batch to fill before it is sent.")
+	fs.DurationVar(&o.BatchMaxWait, "hub-batch-max-wait", o.BatchMaxWait, "Longest an event waits for its batch to fill before it is sent (a health transition to Current or Failed is sent at once).")
 	fs.IntVar(&o.OutboxCapacity, "hub-outbox-capacity", o.OutboxCapacity, "Events kept while the hub is unreachable; past it the oldest are dropped and the full state is resent.")
 	fs.DurationVar(&o.BackoffInitial, "hub-backoff-initial", o.BackoffInitial, "First retry delay ceiling (doubles per failure, full jitter).")
 	fs.DurationVar(&o.BackoffMax, "hub-backoff-max", o.BackoffMax, "Largest retry delay ceiling.")

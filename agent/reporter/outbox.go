@@ -24,6 +24,11 @@ type outbox struct {
 
 	dropped int64 // events ever dropped because the outbox was full
 
+	// urgentEnd is the sequence number after the last urgent event queued
+	// (see urgent): while it is above headSeq, an urgent event waits, and
+	// a batch is ready at once.
+	urgentEnd int64
+
 	// resyncGen counts reasons for a full state resync (events dropped,
 	// rejected or invalid); resyncAck is the generation the last posted
 	// snapshot covered.
@@ -43,12 +48,13 @@ func newOutbox(capacity int) *outbox {
 
 // push queues evs (oldest first) at time at. It returns how many old events
 // were dropped to make room, the depth after, and whether the consumer
-// should be woken: the outbox was empty before, or a batch of batchMax just
-// filled.
+// should be woken: the outbox was empty before, a batch of batchMax just
+// filled, or an urgent event arrived.
 func (o *outbox) push(evs []wire.Event, at time.Time, batchMax int) (dropped, depth int, wake bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	before := o.n
+	urgentPushed := false
 	for i := range evs {
 		if o.n == len(o.buf) && len(o.buf) < o.capacity {
 			o.grow()
@@ -63,12 +69,16 @@ func (o *outbox) push(evs []wire.Event, at time.Time, batchMax int) (dropped, de
 		}
 		o.buf[(o.head+o.n)%len(o.buf)] = entry{ev: evs[i], at: at}
 		o.n++
+		if urgent(&evs[i]) {
+			o.urgentEnd = o.headSeq + int64(o.n)
+			urgentPushed = true
+		}
 	}
 	if dropped > 0 {
 		o.dropped += int64(dropped)
 		o.resyncGen++
 	}
-	return dropped, o.n, before == 0 || (before < batchMax && o.n >= batchMax)
+	return dropped, o.n, before == 0 || urgentPushed || (before < batchMax && o.n >= batchMax)
 }
 
 // grow doubles the ring (up to capacity), moving the entries to the front.
@@ -128,8 +138,9 @@ func (o *outbox) delivered(seq int64) bool {
 }
 
 // ready reports whether a batch should be sent now: batchMax events are
-// queued, or the oldest has waited maxWait. When not, deadline is when the
-// oldest will have waited long enough (zero when the outbox is empty).
+// queued, an urgent event is queued, or the oldest has waited maxWait. When
+// not, deadline is when the oldest will have waited long enough (zero when
+// the outbox is empty).
 func (o *outbox) ready(now time.Time, batchMax int, maxWait time.Duration) (ready bool, deadline time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -137,7 +148,7 @@ func (o *outbox) ready(now time.Time, batchMax int, maxWait time.Duration) (read
 		return false, time.Time{}
 	}
 	deadline = o.buf[o.head].at.Add(maxWait)
-	return o.n >= batchMax || !now.Before(deadline), deadline
+	return o.n >= batchMax || o.urgentEnd > o.headSeq || !now.Before(deadline), deadline
 }
 
 // depth returns how many events are queued.
@@ -176,4 +187,17 @@ func (o *outbox) resyncNeeded() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.resyncGen != o.resyncAck
+}
+
+// urgent reports whether ev may start or end a promotion on the hub: a
+// HealthChanged or ReleaseStatus event whose release state is settled
+// (health Current or Failed, or Helm status failed). The Pipeline decides
+// on exactly these, so such an event is sent at once instead of waiting
+// BatchMaxWait for companions; the events queued before it go in the same
+// batch, in order.
+func urgent(ev *wire.Event) bool {
+	if ev.State == nil || (ev.Kind != wire.EventHealthChanged && ev.Kind != wire.EventReleaseStatus) {
+		return false
+	}
+	return ev.State.Health == wire.HealthCurrent || ev.State.Health == wire.HealthFailed || ev.State.Status == wire.StatusFailed
 }

@@ -100,3 +100,44 @@ func TestOutbox_resyncGenerations(t *testing.T) {
 	o.ackResync(o.resyncGeneration())
 	g.Expect(o.resyncNeeded()).To(BeFalse())
 }
+
+func TestOutbox_anUrgentEventIsReadyAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	o := newOutbox(10)
+	t0 := time.Now()
+	progress := wire.Event{Kind: wire.EventHealthChanged, State: &wire.ReleaseState{Health: wire.HealthInProgress}}
+	_, _, wake := o.push([]wire.Event{progress}, t0, 100)
+	g.Expect(wake).To(BeTrue(), "the outbox was empty")
+	ready, _ := o.ready(t0, 100, time.Hour)
+	g.Expect(ready).To(BeFalse(), "InProgress cannot start a promotion: it waits for its batch")
+	_, _, wake = o.push([]wire.Event{{Kind: wire.EventObjectUpdated}}, t0, 100)
+	g.Expect(wake).To(BeFalse())
+
+	for name, ev := range map[string]wire.Event{
+		"health Current":     {Kind: wire.EventHealthChanged, State: &wire.ReleaseState{Health: wire.HealthCurrent}},
+		"health Failed":      {Kind: wire.EventHealthChanged, State: &wire.ReleaseState{Health: wire.HealthFailed}},
+		"deployed, Current":  {Kind: wire.EventReleaseStatus, State: &wire.ReleaseState{Status: wire.StatusDeployed, Health: wire.HealthCurrent}},
+		"Helm status failed": {Kind: wire.EventReleaseStatus, State: &wire.ReleaseState{Status: wire.StatusFailed, Health: wire.HealthUnknown}},
+	} {
+		o := newOutbox(10)
+		o.push([]wire.Event{progress}, t0, 100)
+		_, _, wake := o.push([]wire.Event{ev}, t0, 100)
+		g.Expect(wake).To(BeTrue(), name)
+		ready, _ := o.ready(t0, 100, time.Hour)
+		g.Expect(ready).To(BeTrue(), name)
+		evs, start := o.peek(noLimit, 100)
+		g.Expect(evs).To(HaveLen(2), "%s: the events queued before it go along", name)
+		o.remove(start + int64(len(evs)))
+		o.push([]wire.Event{progress}, t0, 100)
+		ready, _ = o.ready(t0, 100, time.Hour)
+		g.Expect(ready).To(BeFalse(), "%s: once sent, it no longer hurries what follows", name)
+	}
+	for name, ev := range map[string]wire.Event{
+		"an object event":                   {Kind: wire.EventObjectUpdated},
+		"pending, no state":                 {Kind: wire.EventReleaseStarted},
+		"superseded, Unknown":               {Kind: wire.EventReleaseStatus, State: &wire.ReleaseState{Status: wire.StatusSuperseded, Health: wire.HealthUnknown}},
+		"a Kubernetes event, Current state": {Kind: wire.EventKubernetes, State: &wire.ReleaseState{Health: wire.HealthCurrent}},
+	} {
+		g.Expect(urgent(&ev)).To(BeFalse(), name)
+	}
+}

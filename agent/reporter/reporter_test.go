@@ -435,3 +435,45 @@ func TestReporter_requestStatePostsSoonAndCoalesces(t *testing.T) {
 	r.RequestState()
 	g.Eventually(rc.stateCount, 5*time.Second, poll).Should(Equal(3))
 }
+
+// healthEvent is the tracker's HealthChanged event of revision rev of web
+// reaching health h.
+func healthEvent(rev int, h wire.Health) wire.Event {
+	return wire.Event{
+		Namespace: "apps", Release: "web", Revision: rev,
+		Kind: wire.EventHealthChanged, Type: wire.EventTypeNormal, Reason: "RolloutComplete",
+		Message:  fmt.Sprintf("revision %d is %s", rev, h),
+		Sequence: int64(rev)<<2 | 1,
+		State: &wire.ReleaseState{
+			Namespace: "apps", Release: "web", Chart: "web", ChartVersion: fmt.Sprintf("1.%d.0", rev),
+			Revision: rev, Status: wire.StatusDeployed, Health: h,
+		},
+	}
+}
+
+// A health transition that can start or end a promotion does not wait for
+// its batch: with a batch window of an hour, it still reaches the hub, with
+// the events queued before it.
+func TestReporter_sendsAPromotionTriggeringHealthTransitionAtOnce(t *testing.T) {
+	for _, h := range []wire.Health{wire.HealthCurrent, wire.HealthFailed} {
+		t.Run(string(h), func(t *testing.T) {
+			g := NewWithT(t)
+			rc := newReceiver(t, "spoke-urgent", testKey)
+			opts := testOptions(t, rc, testKey)
+			opts.BatchMaxWait = time.Hour
+			r := startReporter(t, opts, (&fakeState{rev: 1}).snapshot)
+			g.Eventually(rc.stateCount, eventually, poll).Should(Equal(1))
+
+			r.Enqueue(testEvents(0, 3)...)
+			ev := healthEvent(2, h)
+			r.Enqueue(ev)
+			ev.Spoke = rc.spoke
+			id := ev.ComputeID()
+			g.Eventually(func() bool { return rc.hasEvent(id) }, eventually, poll).Should(BeTrue(), "the health transition reached the hub")
+			for i := range 3 {
+				g.Expect(rc.hasEvent(idOf(rc.spoke, i))).To(BeTrue(), "event %d, queued before it, went along", i)
+			}
+			g.Expect(rc.batchSizes()).To(Equal([]int{4}))
+		})
+	}
+}
