@@ -165,6 +165,12 @@ func TestHA_replicasReceiveActiveActiveAndRecordARedeliveryOnce(t *testing.T) {
 
 	// The leader's Spoke controller generates the spokes' keys.
 	onceKey, twiceKey := f.registerSpoke("once"), f.registerSpoke("twice")
+	// Each replica authenticates spokes from its own cache.
+	for _, h := range replicas {
+		g.Eventually(func() error {
+			return h.Manager.GetCache().Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "twice"}, &tugboatv1alpha1.Spoke{})
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+	}
 	at := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
 
 	// One delivery, to one replica: the reference.
@@ -343,13 +349,13 @@ func (e *haEnv) killLeader(g Gomega) {
 	i := e.leader(g)
 	pid := e.hubs[i].pid()
 	g.Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
+	killed := time.Now()
 	g.Eventually(func() bool { return harness.ProcessAlive(pid) }).WithTimeout(30 * time.Second).Should(BeFalse())
 	survivor := e.hubs[1-i]
 	e.hubs[i] = startHubProcess(e.t, e.bin, e.f.hubKubeconfig(), e.haHubFlags()...)
 	e.lb.set(survivor.addr, e.hubs[i].addr)
-	moved := time.Now()
 	e.leader(g)
-	e.t.Logf("leader moved within %s of the kill", time.Since(moved).Round(100*time.Millisecond))
+	e.t.Logf("leader moved within %s of the kill (lease duration %s)", time.Since(killed).Round(100*time.Millisecond), haLeaseDuration)
 }
 
 // TestHA_leaderKilledDuringReleases runs two `tugboat hub` processes with
