@@ -132,7 +132,8 @@ func recorded(rh *tugboatv1alpha1.ReleaseHistory) (*tugboatv1alpha1.RevisionSumm
 // batch was delivered once: the ReleaseHistory is the source of truth for
 // de-duplication, not a replica's memory. A late event of an older
 // revision sent to the replica that did not see the newer one does not move
-// the release back.
+// the release back. A leader that stops hands the Lease over, and the other
+// replica then runs the controllers.
 func TestHA_replicasReceiveActiveActiveAndRecordARedeliveryOnce(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -143,11 +144,12 @@ func TestHA_replicasReceiveActiveActiveAndRecordARedeliveryOnce(t *testing.T) {
 
 	var replicas []*hub.Hub
 	var addrs []string
+	var stops []func()
 	for range 2 {
 		opts := haOptions(f.ns)
 		opts.Receiver.BindAddress = freeAddr(t)
-		h, _ := hubtest.Start(t, identity.HubConfig(hubCluster.RESTConfig), opts)
-		replicas, addrs = append(replicas, h), append(addrs, opts.Receiver.BindAddress)
+		h, stop := hubtest.Start(t, identity.HubConfig(hubCluster.RESTConfig), opts)
+		replicas, addrs, stops = append(replicas, h), append(addrs, opts.Receiver.BindAddress), append(stops, stop)
 	}
 	// Both serve; exactly one leads, and the other is Ready all the same.
 	g.Eventually(func(g Gomega) {
@@ -249,6 +251,20 @@ func TestHA_replicasReceiveActiveActiveAndRecordARedeliveryOnce(t *testing.T) {
 		g.Expect(cur).NotTo(BeNil())
 		return fmt.Sprintf("revision %d, %s", cur.Revision, cur.ChartVersion)
 	}).WithTimeout(3 * time.Second).WithPolling(200 * time.Millisecond).Should(Equal("revision 2, 1.1.0"))
+
+	// A leader that stops (a rollout, SIGTERM) hands the Lease over instead
+	// of letting it run out: once it stopped, the Lease no longer names it.
+	g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: haLeaseName}, &lease)).To(Succeed())
+	g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
+	was := *lease.Spec.HolderIdentity
+	stops[leader]()
+	g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: haLeaseName}, &lease)).To(Succeed())
+	g.Expect(lease.Spec.HolderIdentity).To(Or(BeNil(), HaveValue(Not(Equal(was)))), "the stopped leader released the Lease")
+	// The other replica takes over and runs the controllers: its Spoke
+	// controller generates a new spoke's key.
+	g.Eventually(func() bool { return elected(replicas[follower]) }).WithTimeout(3 * haLeaseDuration).Should(BeTrue())
+	g.Expect(f.registerSpoke("after")).NotTo(BeEmpty())
+	g.Expect(readyz(addrs[follower])).To(Equal(http.StatusOK))
 }
 
 // haEnv is the chaos suite's fleet (chaosEnv: a hub control plane, dev and
