@@ -28,8 +28,8 @@ import (
 // tests, on one real hub control plane. Each sub-benchmark has its own
 // namespace and spokes. It reports accepted events/s, requests/s, the
 // request latency, the CPU the hub replicas and the hub control plane
-// (etcd and kube-apiserver) used, and how the accepted events split
-// between the replicas. One iteration whatever b.N; it runs only when
+// (etcd and kube-apiserver) used, in all and per accepted event, and how
+// the accepted events split between the replicas. One iteration whatever b.N; it runs only when
 // -bench selects it. The figures are in docs/scaling.md.
 func BenchmarkHub_replicas(b *testing.B) {
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
@@ -151,6 +151,12 @@ func benchReplicas(b *testing.B, hubCluster *harness.Cluster, bin string, n int,
 	b.ReportMetric(millis(last.Latency(0.99)), "request-p99-ms")
 	b.ReportMetric(hubsUsed.Seconds()/secs, "hub-cpu-cores")
 	b.ReportMetric(cp.Seconds()/secs, "control-plane-cpu-cores")
+	// CPU per accepted event: what each side costs, whatever else the
+	// machine runs meanwhile.
+	if accepted > 0 {
+		b.ReportMetric(millis(hubsUsed)/float64(accepted), "hub-cpu-ms/event")
+		b.ReportMetric(millis(cp)/float64(accepted), "control-plane-cpu-ms/event")
+	}
 }
 
 // controlPlaneCPU is the CPU time the cluster's processes (etcd and
