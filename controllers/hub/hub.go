@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -158,7 +159,7 @@ func (o *Options) Validate() error {
 
 // validateLeaderElection checks the Lease timings as client-go's leader
 // elector does (it would refuse them only once the manager starts):
-// RetryPeriod < RenewDeadline < LeaseDuration.
+// 1.2 × RetryPeriod (its jitter) < RenewDeadline < LeaseDuration.
 func (o *Options) validateLeaderElection() error {
 	if !o.LeaderElection {
 		return nil
@@ -166,8 +167,8 @@ func (o *Options) validateLeaderElection() error {
 	switch {
 	case o.RetryPeriod <= 0:
 		return fmt.Errorf("--leader-election-retry-period=%s: must be positive", o.RetryPeriod)
-	case o.RenewDeadline <= o.RetryPeriod:
-		return fmt.Errorf("--leader-election-renew-deadline=%s: must be longer than --leader-election-retry-period (%s)", o.RenewDeadline, o.RetryPeriod)
+	case o.RenewDeadline <= time.Duration(leaderelection.JitterFactor*float64(o.RetryPeriod)):
+		return fmt.Errorf("--leader-election-renew-deadline=%s: must be longer than %g × --leader-election-retry-period (%s)", o.RenewDeadline, leaderelection.JitterFactor, o.RetryPeriod)
 	case o.LeaseDuration <= o.RenewDeadline:
 		return fmt.Errorf("--leader-election-lease-duration=%s: must be longer than --leader-election-renew-deadline (%s)", o.LeaseDuration, o.RenewDeadline)
 	}

@@ -19,7 +19,8 @@ func TestOptions_validateLeaseTimings(t *testing.T) {
 		{name: "defaults"},
 		{name: "short and ordered", lease: 6 * time.Second, renew: 4 * time.Second, retry: time.Second},
 		{name: "zero retry period", retry: -1, want: "--leader-election-retry-period=0s: must be positive"},
-		{name: "renew deadline not above the retry period", renew: 2 * time.Second, want: "--leader-election-renew-deadline=2s: must be longer than --leader-election-retry-period (2s)"},
+		{name: "renew deadline not above the retry period", renew: 2 * time.Second, want: "--leader-election-renew-deadline=2s: must be longer than 1.2 × --leader-election-retry-period (2s)"},
+		{name: "renew deadline within the retry period's jitter", renew: 2200 * time.Millisecond, want: "--leader-election-renew-deadline=2.2s: must be longer than 1.2 × --leader-election-retry-period (2s)"},
 		{name: "lease not above the renew deadline", lease: 10 * time.Second, want: "--leader-election-lease-duration=10s: must be longer than --leader-election-renew-deadline (10s)"},
 		{name: "unchecked without leader election", lease: time.Second, renew: time.Minute, disabled: true},
 	} {
