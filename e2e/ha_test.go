@@ -41,8 +41,8 @@ import (
 // replaced within seconds, and loose enough that a loaded machine does
 // not make a leader miss its renewals.
 const (
-	haLeaseDuration = 6 * time.Second
-	haRenewDeadline = 4 * time.Second
+	haLeaseDuration = 8 * time.Second
+	haRenewDeadline = 6 * time.Second
 	haRetryPeriod   = time.Second
 )
 
