@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -57,6 +58,15 @@ type Options struct {
 	// LeaderElectionNamespace holds the Lease (defaults to the pod's
 	// namespace in a cluster).
 	LeaderElectionNamespace string
+	// LeaseDuration is how long a follower waits after the leader's last
+	// renewal before it takes the Lease: the longest pause of the
+	// controllers when a leader dies without handing over.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps retrying a renewal before
+	// it gives up leadership (and exits).
+	RenewDeadline time.Duration
+	// RetryPeriod is the interval of the candidates' attempts on the Lease.
+	RetryPeriod time.Duration
 
 	Receiver receiver.Options
 	History  releasehistory.Options
@@ -109,6 +119,9 @@ func NewOptions() Options {
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
 		LeaderElection:         true,
+		LeaseDuration:          15 * time.Second,
+		RenewDeadline:          10 * time.Second,
+		RetryPeriod:            2 * time.Second,
 		Receiver:               receiver.NewOptions(),
 		History:                releasehistory.NewOptions(),
 		Spoke:                  spoke.NewOptions(),
@@ -129,6 +142,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Promotion.DefaultTimeout, "promotion-timeout", o.Promotion.DefaultTimeout, "timeout of a Promotion whose Pipeline sets none")
 	fs.StringVar(&o.NotificationControllerAddress, "notification-controller-address", o.NotificationControllerAddress, "Flux notification-controller's event address for the notification strategy (default: the in-cluster service)")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long followers wait after the leader's last renewal before taking the Lease (the controllers' pause when a leader dies)")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "how long the leader retries renewing the Lease before giving up leadership")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "interval between the candidates' attempts on the Lease")
 	fs.StringVar(&o.SlackAPIURL, "slack-api-url", o.SlackAPIURL, "base URL of Slack's Web API, for Slack notifiers with a bot token")
 	fs.BoolVar(&o.Egress.AllowLoopback, "egress-allow-loopback", o.Egress.AllowLoopback, "let notifiers and the webhook and notification strategies reach loopback addresses (refused by default; for local development)")
 	fs.Var(&cidrs{&o.Egress.Allow}, "egress-allow-cidr", "address range notifiers and strategies may reach despite the default refusal of loopback, link-local and metadata addresses (repeatable)")
@@ -143,7 +159,25 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
-	return errors.Join(o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.DORA.Validate())
+	return errors.Join(o.validateLeaderElection(), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.DORA.Validate())
+}
+
+// validateLeaderElection checks the Lease timings as client-go's leader
+// elector does (it would refuse them only once the manager starts):
+// 1.2 × RetryPeriod (its jitter) < RenewDeadline < LeaseDuration.
+func (o *Options) validateLeaderElection() error {
+	if !o.LeaderElection {
+		return nil
+	}
+	switch {
+	case o.RetryPeriod <= 0:
+		return fmt.Errorf("--leader-election-retry-period=%s: must be positive", o.RetryPeriod)
+	case o.RenewDeadline <= time.Duration(leaderelection.JitterFactor*float64(o.RetryPeriod)):
+		return fmt.Errorf("--leader-election-renew-deadline=%s: must be longer than %g × --leader-election-retry-period (%s)", o.RenewDeadline, leaderelection.JitterFactor, o.RetryPeriod)
+	case o.LeaseDuration <= o.RenewDeadline:
+		return fmt.Errorf("--leader-election-lease-duration=%s: must be longer than --leader-election-renew-deadline (%s)", o.LeaseDuration, o.RenewDeadline)
+	}
+	return nil
 }
 
 // Scheme returns the hub's scheme: client-go's kinds and tugboat.dev/v1alpha1.
@@ -174,7 +208,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "tugboat-hub.tugboat.dev",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
-		Controller:              config.Controller{SkipNameValidation: ptr.To(opts.SkipControllerNameValidation)},
+		LeaseDuration:           ptr.To(opts.LeaseDuration),
+		RenewDeadline:           ptr.To(opts.RenewDeadline),
+		RetryPeriod:             ptr.To(opts.RetryPeriod),
+		// A hub that stops (SIGTERM, a rollout) hands the Lease over at
+		// once instead of leaving the controllers idle for LeaseDuration:
+		// `tugboat hub` exits as soon as the manager returns.
+		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipControllerNameValidation)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
