@@ -87,20 +87,26 @@ func (h *hubFlags) fromKubeconfig() string {
 	return "default"
 }
 
-// outputFlag is -o: table (default), json or yaml.
+// outputFlag is -o: table (default), wide (a table with more columns),
+// json or yaml.
 type outputFlag string
 
 func (o *outputFlag) bind(cmd *cobra.Command) {
-	cmd.Flags().StringVarP((*string)(o), "output", "o", "table", "output format: table, json or yaml")
+	cmd.Flags().StringVarP((*string)(o), "output", "o", "table", "output format: table, wide, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
+// validate refuses an unknown format with a usage error.
 func (o outputFlag) validate() error {
 	switch o {
-	case "", "table", "json", "yaml":
+	case "", "table", "wide", "json", "yaml":
 		return nil
 	}
-	return fmt.Errorf("unknown output format %q: use table, json or yaml", string(o))
+	return usageErrorf("unknown output format %q: use table, wide, json or yaml", string(o))
 }
+
+// wide reports whether o asks for the wide table.
+func (o outputFlag) wide() bool { return o == "wide" }
 
 // structured reports whether o asks for JSON or YAML, and writes v so.
 func (o outputFlag) structured(w io.Writer, v any) (bool, error) {

@@ -104,7 +104,7 @@ conditions.`,
 				if done, err := out.structured(w, v); done {
 					return err
 				}
-				printPipeline(w, v)
+				printPipeline(w, v, out.wide(), newPainter(w))
 				return nil
 			}
 			views, err := listPipelines(cmd.Context(), s)
@@ -118,7 +118,7 @@ conditions.`,
 				fmt.Fprintf(w, "No pipelines in namespace %s.\n", s.namespace)
 				return nil
 			}
-			printPipelines(w, views)
+			printPipelines(w, views, out.wide())
 			return nil
 		},
 	}
@@ -140,25 +140,54 @@ func listPipelines(ctx context.Context, s *hubSession) ([]pipelineView, error) {
 	return views, nil
 }
 
-// printPipelines writes one row per environment of every Pipeline.
-func printPipelines(w io.Writer, views []pipelineView) {
+// printPipelines writes one row per environment of every Pipeline; wide
+// adds whether the environment requires approval and how many of its
+// targets are healthy (Current).
+func printPipelines(w io.Writer, views []pipelineView, wide bool) {
 	tw := newTable(w)
-	row(tw, "PIPELINE", "ENVIRONMENT", "VERSIONS", "HEALTHY SINCE", "ACTIVE PROMOTION", "HOLD")
+	header := []string{"PIPELINE", "ENVIRONMENT", "VERSIONS", "HEALTHY SINCE", "ACTIVE PROMOTION", "HOLD"}
+	if wide {
+		header = []string{"PIPELINE", "ENVIRONMENT", "VERSIONS", "HEALTHY SINCE", "APPROVAL", "HEALTHY TARGETS", "ACTIVE PROMOTION", "HOLD"}
+	}
+	row(tw, header...)
 	for _, v := range views {
 		name := v.Name
 		if v.Suspended {
 			name += " (suspended)"
 		}
 		for _, ev := range v.Environments {
-			row(tw, name, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), ev.ActivePromotion, holdText(ev.Hold))
+			if wide {
+				row(tw, name, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), approvalText(ev), healthyTargets(ev), ev.ActivePromotion, holdText(ev.Hold))
+			} else {
+				row(tw, name, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), ev.ActivePromotion, holdText(ev.Hold))
+			}
 			name = " " // the Pipeline's name on its first row only
 		}
 	}
 	_ = tw.Flush()
 }
 
-// printPipeline writes one Pipeline in detail.
-func printPipeline(w io.Writer, v pipelineView) {
+func approvalText(ev environmentView) string {
+	if ev.RequireApproval {
+		return "required"
+	}
+	return ""
+}
+
+// healthyTargets is "<Current>/<all>" of an environment's targets.
+func healthyTargets(ev environmentView) string {
+	n := 0
+	for _, t := range ev.Targets {
+		if t.Health == tugboatv1alpha1.HealthCurrent {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d/%d", n, len(ev.Targets))
+}
+
+// printPipeline writes one Pipeline in detail; wide adds each target's
+// spoke selector (for targets selected by label).
+func printPipeline(w io.Writer, v pipelineView, wide bool, pt painter) {
 	fmt.Fprintf(w, "Pipeline %s/%s (release %s)", v.Namespace, v.Name, v.Release)
 	if v.Suspended {
 		fmt.Fprint(w, ", suspended")
@@ -168,17 +197,17 @@ func printPipeline(w io.Writer, v pipelineView) {
 	tw := newTable(w)
 	row(tw, "ENVIRONMENT", "VERSIONS", "HEALTHY SINCE", "APPROVAL", "ACTIVE PROMOTION", "HOLD")
 	for _, ev := range v.Environments {
-		approval := ""
-		if ev.RequireApproval {
-			approval = "required"
-		}
-		row(tw, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), approval, ev.ActivePromotion, holdText(ev.Hold))
+		row(tw, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), approvalText(ev), ev.ActivePromotion, holdText(ev.Hold))
 	}
 	_ = tw.Flush()
 
 	fmt.Fprintln(w)
 	tw = newTable(w)
-	row(tw, "ENVIRONMENT", "SPOKE", "NAMESPACE", "RELEASE", "REVISION", "VERSION", "HEALTH", "LAST DEPLOYED")
+	header := []string{"ENVIRONMENT", "SPOKE", "NAMESPACE", "RELEASE", "REVISION", "VERSION", pt.header("HEALTH"), "LAST DEPLOYED"}
+	if wide {
+		header = append(header, "SELECTOR")
+	}
+	row(tw, header...)
 	for _, ev := range v.Environments {
 		for _, t := range ev.Targets {
 			rev := ""
@@ -189,10 +218,18 @@ func printPipeline(w io.Writer, v pipelineView) {
 			if t.Absent && version == "" {
 				version = "(absent)"
 			}
-			row(tw, ev.Name, t.Spoke, t.Namespace, t.Release, rev, version, string(t.Health), timestamp(t.LastDeployed))
+			cells := []string{ev.Name, t.Spoke, t.Namespace, t.Release, rev, version, pt.cell(string(t.Health)), timestamp(t.LastDeployed)}
+			if wide {
+				cells = append(cells, t.Selector)
+			}
+			row(tw, cells...)
 		}
 		if len(ev.Targets) == 0 {
-			row(tw, ev.Name, "(not reported yet)", "", "", "", "", "", "")
+			cells := []string{ev.Name, "(not reported yet)", "", "", "", "", pt.cell(""), ""}
+			if wide {
+				cells = append(cells, "")
+			}
+			row(tw, cells...)
 		}
 	}
 	_ = tw.Flush()
@@ -200,9 +237,9 @@ func printPipeline(w io.Writer, v pipelineView) {
 	if len(v.Conditions) > 0 {
 		fmt.Fprintln(w)
 		tw = newTable(w)
-		row(tw, "CONDITION", "STATUS", "REASON", "SINCE", "MESSAGE")
+		row(tw, "CONDITION", pt.header("STATUS"), "REASON", "SINCE", "MESSAGE")
 		for _, c := range v.Conditions {
-			row(tw, c.Type, string(c.Status), c.Reason, timestamp(&c.LastTransitionTime), c.Message)
+			row(tw, c.Type, pt.cell(string(c.Status)), c.Reason, timestamp(&c.LastTransitionTime), c.Message)
 		}
 		_ = tw.Flush()
 	}
