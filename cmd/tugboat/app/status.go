@@ -71,8 +71,9 @@ func viewOf(p *tugboatv1alpha1.Pipeline) pipelineView {
 
 func newStatusCommand() *cobra.Command {
 	var (
-		hf  hubFlags
-		out outputFlag
+		hf    hubFlags
+		out   outputFlag
+		watch bool
 	)
 	cmd := &cobra.Command{
 		Use:   "status [pipeline]",
@@ -84,8 +85,10 @@ and any rollback hold. With a Pipeline's name it also shows every target
 conditions.`,
 		Example: `  tugboat status -n fleet
   tugboat status web -n fleet
-  tugboat status web -n fleet -o yaml`,
-		Args: cobra.MaximumNArgs(1),
+  tugboat status web -n fleet -o yaml
+  tugboat status -n fleet --watch`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completePipelineNames(&hf),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
 				return err
@@ -94,37 +97,50 @@ conditions.`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if len(args) == 1 {
-				p, err := request.GetPipeline(cmd.Context(), s.client, s.namespace, args[0])
-				if err != nil {
-					return err
-				}
-				v := viewOf(p)
-				if done, err := out.structured(w, v); done {
-					return err
-				}
-				printPipeline(w, v, out.wide(), newPainter(w))
-				return nil
+			pt := newPainter(cmd.OutOrStdout()) // decided for stdout, also when watching renders into a buffer
+			render := func(ctx context.Context, w io.Writer) error {
+				return renderStatus(ctx, w, s, args, out, pt)
 			}
-			views, err := listPipelines(cmd.Context(), s)
-			if err != nil {
-				return err
+			if watch {
+				return watchStatus(cmd.Context(), s, cmd.OutOrStdout(), out, render)
 			}
-			if done, err := out.structured(w, pipelineListView{Pipelines: views}); done {
-				return err
-			}
-			if len(views) == 0 {
-				fmt.Fprintf(w, "No pipelines in namespace %s.\n", s.namespace)
-				return nil
-			}
-			printPipelines(w, views, out.wide())
-			return nil
+			return render(cmd.Context(), cmd.OutOrStdout())
 		},
 	}
 	hf.bind(cmd)
 	out.bind(cmd)
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after printing, print again on every change of the Pipelines and Promotions (redrawn on a terminal, appended otherwise) until Ctrl-C")
 	return cmd
+}
+
+// renderStatus writes the status of the Pipeline args names, or of every
+// Pipeline of the namespace.
+func renderStatus(ctx context.Context, w io.Writer, s *hubSession, args []string, out outputFlag, pt painter) error {
+	if len(args) == 1 {
+		p, err := request.GetPipeline(ctx, s.client, s.namespace, args[0])
+		if err != nil {
+			return err
+		}
+		v := viewOf(p)
+		if done, err := out.structured(w, v); done {
+			return err
+		}
+		printPipeline(w, v, out.wide(), pt)
+		return nil
+	}
+	views, err := listPipelines(ctx, s)
+	if err != nil {
+		return err
+	}
+	if done, err := out.structured(w, pipelineListView{Pipelines: views}); done {
+		return err
+	}
+	if len(views) == 0 {
+		fmt.Fprintf(w, "No pipelines in namespace %s.\n", s.namespace)
+		return nil
+	}
+	printPipelines(w, views, out.wide())
+	return nil
 }
 
 func listPipelines(ctx context.Context, s *hubSession) ([]pipelineView, error) {
