@@ -48,7 +48,9 @@ func TestCompletion_namesFromTheHub(t *testing.T) {
 			Spec: tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: name + "-key"}}})).To(Succeed())
 	}
 	kc := []string{"--kubeconfig", cluster.KubeconfigPath, "-n", ns}
-	with := func(args ...string) []string { return append(append([]string{}, args[:len(args)-1]...), append(kc, args[len(args)-1])...) }
+	with := func(args ...string) []string {
+		return append(append([]string{}, args[:len(args)-1]...), append(kc, args[len(args)-1])...)
+	}
 
 	names, directive := complete(g, with("status", "")...)
 	g.Expect(names).To(Equal([]string{"api", "web"}))
