@@ -25,10 +25,14 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files of the CLI tests (testdata/golden) with what the CLI prints now")
 
-// fixedTimes are the times the fixtures write (t0, t1): they stay in the
-// golden files; every other timestamp (now, when a vote or a request was
-// recorded) is masked.
-var timestampRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+// The fixtures' times (t0, t1) stay in the golden files; every other
+// timestamp (now, when a vote or a request was recorded) and every age is
+// masked.
+var (
+	timestampRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+	// ageRE matches a duration as doctor prints an age ("3d4h", "12s").
+	ageRE = regexp.MustCompile(`\b(\d+(\.\d+)?(ms|s|m|h|d))+\b`)
+)
 
 // goldenRun runs the CLI with args and renders what it printed, the error
 // and the exit code as one deterministic text: the generated namespace,
@@ -56,6 +60,7 @@ func goldenRun(ns string, masks map[string]string, args ...string) string {
 		s = strings.ReplaceAll(s, from, to)
 	}
 	s = strings.ReplaceAll(s, ns, "NAMESPACE")
+	s = ageRE.ReplaceAllString(s, "AGE")
 	return timestampRE.ReplaceAllStringFunc(s, func(ts string) string {
 		if ts == t0.UTC().Format("2006-01-02T15:04:05Z") || ts == t1.UTC().Format("2006-01-02T15:04:05Z") {
 			return ts
@@ -160,6 +165,8 @@ func TestGolden(t *testing.T) {
 		{"spoke-remove-unknown", []string{"spoke", "remove", "nope"}, nil},
 		{"spoke-rotate-key-unknown", []string{"spoke", "rotate-key", "nope"}, nil},
 		{"target", []string{"target"}, formats},
+		// Generous graces: the findings do not depend on how fast this runs.
+		{"doctor", []string{"doctor", "--reconcile-grace", "1h", "--approval-age", "1h"}, formats},
 		{"bad-output", []string{"status", "-o", "csv"}, nil},
 		{"promote-unknown", []string{"promote", "nope", "--to", "production", "--version", "1.5.0"}, nil},
 		{"promote-unknown-environment", []string{"promote", "web", "--to", "qa", "--version", "1.5.0"}, nil},
