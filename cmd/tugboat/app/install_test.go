@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"path/filepath"
@@ -367,10 +368,20 @@ func TestUninstall_keepsDataUnlessPurged(t *testing.T) {
 	err = c.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent"}, &appsv1.Deployment{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
 	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent-hub-key"}, &corev1.Secret{})).To(Succeed(), "the key stays")
-	out, _, err = run("uninstall", "agent", "--kubeconfig", kc, "--purge")
+	// -o json: the result on stdout, the progress on stderr.
+	out, progress, err := run("uninstall", "agent", "--kubeconfig", kc, "--purge", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	g.Expect(out).To(ContainSubstring("No release tugboat-system/tugboat-agent"))
-	g.Expect(out).To(ContainSubstring("Secret tugboat-system/tugboat-agent-hub-key deleted"))
+	g.Expect(progress).To(ContainSubstring("No release tugboat-system/tugboat-agent"))
+	g.Expect(progress).To(ContainSubstring("Secret tugboat-system/tugboat-agent-hub-key deleted"))
+	var result struct {
+		Release string
+		Removed bool
+		Deleted []string
+	}
+	g.Expect(json.Unmarshal([]byte(out), &result)).To(Succeed(), out)
+	g.Expect(result.Release).To(Equal("tugboat-agent"))
+	g.Expect(result.Removed).To(BeFalse())
+	g.Expect(result.Deleted).To(ContainElement("Secret tugboat-system/tugboat-agent-hub-key"))
 	err = c.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent-hub-key"}, &corev1.Secret{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
 
