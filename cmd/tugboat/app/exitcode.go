@@ -49,12 +49,6 @@ func notFoundErrorf(format string, args ...any) error {
 	return &exitError{code: ExitNotFound, err: fmt.Errorf(format, args...)}
 }
 
-// conflictErrorf is an object not in a state that allows the verb
-// (ExitConflict).
-func conflictErrorf(format string, args ...any) error {
-	return &exitError{code: ExitConflict, err: fmt.Errorf(format, args...)}
-}
-
 // ExitCode is the exit status for err, the error a verb returned.
 func ExitCode(err error) int {
 	if err == nil {

@@ -141,7 +141,7 @@ func goldenFleet(t *testing.T, ns string) map[string]string {
 // TestGolden runs every user verb against the harness, in table, wide,
 // JSON and YAML, with unknown names, and compares what it prints, its
 // error and its exit code with testdata/golden. The verbs that change
-// something run last, in order. Colour never reaches a buffer.
+// something run last, in order. Color never reaches a buffer.
 func TestGolden(t *testing.T) {
 	ns := newNamespace(t)
 	masks := goldenFleet(t, ns)

@@ -84,7 +84,7 @@ func toYAML(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// painter colours the status cells of tables (health, readiness, phase,
+// painter colors the status cells of tables (health, readiness, phase,
 // severity), only when stdout is a terminal and NO_COLOR
 // (https://no-color.org) is not set: never into a pipe, a file or a test's
 // buffer.
@@ -95,7 +95,7 @@ func newPainter(w io.Writer) painter {
 	return painter{on: colorFor(w, os.Getenv)}
 }
 
-// colorFor reports whether output to w may be coloured: w is a terminal,
+// colorFor reports whether output to w may be colored: w is a terminal,
 // NO_COLOR is unset or empty, and TERM is not "dumb".
 func colorFor(w io.Writer, getenv func(string) string) bool {
 	if getenv("NO_COLOR") != "" || getenv("TERM") == "dumb" {
@@ -105,8 +105,8 @@ func colorFor(w io.Writer, getenv func(string) string) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// ANSI colours. Every painted cell carries escapes of the same length (a
-// two-digit colour and a reset), so tabwriter, which counts them as width,
+// ANSI colors. Every painted cell carries escapes of the same length (a
+// two-digit color and a reset), so tabwriter, which counts them as width,
 // still aligns the columns: paint every cell of a column, header included.
 const (
 	green   = "\x1b[32m"

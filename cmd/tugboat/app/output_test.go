@@ -39,7 +39,7 @@ func env(vars map[string]string) func(string) string {
 	return func(k string) string { return vars[k] }
 }
 
-// Colour goes to a terminal only, and never with NO_COLOR set or TERM=dumb.
+// Color goes to a terminal only, and never with NO_COLOR set or TERM=dumb.
 func TestColorFor_onlyATerminalWithoutNO_COLOR(t *testing.T) {
 	g := NewWithT(t)
 	tty, _ := openPTY(t)
