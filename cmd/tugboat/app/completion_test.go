@@ -43,6 +43,7 @@ func TestCompletion_namesFromTheHub(t *testing.T) {
 	done, err := request.Create(ctx, cluster.Client, web, "production", "1.3.0", tugboatv1alpha1.RequestedByCI, "ci")
 	g.Expect(err).NotTo(HaveOccurred())
 	setPhase(g, done, tugboatv1alpha1.PromotionSucceeded)
+	deleteSpokesAtEnd(t, ns)
 	for _, name := range []string{"staging-1", "dev-1"} {
 		g.Expect(cluster.Client.Create(ctx, &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: name + "-key"}}})).To(Succeed())
@@ -109,4 +110,16 @@ func TestCompletion_scripts(t *testing.T) {
 	_, _, err := run("completion", "tcsh")
 	g.Expect(err).To(MatchError(`unknown shell "tcsh": use bash, zsh, fish or powershell`))
 	g.Expect(exitCode(err)).To(Equal(2))
+}
+
+// deleteSpokesAtEnd deletes the Spokes of ns when the test ends: spoke
+// names are unique across the hub, and other tests of the package register
+// spokes of the same names.
+func deleteSpokesAtEnd(t *testing.T, ns string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := cluster.Client.DeleteAllOf(context.Background(), &tugboatv1alpha1.Spoke{}, client.InNamespace(ns)); err != nil {
+			t.Error(err)
+		}
+	})
 }

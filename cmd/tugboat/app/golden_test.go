@@ -104,6 +104,7 @@ func goldenFleet(t *testing.T, ns string) map[string]string {
 	ctx := context.Background()
 	reportedPipeline(t, ns)
 	newPipeline(t, ns, "api")
+	deleteSpokesAtEnd(t, ns)
 	reportedSpoke(t, ns, "dev-1", metav1.ConditionTrue, &t1, "v0.3.0", 2)
 	reportedSpoke(t, ns, "staging-1", metav1.ConditionUnknown, nil, "", 0)
 	recordRelease(t, ns, "dev-1", "apps", "api", "api", "2.0.0", tugboatv1alpha1.HealthFailed)
