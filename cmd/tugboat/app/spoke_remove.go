@@ -39,7 +39,7 @@ show it as not reported. Uninstall the agent on the spoke cluster yourself.`,
 			}
 			name := args[0]
 			if err := validateSpokeName(name); err != nil {
-				return err
+				return usageErrorf("%w", err)
 			}
 			s, err := hf.connect()
 			if err != nil {

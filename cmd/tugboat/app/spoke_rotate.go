@@ -178,7 +178,7 @@ func (o *spokeRotate) validate(name string) error {
 
 func (o *spokeRotate) run(ctx context.Context, out io.Writer, name string) error {
 	if err := o.validate(name); err != nil {
-		return err
+		return usageErrorf("%w", err)
 	}
 	k := o.kind()
 	s, err := o.hf.connect()
