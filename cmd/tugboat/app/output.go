@@ -101,6 +101,11 @@ func colorFor(w io.Writer, getenv func(string) string) bool {
 	if getenv("NO_COLOR") != "" || getenv("TERM") == "dumb" {
 		return false
 	}
+	return isTerminal(w)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(interface{ Fd() uintptr })
 	return ok && term.IsTerminal(int(f.Fd()))
 }

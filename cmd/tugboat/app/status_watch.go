@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/term"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -166,7 +165,8 @@ func openWatches(ctx context.Context, wc client.WithWatch, namespace string) (<-
 			}
 		}()
 	}
-	// out closes once a watch ended (follow then lists and watches again).
+	// events closes once a watch ended (follow then returns, and
+	// watchStatus lists and watches again).
 	events := make(chan watch.Event)
 	go func() {
 		defer close(events)
@@ -192,10 +192,4 @@ func openWatches(ctx context.Context, wc client.WithWatch, namespace string) (<-
 			stopAll()
 		})
 	}, nil
-}
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(interface{ Fd() uintptr })
-	return ok && term.IsTerminal(int(f.Fd()))
 }
