@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -158,12 +159,30 @@ func TestSpokeCLI_rotateKeyRefusesNoRequestAndRemoveDeletesHistories(t *testing.
 		pending := hubSecret.Data[tugboatv1alpha1.SpokeKeySecretKey]
 		before, _ := requests(g)
 
-		// Run again with it: the same rotation goes on and completes.
-		out, err = tugboatCLI("spoke", "rotate-key", name, "-n", f.ns, "--kubeconfig", hubKC, "--spoke-kubeconfig", spokeKC, "--timeout", "1m")
+		// Run again with it: the same rotation goes on and completes (-o
+		// json: the result on stdout, the progress on stderr).
+		cmd := app.NewRootCommand()
+		var stdout, stderr bytes.Buffer
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stderr)
+		cmd.SetArgs([]string{"spoke", "rotate-key", name, "-n", f.ns, "--kubeconfig", hubKC, "--spoke-kubeconfig", spokeKC, "--timeout", "1m", "-o", "json"})
+		err = cmd.ExecuteContext(ctx)
+		out = stderr.String()
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		g.Expect(out).To(ContainSubstring("A rotation of spoke " + f.ns + "/" + name + " is under way"))
+		var rotation struct {
+			Namespace, Name, KeySecret, Key, KeyID string
+			Delivered                              bool
+		}
+		g.Expect(json.Unmarshal(stdout.Bytes(), &rotation)).To(Succeed(), stdout.String())
+		g.Expect(rotation.Name).To(Equal(name))
+		g.Expect(rotation.Key).To(Equal("key"))
+		g.Expect(rotation.KeyID).NotTo(BeEmpty())
+		g.Expect(rotation.Delivered).To(BeTrue())
 		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKeyFromObject(hubSecret), hubSecret)).To(Succeed())
 		g.Expect(hubSecret.Data[tugboatv1alpha1.SpokeKeySecretKey]).To(Equal(pending))
+		g.Expect(rotation.KeyID).To(Equal(wire.KeyID(pending)), "the new key's id, never the key")
+		g.Expect(stdout.String()).NotTo(ContainSubstring(string(pending)))
 		g.Expect(hubSecret.Data).NotTo(HaveKey(tugboatv1alpha1.SpokePreviousKeySecretKey))
 		all, accepted := requests(g)
 		g.Expect(all).To(BeNumerically(">", before))

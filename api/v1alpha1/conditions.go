@@ -155,7 +155,8 @@ const (
 	// RejectedReason: a person rejected the Promotion.
 	RejectedReason ConditionReason = "Rejected"
 
-	// AbortedReason: the Promotion was aborted (superseded by a newer version, or
-	// its Pipeline or destination environment went away or was held).
+	// AbortedReason: the Promotion was aborted (by a person with tugboat abort,
+	// superseded by a newer version, or its Pipeline or destination
+	// environment went away or was held).
 	AbortedReason ConditionReason = "Aborted"
 )

@@ -366,6 +366,25 @@ type Approval struct {
 	Message string `json:"message,omitempty"`
 }
 
+// AbortRequest is an authenticated request to stop a Promotion.
+type AbortRequest struct {
+	// user is the Kubernetes user name the API server authenticated for
+	// the request (request.userInfo.username).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	User string `json:"user"`
+
+	// time is when the abort was requested.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// message says why, if the person said.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
 // PromotionStatus is the Promotion's progress.
 type PromotionStatus struct {
 	// observedGeneration is the metadata.generation the controller last
@@ -424,6 +443,15 @@ type PromotionStatus struct {
 	// approval is the outcome of the approval gate, once decided.
 	// +optional
 	Approval *Approval `json:"approval,omitempty"`
+
+	// abortRequest asks the hub to stop the Promotion (tugboat abort). A
+	// person writes it, under the user name the API server authenticated:
+	// the ValidatingAdmissionPolicy tugboat-approvals refuses one that names
+	// anyone else, one from a user without the RBAC verb "abort" on the
+	// environment, a change to one already recorded, and one on a finished
+	// Promotion. The hub then moves the Promotion to Aborted.
+	// +optional
+	AbortRequest *AbortRequest `json:"abortRequest,omitempty"`
 
 	// startedAt is when the Promotion left Pending.
 	// +optional

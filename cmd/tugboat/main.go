@@ -12,6 +12,6 @@ import (
 func main() {
 	if err := app.NewRootCommand().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tugboat:", err)
-		os.Exit(1)
+		os.Exit(app.ExitCode(err))
 	}
 }

@@ -140,6 +140,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}()
 
+	// A person asked to stop it (tugboat abort); the policy
+	// tugboat-approvals made sure abortRequest.user is who they are.
+	if a := pr.Status.AbortRequest; a != nil {
+		r.finish(pr, tugboatv1alpha1.PromotionAborted, tugboatv1alpha1.AbortedReason, "aborted by "+a.User+suffix(a.Message))
+		return ctrl.Result{}, nil
+	}
+
 	p := &tugboatv1alpha1.Pipeline{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: pr.Spec.Pipeline}, p); err != nil {
 		if apierrors.IsNotFound(err) {

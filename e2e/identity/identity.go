@@ -126,13 +126,27 @@ func HubConfig(admin *rest.Config) *rest.Config {
 // those environments ("<pipeline>/<environment>" or "<pipeline>/*"). The
 // Role is named after the user.
 func Grant(ctx context.Context, admin client.Client, namespace, user string, environments ...string) error {
-	name := "approver-" + strings.NewReplacer(":", "-", "@", "-", "/", "-").Replace(user)
+	return grant(ctx, admin, namespace, user, "approve", environments)
+}
+
+// GrantAbort is Grant with the verb abort (what `tugboat abort` needs)
+// instead of approve; its Role is named "aborter-<user>".
+func GrantAbort(ctx context.Context, admin client.Client, namespace, user string, environments ...string) error {
+	return grant(ctx, admin, namespace, user, "abort", environments)
+}
+
+func grant(ctx context.Context, admin client.Client, namespace, user, verb string, environments []string) error {
+	prefix := "approver-"
+	if verb != "approve" {
+		prefix = verb + "er-"
+	}
+	name := prefix + strings.NewReplacer(":", "-", "@", "-", "/", "-").Replace(user)
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"pipelines", "promotions"}, Verbs: []string{"get", "list", "watch", "create"}},
 		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"promotions/status"}, Verbs: []string{"get", "patch", "update"}},
 	}
 	if len(environments) > 0 {
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"tugboat.dev"}, Resources: []string{"environments"}, Verbs: []string{"approve"}, ResourceNames: environments})
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"tugboat.dev"}, Resources: []string{"environments"}, Verbs: []string{verb}, ResourceNames: environments})
 	}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Rules: rules}
 	binding := &rbacv1.RoleBinding{

@@ -23,6 +23,7 @@ func newRejectCommand() *cobra.Command {
 func newDecisionCommand(approve bool) *cobra.Command {
 	var (
 		hf      hubFlags
+		out     outputFlag
 		message string
 	)
 	verb, title, done, effect := "reject", "Reject", "rejected", "one rejection aborts it"
@@ -45,9 +46,13 @@ you cannot approve a promotion you requested yourself. Only a Promotion
 waiting for approval (WaitingApproval, or Pending into an environment whose
 gate requires approval) takes a decision; the same decision twice is
 harmless, and a decision cannot be changed. See docs/approvals.md.`, verb, effect),
-		Example: fmt.Sprintf("  tugboat %s web-production-1.4.0 -n fleet --message \"checked the canary\"", verb),
-		Args:    cobra.ExactArgs(1),
+		Example:           fmt.Sprintf("  tugboat %s web-production-1.4.0 -n fleet --message \"checked the canary\"", verb),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePromotionNames(&hf, awaitingDecision),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			s, err := hf.connect()
 			if err != nil {
@@ -63,6 +68,9 @@ harmless, and a decision cannot be changed. See docs/approvals.md.`, verb, effec
 				return err
 			}
 			w := cmd.OutOrStdout()
+			if done, err := out.structured(w, promotionViewOf(pr)); done {
+				return err
+			}
 			fmt.Fprintf(w, "Promotion %s (%s into %s) %s by %s.\n", pr.Name, pr.Spec.Version, pr.Spec.To, done, user)
 			if approve {
 				if p, err := request.GetPipeline(ctx, s.client, pr.Namespace, pr.Spec.Pipeline); err == nil {
@@ -76,6 +84,7 @@ harmless, and a decision cannot be changed. See docs/approvals.md.`, verb, effec
 		},
 	}
 	hf.bind(cmd)
+	out.bind(cmd)
 	cmd.Flags().StringVarP(&message, "message", "m", "", "a comment recorded with the decision")
 	return cmd
 }

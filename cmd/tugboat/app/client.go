@@ -3,9 +3,7 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -85,72 +82,6 @@ func (h *hubFlags) fromKubeconfig() string {
 		return ns
 	}
 	return "default"
-}
-
-// outputFlag is -o: table (default), json or yaml.
-type outputFlag string
-
-func (o *outputFlag) bind(cmd *cobra.Command) {
-	cmd.Flags().StringVarP((*string)(o), "output", "o", "table", "output format: table, json or yaml")
-}
-
-func (o outputFlag) validate() error {
-	switch o {
-	case "", "table", "json", "yaml":
-		return nil
-	}
-	return fmt.Errorf("unknown output format %q: use table, json or yaml", string(o))
-}
-
-// structured reports whether o asks for JSON or YAML, and writes v so.
-func (o outputFlag) structured(w io.Writer, v any) (bool, error) {
-	switch o {
-	case "json":
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return true, err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return true, err
-	case "yaml":
-		b, err := toYAML(v)
-		if err != nil {
-			return true, err
-		}
-		_, err = w.Write(b)
-		return true, err
-	}
-	return false, nil
-}
-
-// toYAML renders v as YAML with its JSON field names and order.
-func toYAML(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var n yaml.Node
-	if err := yaml.Unmarshal(b, &n); err != nil {
-		return nil, err
-	}
-	var plain func(*yaml.Node)
-	plain = func(n *yaml.Node) {
-		n.Style = 0
-		for _, c := range n.Content {
-			plain(c)
-		}
-	}
-	plain(&n)
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&n); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // newTable returns a tabwriter for aligned columns.

@@ -16,6 +16,8 @@ func commands() []*cobra.Command {
 		newPromoteCommand(),
 		newApproveCommand(),
 		newRejectCommand(),
+		newAbortCommand(),
+		newResumeCommand(),
 		newUICommand(),
 		newDoctorCommand(),
 		newInstallCommand(),
@@ -23,5 +25,6 @@ func commands() []*cobra.Command {
 		newReleasesCommand(),
 		newTargetCommand(),
 		newSpokeCommand(),
+		newCompletionCommand(),
 	}
 }

@@ -89,7 +89,7 @@ found (or doctor could not run), 0 otherwise: warnings do not fail.`,
 					return err
 				}
 			} else {
-				printFindings(w, d, findings)
+				printFindings(w, d, findings, out.wide(), newPainter(w))
 			}
 			errs, warns := countFindings(findings)
 			if errs > 0 {
@@ -110,20 +110,30 @@ found (or doctor could not run), 0 otherwise: warnings do not fail.`,
 }
 
 // printFindings writes the findings as a table and a summary.
-func printFindings(w io.Writer, d *doctor, findings []finding) {
+// printFindings writes the findings as a table and a summary; wide puts
+// the hint in a column of its own.
+func printFindings(w io.Writer, d *doctor, findings []finding, wide bool, pt painter) {
 	scope := "namespace " + d.namespace
 	if d.namespace == "" {
 		scope = "all namespaces"
 	}
 	fmt.Fprintf(w, "Checking tugboat on the hub %s, %s.\n\n", d.server, scope)
 	tw := newTable(w)
-	row(tw, "STATUS", "CHECK", "OBJECT", "FINDING")
+	if wide {
+		row(tw, pt.header("STATUS"), "CHECK", "OBJECT", "FINDING", "HINT")
+	} else {
+		row(tw, pt.header("STATUS"), "CHECK", "OBJECT", "FINDING")
+	}
 	for _, f := range findings {
+		if wide {
+			row(tw, pt.cell(string(f.Severity)), f.Check, f.Object, f.Message, f.Hint)
+			continue
+		}
 		msg := f.Message
 		if f.Hint != "" {
 			msg += "; hint: " + f.Hint
 		}
-		row(tw, string(f.Severity), f.Check, f.Object, msg)
+		row(tw, pt.cell(string(f.Severity)), f.Check, f.Object, msg)
 	}
 	_ = tw.Flush()
 	errs, warns := countFindings(findings)

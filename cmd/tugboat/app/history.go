@@ -53,16 +53,16 @@ where the Spoke (and so the ReleaseHistory) lives.`,
 			}
 			if len(args) == 1 {
 				if spoke != "" || relNS != "" || relName != "" {
-					return fmt.Errorf("name the release either as <spoke>/<namespace>/<release> or with --spoke, --release-namespace and --release, not both")
+					return usageErrorf("name the release either as <spoke>/<namespace>/<release> or with --spoke, --release-namespace and --release, not both")
 				}
 				parts := strings.Split(args[0], "/")
 				if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-					return fmt.Errorf("%q is not <spoke>/<namespace>/<release>", args[0])
+					return usageErrorf("%q is not <spoke>/<namespace>/<release>", args[0])
 				}
 				spoke, relNS, relName = parts[0], parts[1], parts[2]
 			}
 			if spoke == "" || relNS == "" || relName == "" {
-				return fmt.Errorf("name the release: <spoke>/<namespace>/<release>, or --spoke, --release-namespace and --release")
+				return usageErrorf("name the release: <spoke>/<namespace>/<release>, or --spoke, --release-namespace and --release")
 			}
 			s, err := hf.connect()
 			if err != nil {
@@ -72,7 +72,7 @@ where the Spoke (and so the ReleaseHistory) lives.`,
 			rh := &tugboatv1alpha1.ReleaseHistory{}
 			if err := s.client.Get(cmd.Context(), types.NamespacedName{Namespace: s.namespace, Name: name}, rh); err != nil {
 				if apierrors.IsNotFound(err) {
-					return fmt.Errorf("no history of release %s/%s on spoke %s in namespace %s (ReleaseHistory %s not found)", relNS, relName, spoke, s.namespace, name)
+					return notFoundErrorf("no history of release %s/%s on spoke %s in namespace %s (ReleaseHistory %s not found)", relNS, relName, spoke, s.namespace, name)
 				}
 				return fmt.Errorf("reading ReleaseHistory %s/%s: %w", s.namespace, name, err)
 			}
@@ -89,7 +89,7 @@ where the Spoke (and so the ReleaseHistory) lives.`,
 			if done, err := out.structured(cmd.OutOrStdout(), v); done {
 				return err
 			}
-			printHistory(cmd.OutOrStdout(), v, events)
+			printHistory(cmd.OutOrStdout(), v, events, out.wide(), newPainter(cmd.OutOrStdout()))
 			return nil
 		},
 	}
@@ -102,16 +102,27 @@ where the Spoke (and so the ReleaseHistory) lives.`,
 	return cmd
 }
 
-func printHistory(w io.Writer, v historyView, events bool) {
+// printHistory writes the revisions (wide: also the reason for the health,
+// the first deployed time and the values digest) and, with events, what
+// happened during each.
+func printHistory(w io.Writer, v historyView, events, wide bool, pt painter) {
 	fmt.Fprintf(w, "Release %s/%s on spoke %s (ReleaseHistory %s/%s)\n\n", v.ReleaseNS, v.Release, v.Spoke, v.Namespace, v.Name)
 	if len(v.Revisions) == 0 {
 		fmt.Fprintln(w, "No revisions reported yet.")
 		return
 	}
 	tw := newTable(w)
-	row(tw, "REVISION", "CHART", "VERSION", "APP VERSION", "STATUS", "HEALTH", "DEPLOYED")
+	header := []string{"REVISION", "CHART", "VERSION", "APP VERSION", "STATUS", pt.header("HEALTH"), "DEPLOYED"}
+	if wide {
+		header = append(header, "FIRST DEPLOYED", "VALUES DIGEST", "HEALTH REASON")
+	}
+	row(tw, header...)
 	for _, r := range v.Revisions {
-		row(tw, strconv.Itoa(int(r.Revision)), r.Chart, r.ChartVersion, r.AppVersion, string(r.Status), string(r.Health), timestamp(r.LastDeployed))
+		cells := []string{strconv.Itoa(int(r.Revision)), r.Chart, r.ChartVersion, r.AppVersion, string(r.Status), pt.cell(string(r.Health)), timestamp(r.LastDeployed)}
+		if wide {
+			cells = append(cells, timestamp(r.FirstDeployed), r.ValuesDigest, r.HealthReason)
+		}
+		row(tw, cells...)
 	}
 	_ = tw.Flush()
 	if !events {

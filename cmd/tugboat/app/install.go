@@ -62,6 +62,7 @@ history and helm rollback work on these releases.`,
 
 // installFlags are the flags both install verbs share.
 type installFlags struct {
+	out        outputFlag
 	image      string
 	dryRun     bool
 	timeout    time.Duration
@@ -75,9 +76,13 @@ func (f *installFlags) bind(cmd *cobra.Command, defaultImage string) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long to wait for the API server (and, for an agent, for the hub to generate the spoke's key)")
 	cmd.Flags().StringArrayVarP(&f.valueFiles, "values", "f", nil, "a values file for the chart, as helm install -f (repeatable; later files win)")
 	cmd.Flags().StringArrayVar(&f.set, "set", nil, "a chart value, as helm install --set (key=value; repeatable)")
+	f.out.bind(cmd)
 }
 
 func (f *installFlags) validate() error {
+	if err := f.out.validate(); err != nil {
+		return err
+	}
 	if f.timeout <= 0 {
 		return fmt.Errorf("--timeout must be positive")
 	}
@@ -171,31 +176,59 @@ func printYAML(w io.Writer, objs []*unstructured.Unstructured) error {
 	return nil
 }
 
+// installResult is what the install verbs print with -o json|yaml (their
+// progress then goes to stderr).
+type installResult struct {
+	Release   string `json:"release"`
+	Namespace string `json:"namespace"`
+	Chart     string `json:"chart"`
+	Version   string `json:"version"`
+	Revision  int    `json:"revision"`
+	// Action is "installed" or "upgraded".
+	Action string `json:"action"`
+	// Objects are the chart's objects ("<Kind> <namespace>/<name>").
+	Objects []string `json:"objects"`
+	// Spoke is the Spoke registered on the hub (install agent).
+	Spoke string `json:"spoke,omitempty"`
+}
+
+// progress is where an install verb says what it does: stdout, or stderr
+// when stdout carries the -o json|yaml result.
+func (f *installFlags) progress(cmd *cobra.Command) io.Writer {
+	if f.out == "json" || f.out == "yaml" {
+		return cmd.ErrOrStderr()
+	}
+	return cmd.OutOrStdout()
+}
+
 // installChart renders the chart (to check, before anything changes, that
 // the cluster serves every kind it holds), then installs or upgrades its
 // release with the Helm SDK and says what it did.
-func installChart(ctx context.Context, out io.Writer, c *cluster, kf kubeFlags, chartName string, values map[string]any, timeout time.Duration) error {
+func installChart(ctx context.Context, out io.Writer, c *cluster, kf kubeFlags, chartName string, values map[string]any, timeout time.Duration) (*installResult, error) {
 	objs, err := config.Render(chartName, agentNamespace, values)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.checkKinds(objs); err != nil {
-		return err
+		return nil, err
 	}
 	rel, err := config.Apply(ctx, config.Target{Kubeconfig: kf.kubeconfig, Context: kf.context, Namespace: agentNamespace}, chartName, values, timeout)
 	if err != nil {
-		return c.explain("installing the chart "+chartName+" into", err)
+		return nil, c.explain("installing the chart "+chartName+" into", err)
 	}
-	verb := "installed"
+	verb, action := "installed", "installed"
 	if rel.Version > 1 {
-		verb = "upgraded in place"
+		verb, action = "upgraded in place", "upgraded"
 	}
 	fmt.Fprintf(out, "Release %s/%s %s (chart %s-%s, revision %d, %d objects):\n", agentNamespace, rel.Name, verb,
 		rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Version, len(objs))
+	result := &installResult{Release: rel.Name, Namespace: agentNamespace, Chart: rel.Chart.Metadata.Name, Version: rel.Chart.Metadata.Version,
+		Revision: rel.Version, Action: action, Objects: make([]string, 0, len(objs))}
 	for _, o := range objs {
 		fmt.Fprintf(out, "  %s\n", describe(o))
+		result.Objects = append(result.Objects, describe(o))
 	}
-	return nil
+	return result, nil
 }
 
 func newInstallHubCommand() *cobra.Command {
@@ -249,8 +282,9 @@ Pipelines there.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if err := installChart(ctx, out, a, kf, config.HubChart, values, f.timeout); err != nil {
+			out := f.progress(cmd)
+			result, err := installChart(ctx, out, a, kf, config.HubChart, values, f.timeout)
+			if err != nil {
 				return err
 			}
 			if err := a.waitEstablished(ctx, hubCRDs(), f.timeout); err != nil {
@@ -258,7 +292,8 @@ Pipelines there.`,
 			}
 			fmt.Fprintf(out, "The hub is installed. Once it is ready, register spokes (tugboat spoke add, or tugboat install agent):\n"+
 				"  kubectl -n %s rollout status deployment/tugboat-hub\n", agentNamespace)
-			return nil
+			_, err = f.out.structured(cmd.OutOrStdout(), result)
+			return err
 		},
 	}
 	kf.bind(cmd)
@@ -392,11 +427,11 @@ func (o *agentInstall) run(cmd *cobra.Command) error {
 	if o.hubNamespace != "" {
 		ns = o.hubNamespace
 	}
-	out := cmd.OutOrStdout()
+	out := o.progress(cmd)
 	if o.dryRun {
 		fmt.Fprintf(cmd.ErrOrStderr(), "# Dry run: nothing was changed. On the hub, install would create Spoke %s/%s (keySecretRef %s-key) unless it exists and wait for the hub to generate its key;\n"+
 			"# on the spoke, Secret %s/%s with that key (not printed here), then these objects:\n", ns, o.spoke, o.spoke, agentNamespace, agentKeySecret)
-		return printYAML(out, objs)
+		return printYAML(cmd.OutOrStdout(), objs)
 	}
 
 	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout+2*time.Minute)
@@ -445,12 +480,15 @@ func (o *agentInstall) run(cmd *cobra.Command) error {
 	if err := spoke.apply(ctx, out, keySecret, fmt.Sprintf(" (the key of Secret %s/%s on the hub)", ns, secretName)); err != nil {
 		return err
 	}
-	if err := installChart(ctx, out, spoke, spokeKube, config.AgentChart, values, o.timeout); err != nil {
+	result, err := installChart(ctx, out, spoke, spokeKube, config.AgentChart, values, o.timeout)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "The agent reports to %s as spoke %s. Once its Pod is Ready, Spoke %s/%s on the hub turns Ready:\n"+
 		"  kubectl -n %s get spoke %s\n", o.hubURL, o.spoke, ns, o.spoke, ns, o.spoke)
-	return nil
+	result.Spoke = ns + "/" + o.spoke
+	_, err = o.out.structured(cmd.OutOrStdout(), result)
+	return err
 }
 
 // ensureSpoke creates the Spoke on the hub unless it exists (and its

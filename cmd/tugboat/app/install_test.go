@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"path/filepath"
@@ -168,10 +169,22 @@ func TestInstall(t *testing.T) {
 		// Again: an upgrade in place that changes no object (the receiver's
 		// self-signed certificate included).
 		before := versions(g, spoke.Client, hubObjs)
-		out, _, err = run("install", "hub", "--kubeconfig", spoke.KubeconfigPath, "--image", image)
+		// -o json: the result on stdout, the progress on stderr.
+		out, progress, err := run("install", "hub", "--kubeconfig", spoke.KubeconfigPath, "--image", image, "-o", "json")
 		g.Expect(err).NotTo(HaveOccurred(), out)
-		g.Expect(out).To(ContainSubstring("Release tugboat-system/tugboat-hub upgraded in place"))
-		g.Expect(out).To(ContainSubstring("revision 2"))
+		g.Expect(progress).To(ContainSubstring("Release tugboat-system/tugboat-hub upgraded in place"))
+		g.Expect(progress).To(ContainSubstring("revision 2"))
+		var result struct {
+			Release, Namespace, Chart, Action string
+			Revision                          int
+			Objects                           []string
+		}
+		g.Expect(json.Unmarshal([]byte(out), &result)).To(Succeed(), out)
+		g.Expect(result.Release).To(Equal("tugboat-hub"))
+		g.Expect(result.Namespace).To(Equal("tugboat-system"))
+		g.Expect(result.Action).To(Equal("upgraded"))
+		g.Expect(result.Revision).To(Equal(2))
+		g.Expect(result.Objects).To(ContainElement("CustomResourceDefinition spokes.tugboat.dev"))
 		g.Expect(versions(g, spoke.Client, hubObjs)).To(Equal(before))
 	})
 
@@ -367,10 +380,20 @@ func TestUninstall_keepsDataUnlessPurged(t *testing.T) {
 	err = c.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent"}, &appsv1.Deployment{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
 	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent-hub-key"}, &corev1.Secret{})).To(Succeed(), "the key stays")
-	out, _, err = run("uninstall", "agent", "--kubeconfig", kc, "--purge")
+	// -o json: the result on stdout, the progress on stderr.
+	out, progress, err := run("uninstall", "agent", "--kubeconfig", kc, "--purge", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
-	g.Expect(out).To(ContainSubstring("No release tugboat-system/tugboat-agent"))
-	g.Expect(out).To(ContainSubstring("Secret tugboat-system/tugboat-agent-hub-key deleted"))
+	g.Expect(progress).To(ContainSubstring("No release tugboat-system/tugboat-agent"))
+	g.Expect(progress).To(ContainSubstring("Secret tugboat-system/tugboat-agent-hub-key deleted"))
+	var result struct {
+		Release string
+		Removed bool
+		Deleted []string
+	}
+	g.Expect(json.Unmarshal([]byte(out), &result)).To(Succeed(), out)
+	g.Expect(result.Release).To(Equal("tugboat-agent"))
+	g.Expect(result.Removed).To(BeFalse())
+	g.Expect(result.Deleted).To(ContainElement("Secret tugboat-system/tugboat-agent-hub-key"))
 	err = c.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-agent-hub-key"}, &corev1.Secret{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
 

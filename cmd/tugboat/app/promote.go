@@ -3,9 +3,7 @@
 package app
 
 import (
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/spf13/cobra"
@@ -19,6 +17,7 @@ func newPromoteCommand() *cobra.Command {
 	var (
 		hf                  hubFlags
 		to, version, resume string
+		out                 outputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "promote <pipeline> (--to <environment> --version <version> | --resume <environment>)",
@@ -35,13 +34,17 @@ promote --resume lifts the hold a rollback put on automatic promotion into an
 environment: tugboat never undoes a deliberate rollback until told to.`,
 		Example: `  tugboat promote web -n fleet --to production --version 1.4.0
   tugboat promote web -n fleet --resume production`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePipelineNames(&hf),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
 			switch {
 			case resume != "" && (to != "" || version != ""):
-				return errors.New("--resume cannot be combined with --to or --version")
+				return usageErrorf("--resume cannot be combined with --to or --version")
 			case resume == "" && (to == "" || version == ""):
-				return errors.New("give --to and --version to promote, or --resume to lift a hold")
+				return usageErrorf("give --to and --version to promote, or --resume to lift a hold")
 			}
 			s, err := hf.connect()
 			if err != nil {
@@ -53,19 +56,7 @@ environment: tugboat never undoes a deliberate rollback until told to.`,
 				return err
 			}
 			if resume != "" {
-				wasHeld := false
-				for _, h := range p.Status.HeldEnvironments {
-					wasHeld = wasHeld || h.Name == resume
-				}
-				if err := request.Resume(ctx, s.client, p, resume, time.Now()); err != nil {
-					return err
-				}
-				if wasHeld {
-					fmt.Fprintf(w, "Resumed automatic promotion into %s of pipeline %s/%s.\n", resume, p.Namespace, p.Name)
-				} else {
-					fmt.Fprintf(w, "Environment %s of pipeline %s/%s was not held; rollbacks seen until now will not hold it.\n", resume, p.Namespace, p.Name)
-				}
-				return nil
+				return resumeEnvironment(ctx, w, s, p, resume, out)
 			}
 			if _, err := semver.StrictNewVersion(version); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %q is not a semantic version; Helm chart versions normally are.\n", version)
@@ -76,6 +67,11 @@ environment: tugboat never undoes a deliberate rollback until told to.`,
 			}
 			pr, created, err := request.Ensure(ctx, s.client, p, to, version, tugboatv1alpha1.RequestedByUser, user)
 			if err != nil {
+				return err
+			}
+			view := promotionViewOf(pr)
+			view.Created = created
+			if done, err := out.structured(w, view); done {
 				return err
 			}
 			if created {
@@ -94,9 +90,12 @@ environment: tugboat never undoes a deliberate rollback until told to.`,
 		},
 	}
 	hf.bind(cmd)
+	out.bind(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "environment to promote into")
 	cmd.Flags().StringVar(&version, "version", "", "chart version to promote")
 	cmd.Flags().StringVar(&resume, "resume", "", "environment whose rollback hold to lift")
+	_ = cmd.RegisterFlagCompletionFunc("to", completeEnvironments(&hf))
+	_ = cmd.RegisterFlagCompletionFunc("resume", completeEnvironments(&hf))
 	return cmd
 }
 

@@ -92,7 +92,7 @@ the hub. The exit code is 0 whatever is listed (including nothing).`,
 			}{views}); done {
 				return err
 			}
-			printReleases(w, views, all)
+			printReleases(w, views, all, out.wide(), newPainter(w))
 			if len(views) == 0 {
 				where := "namespace " + s.namespace
 				if all {
@@ -147,18 +147,27 @@ func listReleases(ctx context.Context, c client.Client, namespace string, f rele
 	return views, nil
 }
 
-func printReleases(w io.Writer, views []releaseView, withHubNamespace bool) {
+// printReleases writes one row per release; wide adds the app version
+// and the reason for the health.
+func printReleases(w io.Writer, views []releaseView, withHubNamespace, wide bool, pt painter) {
 	tw := newTable(w)
+	header := []string{"SPOKE", "NAMESPACE", "RELEASE", "REVISION", "CHART", "VERSION", "STATUS", pt.header("HEALTH"), "DEPLOYED"}
 	if withHubNamespace {
-		fmt.Fprint(tw, "HUB NAMESPACE\t")
+		header = append([]string{"HUB NAMESPACE"}, header...)
 	}
-	fmt.Fprintln(tw, "SPOKE\tNAMESPACE\tRELEASE\tREVISION\tCHART\tVERSION\tSTATUS\tHEALTH\tDEPLOYED")
+	if wide {
+		header = append(header, "APP VERSION", "HEALTH REASON")
+	}
+	row(tw, header...)
 	for _, v := range views {
+		cells := []string{v.Spoke, v.Namespace, v.Release, dash(v.Revision), v.Chart, v.ChartVersion, v.Status, pt.cell(v.Health), v.LastDeployed}
 		if withHubNamespace {
-			fmt.Fprintf(tw, "%s\t", v.HubNamespace)
+			cells = append([]string{v.HubNamespace}, cells...)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Spoke, v.Namespace, v.Release, dash(v.Revision),
-			orDash(v.Chart), orDash(v.ChartVersion), orDash(v.Status), orDash(v.Health), orDash(v.LastDeployed))
+		if wide {
+			cells = append(cells, v.AppVersion, v.HealthReason)
+		}
+		row(tw, cells...)
 	}
 	_ = tw.Flush()
 }

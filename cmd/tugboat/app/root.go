@@ -8,6 +8,7 @@ import (
 
 // NewRootCommand returns the `tugboat` command with every subcommand attached
 // (built with -tags agentonly: only agent and version, see commands_agentonly.go).
+// A wrong command line (unknown flag, bad arguments) fails with ExitUsage.
 func NewRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "tugboat",
@@ -16,5 +17,25 @@ func NewRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(commands()...)
+	markUsageErrors(root)
 	return root
+}
+
+// markUsageErrors makes cobra's flag and argument errors usage errors, on
+// cmd and every command under it.
+func markUsageErrors(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return usageErrorf("%w", err)
+	})
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return usageErrorf("%w", err)
+			}
+			return nil
+		}
+	}
+	for _, c := range cmd.Commands() {
+		markUsageErrors(c)
+	}
 }

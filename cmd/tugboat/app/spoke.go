@@ -57,7 +57,7 @@ func getSpoke(ctx context.Context, s *hubSession, name string) (*tugboatv1alpha1
 	err := s.client.Get(ctx, types.NamespacedName{Namespace: s.namespace, Name: name}, sp)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("spoke %s/%s not found (tugboat spoke list -n %s shows the spokes there)", s.namespace, name, s.namespace)
+		return nil, notFoundErrorf("spoke %s/%s not found (tugboat spoke list -n %s shows the spokes there)", s.namespace, name, s.namespace)
 	case apimeta.IsNoMatchError(err):
 		return nil, errors.New("the hub cluster has no Spoke CRD (tugboat.dev/v1alpha1): install the hub first (tugboat install hub)")
 	case err != nil:
@@ -69,27 +69,17 @@ func getSpoke(ctx context.Context, s *hubSession, name string) (*tugboatv1alpha1
 // completeSpokeNames completes the NAME argument of a spoke verb with the
 // Spokes of the namespace the flags choose on the hub.
 func completeSpokeNames(hf *hubFlags) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		s, err := hf.connect()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
+	return completeNames(hf, func(cmd *cobra.Command, s *hubSession) ([]string, error) {
 		var list tugboatv1alpha1.SpokeList
 		if err := s.client.List(cmd.Context(), &list, client.InNamespace(s.namespace)); err != nil {
-			return nil, cobra.ShellCompDirectiveError
+			return nil, err
 		}
-		var names []cobra.Completion
+		names := make([]string, 0, len(list.Items))
 		for _, sp := range list.Items {
-			if strings.HasPrefix(sp.Name, toComplete) {
-				names = append(names, sp.Name)
-			}
+			names = append(names, sp.Name)
 		}
-		sort.Strings(names)
-		return names, cobra.ShellCompDirectiveNoFileComp
-	}
+		return names, nil
+	})
 }
 
 // spokeView is what `tugboat spoke list` shows of a Spoke (and prints with
@@ -132,7 +122,7 @@ func spokeViewOf(sp *tugboatv1alpha1.Spoke) spokeView {
 func newSpokeListCommand() *cobra.Command {
 	var (
 		hf            hubFlags
-		output        string
+		out           outputFlag
 		allNamespaces bool
 	)
 	cmd := &cobra.Command{
@@ -149,13 +139,9 @@ Kubernetes version, the key Secret, and the reason and message of Ready.`,
 		Aliases: []string{"ls"},
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			wide := output == "wide"
-			out := outputFlag(output)
-			if wide {
-				out = "table"
-			}
+			wide := out.wide()
 			if err := out.validate(); err != nil {
-				return fmt.Errorf("unknown output format %q: use table, wide, json or yaml", output)
+				return err
 			}
 			s, err := hf.connect()
 			if err != nil {
@@ -194,20 +180,20 @@ Kubernetes version, the key Secret, and the reason and message of Ready.`,
 				fmt.Fprintf(w, "No spokes in %s.\n", where)
 				return nil
 			}
-			printSpokes(w, views, allNamespaces, wide)
+			printSpokes(w, views, allNamespaces, wide, newPainter(w))
 			return nil
 		},
 	}
 	hf.bind(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, wide, json or yaml")
+	out.bind(cmd)
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "list the spokes of every namespace")
 	return cmd
 }
 
 // printSpokes writes one row per Spoke.
-func printSpokes(w io.Writer, views []spokeView, withNamespace, wide bool) {
+func printSpokes(w io.Writer, views []spokeView, withNamespace, wide bool, pt painter) {
 	tw := newTable(w)
-	header := []string{"NAME", "READY", "LAST SEEN", "AGENT", "RELEASES"}
+	header := []string{"NAME", pt.header("READY"), "LAST SEEN", "AGENT", "RELEASES"}
 	if withNamespace {
 		header = append([]string{"NAMESPACE"}, header...)
 	}
@@ -230,7 +216,7 @@ func printSpokes(w io.Writer, views []spokeView, withNamespace, wide bool) {
 		if v.LastSeen != nil {
 			releases = strconv.Itoa(int(v.Releases))
 		}
-		cells := []string{name, string(v.Ready), seen, v.AgentVersion, releases}
+		cells := []string{name, pt.cell(string(v.Ready)), seen, v.AgentVersion, releases}
 		if withNamespace {
 			cells = append([]string{v.Namespace}, cells...)
 		}

@@ -86,7 +86,7 @@ func (o *spokeAdd) validate(name string) error {
 
 func (o *spokeAdd) run(cmd *cobra.Command, name string) error {
 	if err := o.validate(name); err != nil {
-		return err
+		return usageErrorf("%w", err)
 	}
 	s, err := o.hf.connect()
 	if err != nil {
@@ -95,7 +95,11 @@ func (o *spokeAdd) run(cmd *cobra.Command, name string) error {
 	if o.flux.enabled {
 		return o.flux.run(cmd, s, name, o.hubURL, o.timeout)
 	}
+	output := outputFlag(o.flux.output)
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
+	if output == "json" || output == "yaml" {
+		out = cmd.ErrOrStderr() // progress; the result goes to stdout
+	}
 	sp, err := ensureSpoke(ctx, out, s, name)
 	if err != nil {
 		return err
@@ -103,9 +107,23 @@ func (o *spokeAdd) run(cmd *cobra.Command, name string) error {
 	if _, err := waitForKeySecret(ctx, out, s, sp, o.timeout); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nInstall its agent on the spoke cluster (set --spoke-context to the spoke's context):\n  %s\n",
-		agentInstallCommand(agentInstallArgs{spoke: name, namespace: s.namespace, hubURL: o.hubURL, hub: o.hf.kube}))
+	install := agentInstallCommand(agentInstallArgs{spoke: name, namespace: s.namespace, hubURL: o.hubURL, hub: o.hf.kube})
+	if done, err := output.structured(cmd.OutOrStdout(), spokeAdded{Namespace: sp.Namespace, Name: name, KeySecret: sp.Spec.KeySecretRef.Name, InstallCommand: install}); done {
+		return err
+	}
+	fmt.Fprintf(out, "\nInstall its agent on the spoke cluster (set --spoke-context to the spoke's context):\n  %s\n", install)
 	return nil
+}
+
+// spokeAdded is what `tugboat spoke add` prints with -o json|yaml (without
+// --flux).
+type spokeAdded struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	KeySecret string `json:"keySecret"`
+	// InstallCommand installs the agent on the spoke cluster (its
+	// --spoke-context to fill in).
+	InstallCommand string `json:"installCommand"`
 }
 
 // agentInstallArgs is what the printed install command needs.

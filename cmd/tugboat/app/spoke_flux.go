@@ -55,17 +55,17 @@ func (f *fluxSetup) bind(cmd *cobra.Command) {
 	fl.StringVar(&f.cluster, "cluster", "", "with --flux: reach the spoke through the kubeconfig of this Cluster API Cluster (Secret <cluster>-kubeconfig in the Spoke's namespace on the hub) instead of --spoke-kubeconfig/--spoke-context")
 	fl.StringVar(&f.namespace, "flux-namespace", "flux-system", "with --flux: the namespace on the spoke of the Provider, the Alert and the key Secret")
 	fl.StringSliceVar(&f.namespaces, "helmrelease-namespaces", nil, "with --flux: the namespaces whose HelmReleases are reported (default: --flux-namespace)")
-	fl.StringVarP(&f.output, "output", "o", "", "with --flux: yaml prints the spoke's objects (for a GitOps commit) instead of applying them")
+	fl.StringVarP(&f.output, "output", "o", "", "table, wide, json or yaml: json and yaml print the result (the install command) on stdout and the progress on stderr; with --flux, yaml prints the spoke's objects (for a GitOps commit) instead of applying them")
 }
 
 func (f *fluxSetup) printOnly() bool { return f.output == "yaml" }
 
 func (f *fluxSetup) validate(hubURL string) error {
 	if !f.enabled {
-		if f.output != "" || f.spokeKube.kubeconfig != "" || f.spokeKube.context != "" || len(f.namespaces) > 0 || f.cluster != "" {
-			return errors.New("-o, --cluster, --spoke-kubeconfig, --spoke-context and --helmrelease-namespaces go with --flux")
+		if f.spokeKube.kubeconfig != "" || f.spokeKube.context != "" || len(f.namespaces) > 0 || f.cluster != "" {
+			return errors.New("--cluster, --spoke-kubeconfig, --spoke-context and --helmrelease-namespaces go with --flux")
 		}
-		return nil
+		return outputFlag(f.output).validate()
 	}
 	var errs []error
 	if hubURL == "" {

@@ -17,6 +17,7 @@ func newSpokeRemoveCommand() *cobra.Command {
 	var (
 		hf          hubFlags
 		keepHistory bool
+		output      outputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "remove NAME",
@@ -33,9 +34,12 @@ show it as not reported. Uninstall the agent on the spoke cluster yourself.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeSpokeNames(&hf),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.validate(); err != nil {
+				return err
+			}
 			name := args[0]
 			if err := validateSpokeName(name); err != nil {
-				return err
+				return usageErrorf("%w", err)
 			}
 			s, err := hf.connect()
 			if err != nil {
@@ -58,6 +62,9 @@ show it as not reported. Uninstall the agent on the spoke cluster yourself.`,
 				return fmt.Errorf("deleting spoke %s/%s: %w", sp.Namespace, name, err)
 			}
 			n := len(histories.Items)
+			if done, err := output.structured(out, spokeRemoval{Namespace: sp.Namespace, Name: name, ReleaseHistories: n, KeySecret: sp.Spec.KeySecretRef.Name, Kept: keepHistory}); done {
+				return err
+			}
 			if keepHistory {
 				fmt.Fprintf(out, "Spoke %s/%s deleted. Its %s and key Secret %s are kept, without an owner.\n", sp.Namespace, name, plural(n, "ReleaseHistory"), sp.Spec.KeySecretRef.Name)
 			} else {
@@ -68,6 +75,19 @@ show it as not reported. Uninstall the agent on the spoke cluster yourself.`,
 		},
 	}
 	hf.bind(cmd)
+	output.bind(cmd)
 	cmd.Flags().BoolVar(&keepHistory, "keep-history", false, "keep the spoke's ReleaseHistories and key Secret (orphan them) instead of deleting them with it")
 	return cmd
+}
+
+// spokeRemoval is what `tugboat spoke remove` prints with -o json|yaml.
+type spokeRemoval struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// ReleaseHistories is how many ReleaseHistories the spoke had.
+	ReleaseHistories int    `json:"releaseHistories"`
+	KeySecret        string `json:"keySecret"`
+	// Kept reports whether they were kept (--keep-history) rather than
+	// deleted with the Spoke.
+	Kept bool `json:"kept"`
 }

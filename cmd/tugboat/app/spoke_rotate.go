@@ -81,6 +81,26 @@ type spokeRotate struct {
 	hubKeyCacheTTL  time.Duration
 	newKey          func() ([]byte, error)
 	pollingInterval time.Duration
+	out             outputFlag
+	// result is what run rotated, once it finished.
+	result *keyRotation
+}
+
+// keyRotation is what `tugboat spoke rotate-key` prints with -o json|yaml
+// (its progress then goes to stderr).
+type keyRotation struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// KeySecret is the Spoke's key Secret on the hub, Key the key rotated
+	// in it ("key", or "fluxKey" with --flux).
+	KeySecret string `json:"keySecret"`
+	Key       string `json:"key"`
+	// KeyID identifies the new key (never the key itself), as the Spoke's
+	// status.signingKeyID does.
+	KeyID string `json:"keyID"`
+	// Delivered reports whether the command wrote the new key to the spoke
+	// (--spoke-context/--spoke-kubeconfig).
+	Delivered bool `json:"delivered"`
 }
 
 func newSpokeRotateKeyCommand() *cobra.Command {
@@ -118,10 +138,22 @@ again resumes the rotation under way rather than starting another.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeSpokeNames(&o.hf),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.Context(), cmd.OutOrStdout(), args[0])
+			if err := o.out.validate(); err != nil {
+				return err
+			}
+			progress := cmd.OutOrStdout()
+			if o.out == "json" || o.out == "yaml" {
+				progress = cmd.ErrOrStderr()
+			}
+			if err := o.run(cmd.Context(), progress, args[0]); err != nil {
+				return err
+			}
+			_, err := o.out.structured(cmd.OutOrStdout(), o.result)
+			return err
 		},
 	}
 	o.hf.bind(cmd)
+	o.out.bind(cmd)
 	fl := cmd.Flags()
 	fl.BoolVar(&o.flux, "flux", false, "rotate the spoke's Flux key (fluxKey; the Provider's token) instead of its agent's")
 	fl.StringVar(&o.spokeKube.kubeconfig, "spoke-kubeconfig", "", "kubeconfig file of the spoke cluster, to deliver the new key there (its current context unless --spoke-context)")
@@ -178,7 +210,7 @@ func (o *spokeRotate) validate(name string) error {
 
 func (o *spokeRotate) run(ctx context.Context, out io.Writer, name string) error {
 	if err := o.validate(name); err != nil {
-		return err
+		return usageErrorf("%w", err)
 	}
 	k := o.kind()
 	s, err := o.hf.connect()
@@ -298,6 +330,7 @@ func (o *spokeRotate) run(ctx context.Context, out io.Writer, name string) error
 		return fmt.Errorf("removing the previous key from secret %s: %w", secretKey, err)
 	}
 	fmt.Fprintf(out, "3/3 The %s signs with the new key; the previous key is removed and the hub refuses it (within its key cache TTL).\n", k.who)
+	o.result = &keyRotation{Namespace: sp.Namespace, Name: name, KeySecret: secretKey.String(), Key: k.current, KeyID: newID, Delivered: spoke != nil}
 	return nil
 }
 

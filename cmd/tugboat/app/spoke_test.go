@@ -65,6 +65,16 @@ func TestSpokeAdd_createsTheSpokeWaitsForItsKeyAndPrintsTheInstallCommand(t *tes
 	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge-1-key"}, again)).To(Succeed())
 	g.Expect(again.ResourceVersion).To(Equal(secret.ResourceVersion))
 
+	// -o json: the result on stdout, the progress on stderr.
+	out, stderr, err = tugboat("spoke", "add", "edge-1", "-n", ns, "--hub-url", "https://hub.example:8443", "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(stderr).To(HavePrefix("Spoke " + ns + "/edge-1 already exists.\n"))
+	var added struct{ Namespace, Name, KeySecret, InstallCommand string }
+	g.Expect(json.Unmarshal([]byte(out), &added)).To(Succeed(), out)
+	g.Expect(added.Namespace).To(Equal(ns))
+	g.Expect(added.KeySecret).To(Equal("edge-1-key"))
+	g.Expect("  " + added.InstallCommand + "\n").To(Equal(install))
+
 	// A namespace that does not exist yet is created; without --hub-url
 	// the command has a placeholder; --context is passed on as --hub-context.
 	fresh := ns + "-new"
@@ -103,9 +113,10 @@ func TestSpokeVerbs_refuseBadInput(t *testing.T) {
 		{"add --flux: bad source namespace", []string{"spoke", "add", "edge-1", "--flux", "--hub-url", "https://hub", "--helmrelease-namespaces", "apps,-x"}, `"-x" is not a valid namespace`},
 		{"add --flux --cluster with a spoke context", []string{"spoke", "add", "edge-1", "--flux", "--hub-url", "https://hub", "--cluster", "edge", "--spoke-context", "edge"}, "--cluster reaches the spoke through Cluster API's kubeconfig"},
 		{"add --flux --cluster not a name", []string{"spoke", "add", "edge-1", "--flux", "--hub-url", "https://hub", "--cluster", "Edge_1"}, `--cluster "Edge_1" is not a valid Cluster name`},
-		{"add --cluster without --flux", []string{"spoke", "add", "edge-1", "--cluster", "edge"}, "-o, --cluster, --spoke-kubeconfig"},
+		{"add --cluster without --flux", []string{"spoke", "add", "edge-1", "--cluster", "edge"}, "--cluster, --spoke-kubeconfig"},
 		{"add --flux -o yaml with a spoke", []string{"spoke", "add", "edge-1", "--flux", "--hub-url", "https://hub", "-o", "yaml", "--spoke-context", "edge"}, "-o yaml prints the objects and applies nothing"},
-		{"add: -o without --flux", []string{"spoke", "add", "edge-1", "-o", "yaml"}, "-o, --cluster, --spoke-kubeconfig, --spoke-context and --helmrelease-namespaces go with --flux"},
+		{"add: --spoke-context without --flux", []string{"spoke", "add", "edge-1", "--spoke-context", "x"}, "--cluster, --spoke-kubeconfig, --spoke-context and --helmrelease-namespaces go with --flux"},
+		{"add: unknown output", []string{"spoke", "add", "edge-1", "-o", "csv"}, `unknown output format "csv": use table, wide, json or yaml`},
 		{"list: unknown output", []string{"spoke", "list", "-o", "xml"}, `unknown output format "xml": use table, wide, json or yaml`},
 		{"list: arguments", []string{"spoke", "list", "edge-1"}, `unknown command "edge-1" for "tugboat spoke list"`},
 		{"rotate-key: unknown spoke", []string{"spoke", "rotate-key", "nope"}, "spoke " + ns + "/nope not found (tugboat spoke list -n " + ns + " shows the spokes there)"},

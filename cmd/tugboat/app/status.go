@@ -71,9 +71,10 @@ func viewOf(p *tugboatv1alpha1.Pipeline) pipelineView {
 
 func newStatusCommand() *cobra.Command {
 	var (
-		hf  hubFlags
-		out outputFlag
-		df  doraFlags // --dora: status_dora.go
+		hf    hubFlags
+		out   outputFlag
+		watch bool
+		df    doraFlags // --dora: status_dora.go
 	)
 	cmd := &cobra.Command{
 		Use:   "status [pipeline]",
@@ -85,8 +86,10 @@ and any rollback hold. With a Pipeline's name it also shows every target
 conditions.`,
 		Example: `  tugboat status -n fleet
   tugboat status web -n fleet
-  tugboat status web -n fleet -o yaml`,
-		Args: cobra.MaximumNArgs(1),
+  tugboat status web -n fleet -o yaml
+  tugboat status -n fleet --watch`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completePipelineNames(&hf),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
 				return err
@@ -99,40 +102,56 @@ conditions.`,
 				return err
 			}
 			if df.enabled {
+				if watch {
+					return usageErrorf("--dora cannot be combined with --watch")
+				}
 				return df.run(cmd, s, out, args)
 			}
-			w := cmd.OutOrStdout()
-			if len(args) == 1 {
-				p, err := request.GetPipeline(cmd.Context(), s.client, s.namespace, args[0])
-				if err != nil {
-					return err
-				}
-				v := viewOf(p)
-				if done, err := out.structured(w, v); done {
-					return err
-				}
-				printPipeline(w, v)
-				return nil
+			pt := newPainter(cmd.OutOrStdout()) // decided for stdout, also when watching renders into a buffer
+			render := func(ctx context.Context, w io.Writer) error {
+				return renderStatus(ctx, w, s, args, out, pt)
 			}
-			views, err := listPipelines(cmd.Context(), s)
-			if err != nil {
-				return err
+			if watch {
+				return watchStatus(cmd.Context(), s, cmd.OutOrStdout(), out, render)
 			}
-			if done, err := out.structured(w, pipelineListView{Pipelines: views}); done {
-				return err
-			}
-			if len(views) == 0 {
-				fmt.Fprintf(w, "No pipelines in namespace %s.\n", s.namespace)
-				return nil
-			}
-			printPipelines(w, views)
-			return nil
+			return render(cmd.Context(), cmd.OutOrStdout())
 		},
 	}
 	hf.bind(cmd)
 	out.bind(cmd)
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after printing, print again on every change of the Pipelines and Promotions (redrawn on a terminal, appended otherwise) until Ctrl-C")
 	df.bind(cmd)
 	return cmd
+}
+
+// renderStatus writes the status of the Pipeline args names, or of every
+// Pipeline of the namespace.
+func renderStatus(ctx context.Context, w io.Writer, s *hubSession, args []string, out outputFlag, pt painter) error {
+	if len(args) == 1 {
+		p, err := request.GetPipeline(ctx, s.client, s.namespace, args[0])
+		if err != nil {
+			return err
+		}
+		v := viewOf(p)
+		if done, err := out.structured(w, v); done {
+			return err
+		}
+		printPipeline(w, v, out.wide(), pt)
+		return nil
+	}
+	views, err := listPipelines(ctx, s)
+	if err != nil {
+		return err
+	}
+	if done, err := out.structured(w, pipelineListView{Pipelines: views}); done {
+		return err
+	}
+	if len(views) == 0 {
+		fmt.Fprintf(w, "No pipelines in namespace %s.\n", s.namespace)
+		return nil
+	}
+	printPipelines(w, views, out.wide())
+	return nil
 }
 
 func listPipelines(ctx context.Context, s *hubSession) ([]pipelineView, error) {
@@ -148,25 +167,54 @@ func listPipelines(ctx context.Context, s *hubSession) ([]pipelineView, error) {
 	return views, nil
 }
 
-// printPipelines writes one row per environment of every Pipeline.
-func printPipelines(w io.Writer, views []pipelineView) {
+// printPipelines writes one row per environment of every Pipeline; wide
+// adds whether the environment requires approval and how many of its
+// targets are healthy (Current).
+func printPipelines(w io.Writer, views []pipelineView, wide bool) {
 	tw := newTable(w)
-	row(tw, "PIPELINE", "ENVIRONMENT", "VERSIONS", "HEALTHY SINCE", "ACTIVE PROMOTION", "HOLD")
+	header := []string{"PIPELINE", "ENVIRONMENT", "VERSIONS", "HEALTHY SINCE", "ACTIVE PROMOTION", "HOLD"}
+	if wide {
+		header = []string{"PIPELINE", "ENVIRONMENT", "VERSIONS", "HEALTHY SINCE", "APPROVAL", "HEALTHY TARGETS", "ACTIVE PROMOTION", "HOLD"}
+	}
+	row(tw, header...)
 	for _, v := range views {
 		name := v.Name
 		if v.Suspended {
 			name += " (suspended)"
 		}
 		for _, ev := range v.Environments {
-			row(tw, name, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), ev.ActivePromotion, holdText(ev.Hold))
+			if wide {
+				row(tw, name, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), approvalText(ev), healthyTargets(ev), ev.ActivePromotion, holdText(ev.Hold))
+			} else {
+				row(tw, name, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), ev.ActivePromotion, holdText(ev.Hold))
+			}
 			name = " " // the Pipeline's name on its first row only
 		}
 	}
 	_ = tw.Flush()
 }
 
-// printPipeline writes one Pipeline in detail.
-func printPipeline(w io.Writer, v pipelineView) {
+func approvalText(ev environmentView) string {
+	if ev.RequireApproval {
+		return "required"
+	}
+	return ""
+}
+
+// healthyTargets is "<Current>/<all>" of an environment's targets.
+func healthyTargets(ev environmentView) string {
+	n := 0
+	for _, t := range ev.Targets {
+		if t.Health == tugboatv1alpha1.HealthCurrent {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d/%d", n, len(ev.Targets))
+}
+
+// printPipeline writes one Pipeline in detail; wide adds each target's
+// spoke selector (for targets selected by label).
+func printPipeline(w io.Writer, v pipelineView, wide bool, pt painter) {
 	fmt.Fprintf(w, "Pipeline %s/%s (release %s)", v.Namespace, v.Name, v.Release)
 	if v.Suspended {
 		fmt.Fprint(w, ", suspended")
@@ -176,17 +224,17 @@ func printPipeline(w io.Writer, v pipelineView) {
 	tw := newTable(w)
 	row(tw, "ENVIRONMENT", "VERSIONS", "HEALTHY SINCE", "APPROVAL", "ACTIVE PROMOTION", "HOLD")
 	for _, ev := range v.Environments {
-		approval := ""
-		if ev.RequireApproval {
-			approval = "required"
-		}
-		row(tw, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), approval, ev.ActivePromotion, holdText(ev.Hold))
+		row(tw, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), approvalText(ev), ev.ActivePromotion, holdText(ev.Hold))
 	}
 	_ = tw.Flush()
 
 	fmt.Fprintln(w)
 	tw = newTable(w)
-	row(tw, "ENVIRONMENT", "SPOKE", "NAMESPACE", "RELEASE", "REVISION", "VERSION", "HEALTH", "LAST DEPLOYED")
+	header := []string{"ENVIRONMENT", "SPOKE", "NAMESPACE", "RELEASE", "REVISION", "VERSION", pt.header("HEALTH"), "LAST DEPLOYED"}
+	if wide {
+		header = append(header, "SELECTOR")
+	}
+	row(tw, header...)
 	for _, ev := range v.Environments {
 		for _, t := range ev.Targets {
 			rev := ""
@@ -197,10 +245,18 @@ func printPipeline(w io.Writer, v pipelineView) {
 			if t.Absent && version == "" {
 				version = "(absent)"
 			}
-			row(tw, ev.Name, t.Spoke, t.Namespace, t.Release, rev, version, string(t.Health), timestamp(t.LastDeployed))
+			cells := []string{ev.Name, t.Spoke, t.Namespace, t.Release, rev, version, pt.cell(string(t.Health)), timestamp(t.LastDeployed)}
+			if wide {
+				cells = append(cells, t.Selector)
+			}
+			row(tw, cells...)
 		}
 		if len(ev.Targets) == 0 {
-			row(tw, ev.Name, "(not reported yet)", "", "", "", "", "", "")
+			cells := []string{ev.Name, "(not reported yet)", "", "", "", "", pt.cell(""), ""}
+			if wide {
+				cells = append(cells, "")
+			}
+			row(tw, cells...)
 		}
 	}
 	_ = tw.Flush()
@@ -208,9 +264,9 @@ func printPipeline(w io.Writer, v pipelineView) {
 	if len(v.Conditions) > 0 {
 		fmt.Fprintln(w)
 		tw = newTable(w)
-		row(tw, "CONDITION", "STATUS", "REASON", "SINCE", "MESSAGE")
+		row(tw, "CONDITION", pt.header("STATUS"), "REASON", "SINCE", "MESSAGE")
 		for _, c := range v.Conditions {
-			row(tw, c.Type, string(c.Status), c.Reason, timestamp(&c.LastTransitionTime), c.Message)
+			row(tw, c.Type, pt.cell(string(c.Status)), c.Reason, timestamp(&c.LastTransitionTime), c.Message)
 		}
 		_ = tw.Flush()
 	}

@@ -35,21 +35,36 @@ key Secret, unless --purge.`,
 // uninstallFlags are the flags both uninstall verbs share.
 type uninstallFlags struct {
 	kube    kubeFlags
+	out     outputFlag
 	purge   bool
 	timeout time.Duration
 }
 
+// uninstallResult is what the uninstall verbs print with -o json|yaml.
+type uninstallResult struct {
+	Release   string `json:"release"`
+	Namespace string `json:"namespace"`
+	// Removed reports whether there was a release to remove.
+	Removed bool `json:"removed"`
+	// Deleted lists what --purge deleted ("<Kind> <name>").
+	Deleted []string `json:"deleted,omitempty"`
+}
+
 func (f *uninstallFlags) bind(cmd *cobra.Command, purge string) {
 	f.kube.bind(cmd)
+	f.out.bind(cmd)
 	cmd.Flags().BoolVar(&f.purge, "purge", false, purge)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "how long to wait for the API server")
 }
 
 // run uninstalls the chart's release, then (with --purge) calls purge to
-// delete what the chart keeps.
-func (f *uninstallFlags) run(cmd *cobra.Command, role, chart string, purge func(context.Context, *cluster) error) error {
+// delete what the chart keeps; purge tells each deletion to deleted.
+func (f *uninstallFlags) run(cmd *cobra.Command, role, chart string, purge func(ctx context.Context, c *cluster, deleted func(kind, name string)) error) error {
+	if err := f.out.validate(); err != nil {
+		return err
+	}
 	if f.timeout <= 0 {
-		return fmt.Errorf("--timeout must be positive")
+		return usageErrorf("--timeout must be positive")
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout+time.Minute)
 	defer cancel()
@@ -58,19 +73,35 @@ func (f *uninstallFlags) run(cmd *cobra.Command, role, chart string, purge func(
 		return err
 	}
 	out := cmd.OutOrStdout()
+	structured := f.out == "json" || f.out == "yaml"
+	if structured {
+		out = cmd.ErrOrStderr() // progress; the result goes to stdout
+	}
 	removed, err := config.Uninstall(config.Target{Kubeconfig: f.kube.kubeconfig, Context: f.kube.context, Namespace: agentNamespace}, chart, f.timeout)
 	if err != nil {
 		return c.explain("uninstalling "+chart+" from", err)
 	}
+	result := uninstallResult{Release: chart, Namespace: agentNamespace, Removed: removed}
 	if removed {
 		fmt.Fprintf(out, "Release %s/%s uninstalled from the %s.\n", agentNamespace, chart, c.where)
 	} else {
 		fmt.Fprintf(out, "No release %s/%s on the %s: nothing to uninstall.\n", agentNamespace, chart, c.where)
 	}
-	if !f.purge {
-		return nil
+	if f.purge {
+		err = purge(ctx, c, func(kind, name string) {
+			result.Deleted = append(result.Deleted, kind+" "+name)
+			if kind == "CustomResourceDefinition" {
+				fmt.Fprintf(out, "CustomResourceDefinition %s deleted, with every object of its kind.\n", name)
+			} else {
+				fmt.Fprintf(out, "%s %s deleted.\n", kind, name)
+			}
+		})
+		if err != nil {
+			return err
+		}
 	}
-	return purge(ctx, c)
+	_, err = f.out.structured(cmd.OutOrStdout(), result)
+	return err
 }
 
 func newUninstallHubCommand() *cobra.Command {
@@ -82,12 +113,12 @@ func newUninstallHubCommand() *cobra.Command {
   tugboat uninstall hub --context hub --purge   # every Spoke, ReleaseHistory, Pipeline and Promotion goes too`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return f.run(cmd, "hub cluster", config.HubChart, func(ctx context.Context, c *cluster) error {
+			return f.run(cmd, "hub cluster", config.HubChart, func(ctx context.Context, c *cluster, deleted func(kind, name string)) error {
 				for _, name := range hubCRDs() {
 					crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
 					switch err := c.client.Delete(ctx, crd); {
 					case err == nil:
-						fmt.Fprintf(cmd.OutOrStdout(), "CustomResourceDefinition %s deleted, with every object of its kind.\n", name)
+						deleted("CustomResourceDefinition", name)
 					case !apierrors.IsNotFound(err):
 						return c.explain("deleting CustomResourceDefinition "+name+" from", err)
 					}
@@ -111,12 +142,12 @@ it on the hub when the cluster is gone for good.`,
 		Example: `  tugboat uninstall agent --context staging-1`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return f.run(cmd, "spoke cluster", config.AgentChart, func(ctx context.Context, c *cluster) error {
+			return f.run(cmd, "spoke cluster", config.AgentChart, func(ctx context.Context, c *cluster, deleted func(kind, name string)) error {
 				for _, name := range []string{agentKeySecret, "tugboat-agent-webhook-tls"} {
 					s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: name}}
 					switch err := c.client.Delete(ctx, s); {
 					case err == nil:
-						fmt.Fprintf(cmd.OutOrStdout(), "Secret %s/%s deleted.\n", agentNamespace, name)
+						deleted("Secret", agentNamespace+"/"+name)
 					case !apierrors.IsNotFound(err):
 						return c.explain("deleting Secret "+agentNamespace+"/"+name+" from", err)
 					}

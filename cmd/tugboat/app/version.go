@@ -22,12 +22,24 @@ func version() string {
 }
 
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var out outputFlag
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the tugboat version",
 		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
+			if done, err := out.structured(cmd.OutOrStdout(), struct {
+				Version string `json:"version"`
+			}{version()}); done {
+				return err
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), version())
+			return nil
 		},
 	}
+	out.bind(cmd)
+	return cmd
 }

@@ -100,12 +100,18 @@ type NotAllowedError struct {
 	User string
 	// Detail says why.
 	Detail string
+	// Action is what was refused: "" (decide on) or "abort".
+	Action string
 }
 
 // Error returns e.g. "not allowed to decide on promotion web-production-1.4.0:
 // alice requested this promotion: another person must approve it".
 func (e *NotAllowedError) Error() string {
-	return "not allowed to decide on promotion " + e.Promotion + ": " + e.Detail
+	action := "decide on"
+	if e.Action != "" {
+		action = e.Action
+	}
+	return "not allowed to " + action + " promotion " + e.Promotion + ": " + e.Detail
 }
 
 // Is reports whether target is ErrNotAllowed.
