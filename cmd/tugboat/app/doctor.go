@@ -53,7 +53,7 @@ func newDoctorCommand() *cobra.Command {
 
 RBAC decides what doctor can read: a read you are not allowed is a finding
 that names the missing permission. Each finding has a stable code (shown
-with -o json or yaml) that docs/troubleshooting.md explains. The exit status
+with -o wide, json or yaml) that docs/troubleshooting.md explains. The exit status
 is 1 when an error was found (or doctor could not run), 0 otherwise:
 warnings do not fail unless --fail-on warning.`,
 		Example: `  tugboat doctor -n fleet
@@ -61,8 +61,14 @@ warnings do not fail unless --fail-on warning.`,
   tugboat doctor -n fleet --approval-age 4h --stale-after 2m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.validate(); err != nil {
-				return err
+			// -o wide: the table with each finding's code.
+			wide := false
+			switch out {
+			case "wide":
+				wide, out = true, "table"
+			case "", "table", "json", "yaml":
+			default:
+				return fmt.Errorf("unknown output format %q: use table, wide, json or yaml", string(out))
 			}
 			if err := opts.validate(); err != nil {
 				return err
@@ -82,7 +88,7 @@ warnings do not fail unless --fail-on warning.`,
 					return err
 				}
 			} else {
-				printFindings(w, d, findings)
+				printFindings(w, d, findings, wide)
 			}
 			return doctorVerdict(findings, opts.failOn)
 		},
@@ -130,21 +136,30 @@ func doctorVerdict(findings []finding, failOn severity) error {
 	return nil
 }
 
-// printFindings writes the findings as a table and a summary.
-func printFindings(w io.Writer, d *doctor, findings []finding) {
+// printFindings writes the findings as a table and a summary; wide adds
+// each finding's code.
+func printFindings(w io.Writer, d *doctor, findings []finding, wide bool) {
 	scope := "namespace " + d.namespace
 	if d.namespace == "" {
 		scope = "all namespaces"
 	}
 	fmt.Fprintf(w, "Checking tugboat on the hub %s, %s.\n\n", d.server, scope)
 	tw := newTable(w)
-	row(tw, "STATUS", "CHECK", "OBJECT", "FINDING")
+	if wide {
+		row(tw, "STATUS", "CHECK", "CODE", "OBJECT", "FINDING")
+	} else {
+		row(tw, "STATUS", "CHECK", "OBJECT", "FINDING")
+	}
 	for _, f := range findings {
 		msg := f.Message
 		if f.Hint != "" {
 			msg += "; hint: " + f.Hint
 		}
-		row(tw, string(f.Severity), f.Check, f.Object, msg)
+		if wide {
+			row(tw, string(f.Severity), f.Check, string(f.Code), f.Object, msg)
+		} else {
+			row(tw, string(f.Severity), f.Check, f.Object, msg)
+		}
 	}
 	_ = tw.Flush()
 	errs, warns := countFindings(findings)

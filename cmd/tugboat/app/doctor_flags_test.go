@@ -22,7 +22,7 @@ func TestDoctor_rejectsBadFlags(t *testing.T) {
 		{"negative approval-age", []string{"--approval-age", "-1h"}, "--approval-age must be positive"},
 		{"negative failures", []string{"--failures", "-1"}, "--failures must not be negative"},
 		{"negative reconcile-grace", []string{"--reconcile-grace", "-1s"}, "--reconcile-grace must not be negative"},
-		{"unknown output", []string{"-o", "xml"}, `unknown output format "xml"`},
+		{"unknown output", []string{"-o", "xml"}, `unknown output format "xml": use table, wide, json or yaml`},
 		{"an argument", []string{"fleet"}, `unknown command "fleet" for "tugboat doctor"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,7 +35,7 @@ func TestDoctor_rejectsBadFlags(t *testing.T) {
 }
 
 // TestDoctor_yamlNamesEachFindingsCode: -o yaml carries the same fields as
-// -o json, code included; the table is unchanged.
+// -o json, code included; the table leaves codes out, -o wide adds them.
 func TestDoctor_yamlNamesEachFindingsCode(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
@@ -46,4 +46,8 @@ func TestDoctor_yamlNamesEachFindingsCode(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(lineWith(out, "warning", "hub", "no", "Spokes")).NotTo(BeNil(), out)
 	g.Expect(out).NotTo(ContainSubstring("hub-no-spokes"))
+	out, _, err = tugboat("doctor", "-n", ns, "-o", "wide")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(lineWith(out, "STATUS", "CHECK", "CODE", "OBJECT", "FINDING")).NotTo(BeNil(), out)
+	g.Expect(lineWith(out, "warning", "hub", "hub-no-spokes", "-", "no", "Spokes")).NotTo(BeNil(), out)
 }
