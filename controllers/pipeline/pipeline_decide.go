@@ -359,6 +359,6 @@ func HoldMessage(pipeline string, h tugboatv1alpha1.HeldEnvironment) string {
 	if h.Reason == tugboatv1alpha1.HoldUninstall {
 		what = "an uninstall"
 	}
-	return fmt.Sprintf("automatic promotion into and out of %s is held after %s (%s); resume with `tugboat promote %s --resume %s`",
+	return fmt.Sprintf("automatic promotion into and out of %s is held after %s (%s); resume with `tugboat resume %s --env %s`",
 		h.Name, what, h.Message, pipeline, h.Name)
 }

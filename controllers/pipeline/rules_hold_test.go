@@ -46,7 +46,7 @@ func TestRules_rollbackHold(t *testing.T) {
 		g.Expect(h.Message).To(Equal("staging-1/apps/web: rolled back from 1.1.0 (revision 2) to 1.0.0 (revision 3)"))
 		g.Expect(w.ready().Reason).To(Equal(tugboatv1alpha1.HeldAfterRollbackReason.String()))
 		g.Expect(w.ready().Message).To(Equal("automatic promotion into and out of staging is held after a rollback (" + h.Message +
-			"); resume with `tugboat promote web --resume staging`"))
+			"); resume with `tugboat resume web --env staging`"))
 	})
 	t.Run("stays when the environment moves on, until released", func(t *testing.T) {
 		g := NewWithT(t)
@@ -133,7 +133,7 @@ func TestRules_uninstalledDestination(t *testing.T) {
 	g.Expect(h.Since.Time).To(Equal(t0))
 	g.Expect(w.ready().Reason).To(Equal(tugboatv1alpha1.HeldAfterUninstallReason.String()))
 	g.Expect(w.ready().Message).To(Equal("automatic promotion into and out of staging is held after an uninstall " +
-		"(staging-1/apps/web: uninstalled (was 1.0.0, revision 1)); resume with `tugboat promote web --resume staging`"))
+		"(staging-1/apps/web: uninstalled (was 1.0.0, revision 1)); resume with `tugboat resume web --env staging`"))
 
 	w.resume("staging", t0.Add(3*time.Minute))
 	got, _, _ = w.reconcile(t0.Add(3 * time.Minute))

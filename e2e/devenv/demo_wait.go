@@ -178,7 +178,7 @@ func (d *demoRun) waitHold(ctx context.Context, env string) error {
 		return err
 	}
 	d.fact("hold %s: %s, %s", env, held.Reason, held.Message)
-	d.say("  automatic promotion into and out of %s waits until someone runs `tugboat promote %s --resume %s`", env, d.Env.Pipeline, env)
+	d.say("  automatic promotion into and out of %s waits until someone runs `tugboat resume %s --env %s`", d.Env.Pipeline, env)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -51,8 +52,10 @@ func newDoctorCommand() *cobra.Command {
   releasehistory  ReleaseHistories whose Ready condition is False
 
 RBAC decides what doctor can read: a read you are not allowed is a finding
-that names the missing permission. The exit status is 1 when an error was
-found (or doctor could not run), 0 otherwise: warnings do not fail.`,
+that names the missing permission. Each finding has a stable code (shown
+with -o wide, json or yaml) that docs/troubleshooting.md explains. The exit status
+is 1 when an error was found (or doctor could not run), 0 otherwise:
+warnings do not fail unless --fail-on warning.`,
 		Example: `  tugboat doctor -n fleet
   tugboat doctor -A -o json
   tugboat doctor -n fleet --approval-age 4h --stale-after 2m`,
@@ -68,19 +71,9 @@ found (or doctor could not run), 0 otherwise: warnings do not fail.`,
 			if err != nil {
 				return err
 			}
-			disc, err := discovery.NewDiscoveryClientForConfig(s.config)
+			d, err := newDoctor(s.config, s.client, opts, s.namespace)
 			if err != nil {
-				return fmt.Errorf("connecting to the hub: %w", err)
-			}
-			crdScheme := runtime.NewScheme()
-			_ = apiextensionsv1.AddToScheme(crdScheme)
-			crds, err := client.New(s.config, client.Options{Scheme: crdScheme})
-			if err != nil {
-				return fmt.Errorf("connecting to the hub: %w", err)
-			}
-			d := &doctor{opts: opts, c: s.client, crds: crds, disc: disc, namespace: s.namespace, server: s.config.Host}
-			if opts.allNamespaces {
-				d.namespace = ""
+				return err
 			}
 			findings := d.run(cmd.Context())
 			w := cmd.OutOrStdout()
@@ -91,11 +84,7 @@ found (or doctor could not run), 0 otherwise: warnings do not fail.`,
 			} else {
 				printFindings(w, d, findings, out.wide(), newPainter(w))
 			}
-			errs, warns := countFindings(findings)
-			if errs > 0 {
-				return errDoctorFound{errors: errs, warnings: warns}
-			}
-			return nil
+			return doctorVerdict(findings, opts.failOn)
 		},
 	}
 	hf.bind(cmd)
@@ -105,13 +94,44 @@ found (or doctor could not run), 0 otherwise: warnings do not fail.`,
 	f.DurationVar(&opts.staleAfter, "stale-after", opts.staleAfter, "a Spoke whose last heartbeat is older than this is stale; when every Spoke is, the hub's receiver is likely down")
 	f.DurationVar(&opts.approvalAge, "approval-age", opts.approvalAge, "report Promotions waiting for approval longer than this")
 	f.IntVar(&opts.failures, "failures", opts.failures, "report at most this many of each Pipeline's most recent failed Promotions")
+	f.Var(&opts.failOn, "fail-on", "exit with status 1 when a finding is at least this severe: error, or warning")
 	f.DurationVar(&opts.reconcileGrace, "reconcile-grace", opts.reconcileGrace, "how long after a change a Spoke or Pipeline may go unreconciled before it counts against the hub's controllers")
 	return cmd
 }
 
-// printFindings writes the findings as a table and a summary.
-// printFindings writes the findings as a table and a summary; wide puts
-// the hint in a column of its own.
+// newDoctor readies the checks of the hub cfg points at: c reads tugboat
+// objects, namespace is the one checked (unless opts.allNamespaces).
+func newDoctor(cfg *rest.Config, c client.Client, opts doctorOptions, namespace string) (*doctor, error) {
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the hub: %w", err)
+	}
+	crdScheme := runtime.NewScheme()
+	_ = apiextensionsv1.AddToScheme(crdScheme)
+	crds, err := client.New(cfg, client.Options{Scheme: crdScheme})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the hub: %w", err)
+	}
+	d := &doctor{opts: opts, c: c, crds: crds, disc: disc, namespace: namespace, server: cfg.Host}
+	if opts.allNamespaces {
+		d.namespace = ""
+	}
+	return d, nil
+}
+
+// doctorVerdict is what `tugboat doctor` returns after its findings: an
+// errDoctorFound (exit status 1) when one is an error, or a warning with
+// --fail-on warning; nil (exit status 0) otherwise.
+func doctorVerdict(findings []finding, failOn severity) error {
+	errs, warns := countFindings(findings)
+	if errs > 0 || (failOn == severityWarning && warns > 0) {
+		return errDoctorFound{errors: errs, warnings: warns}
+	}
+	return nil
+}
+
+// printFindings writes the findings as a table and a summary; wide adds
+// each finding's code and puts the hint in a column of its own.
 func printFindings(w io.Writer, d *doctor, findings []finding, wide bool, pt painter) {
 	scope := "namespace " + d.namespace
 	if d.namespace == "" {
@@ -120,13 +140,13 @@ func printFindings(w io.Writer, d *doctor, findings []finding, wide bool, pt pai
 	fmt.Fprintf(w, "Checking tugboat on the hub %s, %s.\n\n", d.server, scope)
 	tw := newTable(w)
 	if wide {
-		row(tw, pt.header("STATUS"), "CHECK", "OBJECT", "FINDING", "HINT")
+		row(tw, pt.header("STATUS"), "CHECK", "CODE", "OBJECT", "FINDING", "HINT")
 	} else {
 		row(tw, pt.header("STATUS"), "CHECK", "OBJECT", "FINDING")
 	}
 	for _, f := range findings {
 		if wide {
-			row(tw, pt.cell(string(f.Severity)), f.Check, f.Object, f.Message, f.Hint)
+			row(tw, pt.cell(string(f.Severity)), f.Check, string(f.Code), f.Object, f.Message, f.Hint)
 			continue
 		}
 		msg := f.Message

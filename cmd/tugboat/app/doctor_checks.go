@@ -45,8 +45,11 @@ var checkOrder = map[string]int{
 
 // finding is one line of `tugboat doctor` (one element with -o json).
 type finding struct {
-	Check    string   `json:"check"`
-	Severity severity `json:"severity"`
+	Check string `json:"check"`
+	// Code names the kind of finding (doctor_codes.go); each has a line in
+	// docs/troubleshooting.md.
+	Code     findingCode `json:"code"`
+	Severity severity    `json:"severity"`
 	// Object is <namespace>/<name> (a CRD's name for crds), or "" when the
 	// finding is about the installation as a whole.
 	Object  string `json:"object"`
@@ -61,11 +64,27 @@ type doctorOptions struct {
 	approvalAge    time.Duration
 	failures       int
 	reconcileGrace time.Duration
+	// failOn is the least severity that fails the run (exit status 1).
+	failOn severity
 }
 
 func defaultDoctorOptions() doctorOptions {
-	return doctorOptions{staleAfter: 5 * time.Minute, approvalAge: 24 * time.Hour, failures: 3, reconcileGrace: time.Minute}
+	return doctorOptions{staleAfter: 5 * time.Minute, approvalAge: 24 * time.Hour, failures: 3, reconcileGrace: time.Minute, failOn: severityError}
 }
+
+// String, Set and Type make a severity a --fail-on flag value.
+func (s *severity) String() string { return string(*s) }
+
+func (s *severity) Set(v string) error {
+	switch severity(v) {
+	case severityError, severityWarning:
+		*s = severity(v)
+		return nil
+	}
+	return fmt.Errorf("unknown severity %q: use error or warning", v)
+}
+
+func (s *severity) Type() string { return "severity" }
 
 func (o doctorOptions) validate() error {
 	switch {
@@ -117,11 +136,11 @@ type doctor struct {
 	user *string
 }
 
-func (d *doctor) add(check string, sev severity, object, msg, hint string) {
+func (d *doctor) add(check string, code findingCode, sev severity, object, msg, hint string) {
 	if sev == severityOK {
 		hint = ""
 	}
-	d.findings = append(d.findings, finding{Check: check, Severity: sev, Object: object, Message: msg, Hint: hint})
+	d.findings = append(d.findings, finding{Check: check, Code: code, Severity: sev, Object: object, Message: msg, Hint: hint})
 }
 
 // run runs every check and returns the findings, sorted by check, then
@@ -157,7 +176,7 @@ func (d *doctor) run(ctx context.Context) []finding {
 			d.checkSpokes(ctx, spokes.Items)
 		}
 		if pipelines != nil {
-			d.checkPipelines(pipelines.Items)
+			d.checkPipelines(pipelines.Items, spokes)
 		}
 		if served["promotions"] {
 			var promotions tugboatv1alpha1.PromotionList
@@ -218,11 +237,11 @@ func (d *doctor) readFailed(ctx context.Context, check, verb, resource, namespac
 		if u := d.whoAmI(ctx); u != "" {
 			who = "user " + u
 		}
-		d.add(check, severityError, object, fmt.Sprintf("cannot %s %s %s: forbidden", verb, resource, where),
+		d.add(check, codeReadForbidden, severityError, object, fmt.Sprintf("cannot %s %s %s: forbidden", verb, resource, where),
 			fmt.Sprintf("%s needs %s on %s %s (%s), or use a context that has it", who, verb, resource, where, grant))
 		return
 	}
-	d.add(check, severityError, object, fmt.Sprintf("cannot %s %s %s: %v", verb, resource, where, err),
+	d.add(check, codeReadFailed, severityError, object, fmt.Sprintf("cannot %s %s %s: %v", verb, resource, where, err),
 		"retry; if it persists, check the hub's API server")
 }
 

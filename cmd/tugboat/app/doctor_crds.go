@@ -39,7 +39,7 @@ func (d *doctor) checkCRDs(ctx context.Context) (map[string]bool, bool) {
 		if hasVersion {
 			resources, err := d.disc.ServerResourcesForGroupVersion(gv)
 			if err != nil && !apierrors.IsNotFound(err) {
-				d.add(checkCRDs, severityError, "", fmt.Sprintf("cannot discover the resources of %s: %v", gv, err), "retry; if it persists, check the hub's API server")
+				d.add(checkCRDs, codeCRDsDiscoveryFailed, severityError, "", fmt.Sprintf("cannot discover the resources of %s: %v", gv, err), "retry; if it persists, check the hub's API server")
 				return served, true
 			}
 			if resources != nil {
@@ -49,7 +49,7 @@ func (d *doctor) checkCRDs(ctx context.Context) (map[string]bool, bool) {
 			}
 		}
 		if pv := group.PreferredVersion.Version; pv != "" && pv != d.version {
-			d.add(checkCRDs, severityWarning, "", fmt.Sprintf("the hub prefers %s/%s; this CLI speaks %s", d.group, pv, gv),
+			d.add(checkCRDs, codeCRDsNewerVersion, severityWarning, "", fmt.Sprintf("the hub prefers %s/%s; this CLI speaks %s", d.group, pv, gv),
 				"use the tugboat CLI of the hub's release")
 		}
 	}
@@ -62,7 +62,7 @@ func (d *doctor) checkCRDs(ctx context.Context) (map[string]bool, bool) {
 		d.explainCRD(ctx, k)
 	}
 	if len(kinds) == len(d.kinds) {
-		d.add(checkCRDs, severityOK, "", fmt.Sprintf("%s are installed, established and serve %s", joinAnd(kinds), gv), "")
+		d.add(checkCRDs, codeCRDsOK, severityOK, "", fmt.Sprintf("%s are installed, established and serve %s", joinAnd(kinds), gv), "")
 	}
 	return served, true
 }
@@ -75,13 +75,13 @@ func (d *doctor) unreachable(err error) {
 	}
 	switch {
 	case apierrors.IsUnauthorized(err):
-		d.add(checkConnection, severityError, "", fmt.Sprintf("the hub's API server at %s rejected your credentials (401)", host),
+		d.add(checkConnection, codeConnectionUnauthorized, severityError, "", fmt.Sprintf("the hub's API server at %s rejected your credentials (401)", host),
 			"refresh the kubeconfig's credentials, or pick another --context")
 	case apierrors.IsForbidden(err):
-		d.add(checkConnection, severityError, "", fmt.Sprintf("the hub's API server at %s forbids discovery: %v", host, err),
+		d.add(checkConnection, codeConnectionForbidden, severityError, "", fmt.Sprintf("the hub's API server at %s forbids discovery: %v", host, err),
 			"you need the system:discovery ClusterRole (every authenticated user has it by default)")
 	default:
-		d.add(checkConnection, severityError, "", fmt.Sprintf("cannot reach the hub's API server at %s: %v", host, err),
+		d.add(checkConnection, codeConnectionUnreachable, severityError, "", fmt.Sprintf("cannot reach the hub's API server at %s: %v", host, err),
 			"check --kubeconfig and --context, and that the API server is up and reachable from here")
 	}
 }
@@ -95,14 +95,14 @@ func (d *doctor) explainCRD(ctx context.Context, k tugboatKind) {
 	err := d.crds.Get(ctx, types.NamespacedName{Name: name}, crd)
 	switch {
 	case apierrors.IsNotFound(err):
-		d.add(checkCRDs, severityError, name, fmt.Sprintf("%s is not installed: no CustomResourceDefinition %s", k.kind, name), install)
+		d.add(checkCRDs, codeCRDMissing, severityError, name, fmt.Sprintf("%s is not installed: no CustomResourceDefinition %s", k.kind, name), install)
 		return
 	case apierrors.IsForbidden(err):
-		d.add(checkCRDs, severityError, name, fmt.Sprintf("%s is not served as %s, and you may not read its CRD (get on customresourcedefinitions.apiextensions.k8s.io) to tell why", k.kind, gv),
+		d.add(checkCRDs, codeCRDUnreadable, severityError, name, fmt.Sprintf("%s is not served as %s, and you may not read its CRD (get on customresourcedefinitions.apiextensions.k8s.io) to tell why", k.kind, gv),
 			install+", or ask a cluster administrator to check it")
 		return
 	case err != nil:
-		d.add(checkCRDs, severityError, name, fmt.Sprintf("%s is not served as %s; reading its CRD failed: %v", k.kind, gv, err), install)
+		d.add(checkCRDs, codeCRDReadFailed, severityError, name, fmt.Sprintf("%s is not served as %s; reading its CRD failed: %v", k.kind, gv, err), install)
 		return
 	}
 	established := apiextensionsv1.CustomResourceDefinitionCondition{Status: apiextensionsv1.ConditionUnknown}
@@ -121,7 +121,7 @@ func (d *doctor) explainCRD(ctx context.Context, k tugboatKind) {
 		if why == "" && established.Message != "" {
 			why = fmt.Sprintf(" (%s: %s)", established.Reason, established.Message)
 		}
-		d.add(checkCRDs, severityError, name, fmt.Sprintf("CRD %s is not established%s", name, why),
+		d.add(checkCRDs, codeCRDNotEstablished, severityError, name, fmt.Sprintf("CRD %s is not established%s", name, why),
 			"kubectl describe crd "+name+"; a name that another CRD already uses is the usual cause")
 		return
 	}
@@ -134,10 +134,10 @@ func (d *doctor) explainCRD(ctx context.Context, k tugboatKind) {
 		}
 	}
 	if !servesIt {
-		d.add(checkCRDs, severityError, name, fmt.Sprintf("CRD %s does not serve %s (it serves %s); this CLI speaks %s", name, d.version, strings.Join(versions, ", "), gv),
+		d.add(checkCRDs, codeCRDVersionNotServed, severityError, name, fmt.Sprintf("CRD %s does not serve %s (it serves %s); this CLI speaks %s", name, d.version, strings.Join(versions, ", "), gv),
 			"use the tugboat CLI of the hub's release, or install the CRDs of this CLI's release")
 		return
 	}
-	d.add(checkCRDs, severityWarning, name, fmt.Sprintf("CRD %s is established but the API server does not list %s yet", name, gv),
+	d.add(checkCRDs, codeCRDNotDiscoveredYet, severityWarning, name, fmt.Sprintf("CRD %s is established but the API server does not list %s yet", name, gv),
 		"retry in a few seconds")
 }

@@ -24,9 +24,9 @@ func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelin
 		byName[pipelines[i].Namespace+"/"+pipelines[i].Name] = &pipelines[i]
 	}
 	problems := 0
-	add := func(sev severity, obj, msg, hint string) {
+	add := func(code findingCode, sev severity, obj, msg, hint string) {
 		problems++
-		d.add(checkPromotion, sev, obj, msg, hint)
+		d.add(checkPromotion, code, sev, obj, msg, hint)
 	}
 	failed := map[string][]*tugboatv1alpha1.Promotion{} // by pipeline
 	for i := range promotions {
@@ -41,7 +41,7 @@ func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelin
 		switch pr.Status.Phase {
 		case tugboatv1alpha1.PromotionWaitingApproval:
 			if waited := now.Sub(since); waited > d.opts.approvalAge {
-				add(severityWarning, obj, fmt.Sprintf("%s has waited for approval for %s", what, age(waited)),
+				add(codePromotionAwaitingApproval, severityWarning, obj, fmt.Sprintf("%s has waited for approval for %s", what, age(waited)),
 					fmt.Sprintf("tugboat approve %s -n %s, or tugboat reject %s -n %s", pr.Name, pr.Namespace, pr.Name, pr.Namespace))
 			}
 		case "", tugboatv1alpha1.PromotionPending:
@@ -50,7 +50,7 @@ func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelin
 				if ready != nil && ready.Message != "" {
 					msg += ": " + ready.Message
 				}
-				add(severityWarning, obj, msg, "it starts once the Promotion into "+pr.Spec.To+" under way finishes; if none is, see the hub check")
+				add(codePromotionPending, severityWarning, obj, msg, "it starts once the Promotion into "+pr.Spec.To+" under way finishes; if none is, see the hub check")
 			}
 		case tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.PromotionVerifying:
 			timeout := defaultPromotionTimeout
@@ -65,10 +65,10 @@ func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelin
 			waiting := waitingTargets(pr)
 			switch {
 			case elapsed > timeout+d.opts.reconcileGrace:
-				add(severityError, obj, fmt.Sprintf("%s is %s for %s, past its %s timeout, and the hub has not failed it%s", what, pr.Status.Phase, age(elapsed), age(timeout), waiting),
+				add(codePromotionPastTimeout, severityError, obj, fmt.Sprintf("%s is %s for %s, past its %s timeout, and the hub has not failed it%s", what, pr.Status.Phase, age(elapsed), age(timeout), waiting),
 					"the hub's promotion controller is not acting: see the hub check")
 			case elapsed >= timeout*4/5:
-				add(severityWarning, obj, fmt.Sprintf("%s is %s for %s of its %s timeout%s", what, pr.Status.Phase, age(elapsed), age(timeout), waiting),
+				add(codePromotionNearTimeout, severityWarning, obj, fmt.Sprintf("%s is %s for %s of its %s timeout%s", what, pr.Status.Phase, age(elapsed), age(timeout), waiting),
 					fmt.Sprintf("look at the targets of %s: tugboat status %s -n %s", pr.Spec.To, pr.Spec.Pipeline, pr.Namespace))
 			}
 		case tugboatv1alpha1.PromotionFailed:
@@ -102,14 +102,14 @@ func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelin
 			}
 			retry := fmt.Sprintf("fix what the message names, then retry: tugboat promote %s --to %s --version %s -n %s", pr.Spec.Pipeline, pr.Spec.To, pr.Spec.Version, pr.Namespace)
 			if later := laterPromotion(promotions, pr); later != "" {
-				add(severityWarning, obj, text+"; since then "+later, retry)
+				add(codePromotionFailedSuperseded, severityWarning, obj, text+"; since then "+later, retry)
 				continue
 			}
-			add(severityError, obj, text, retry)
+			add(codePromotionFailed, severityError, obj, text, retry)
 		}
 	}
 	if problems == 0 {
-		d.add(checkPromotion, severityOK, "", fmt.Sprintf("%s %s: none stuck, none failed", plural(len(promotions), "Promotion"), d.scope()), "")
+		d.add(checkPromotion, codePromotionsOK, severityOK, "", fmt.Sprintf("%s %s: none stuck, none failed", plural(len(promotions), "Promotion"), d.scope()), "")
 	}
 }
 
@@ -172,7 +172,7 @@ func (d *doctor) checkReleaseHistories(ctx context.Context) {
 		}
 	}
 	if len(byReason) == 0 {
-		d.add(checkReleaseHistory, severityOK, "", fmt.Sprintf("%s %s, none Ready=False", plural(len(list.Items), "ReleaseHistory"), d.scope()), "")
+		d.add(checkReleaseHistory, codeReleaseHistoriesOK, severityOK, "", fmt.Sprintf("%s %s, none Ready=False", plural(len(list.Items), "ReleaseHistory"), d.scope()), "")
 		return
 	}
 	reasons := make([]string, 0, len(byReason))
@@ -195,14 +195,17 @@ func (d *doctor) checkReleaseHistories(ctx context.Context) {
 			msg = fmt.Sprintf(" (%s: %s)", first.Name, c.Message)
 		}
 		var hint string
+		code := codeReleaseHistoryNotReady
 		switch reason {
 		case "Failed":
+			code = codeReleaseHistoryFailed
 			hint = fmt.Sprintf("see what happened on the spoke: tugboat history %s/%s/%s -n %s --events", first.Spec.Spoke, first.Spec.Namespace, first.Spec.Release, first.Namespace)
 		case "Uninstalled":
+			code = codeReleaseHistoryUninstalled
 			hint = "the releases are gone from their spokes: delete their ReleaseHistories if that is for good, and drop them from Pipelines' targets"
 		default:
 			hint = "kubectl describe releasehistory " + first.Name + " -n " + first.Namespace
 		}
-		d.add(checkReleaseHistory, severityWarning, "", fmt.Sprintf("%s Ready=False (%s): %s%s", plural(len(rhs), "ReleaseHistory"), reason, firstFew(names, 3), msg), hint)
+		d.add(checkReleaseHistory, code, severityWarning, "", fmt.Sprintf("%s Ready=False (%s): %s%s", plural(len(rhs), "ReleaseHistory"), reason, firstFew(names, 3), msg), hint)
 	}
 }

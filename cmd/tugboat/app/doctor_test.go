@@ -270,7 +270,7 @@ func TestDoctor_reportsProblemsAndFails(t *testing.T) {
 	webF := findingsOf(findings, "pipeline", ns+"/web")
 	g.Expect(webF).To(haveFinding("error", "not Ready (TargetNotFound): spoke prod-1 is not Ready"))
 	g.Expect(webF).To(haveFinding("warning", "automatic promotion into staging is held after a rollback, since 3h ago: rolled back from 1.3.0"))
-	g.Expect(webF).To(ContainElement(HaveField("Hint", "once the rollback is dealt with: tugboat promote web --resume staging -n "+ns)))
+	g.Expect(webF).To(ContainElement(HaveField("Hint", "once the rollback is dealt with: tugboat resume web --env staging -n "+ns)))
 	apiF := findingsOf(findings, "pipeline", ns+"/api")
 	g.Expect(apiF).To(haveFinding("error", `Stalled (InvalidSpec): environment "qa" is listed twice`))
 	g.Expect(apiF).To(haveFinding("warning", "suspended: no automatic promotions"))

@@ -17,7 +17,7 @@ func TestStatus_showsAnUninstallHoldAndAbsentTarget(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	p := newPipeline(t, ns, "web")
-	msg := "automatic promotion into and out of staging is held after an uninstall (staging-1/apps/web: uninstalled (was 1.4.0, revision 7)); resume with `tugboat promote web --resume staging`"
+	msg := "automatic promotion into and out of staging is held after an uninstall (staging-1/apps/web: uninstalled (was 1.4.0, revision 7)); resume with `tugboat resume web --env staging`"
 	writeStatus(t, p, tugboatv1alpha1.PipelineStatus{
 		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "HeldAfterUninstall", Message: msg, LastTransitionTime: t1}},
 		Environments: []tugboatv1alpha1.EnvironmentStatus{
@@ -33,5 +33,5 @@ func TestStatus_showsAnUninstallHoldAndAbsentTarget(t *testing.T) {
 	g.Expect(lineWith(out, "staging", "staging-1")).To(Equal([]string{"staging", "staging-1", "apps", "web", "-", "(absent)", "-", "-"}), out)
 	g.Expect(out).To(ContainSubstring("held since 2026-05-01T11:30:00Z: staging-1/apps/web: uninstalled (was 1.4.0, revision 7)"))
 	g.Expect(lineWith(out, "Ready", "True", "HeldAfterUninstall")).NotTo(BeNil(), out)
-	g.Expect(out).To(ContainSubstring("tugboat promote web --resume staging"))
+	g.Expect(out).To(ContainSubstring("tugboat resume web --env staging"))
 }
