@@ -491,7 +491,7 @@ func testStatusRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 		t.Cleanup(func() { _ = c.Delete(ctx, rh) })
 
 		summary := tugboatv1.RevisionSummary{
-			Revision: 7, Chart: "web", ChartVersion: "1.4.0", AppVersion: "2.0.1",
+			Revision: 7, Installation: 1, Chart: "web", ChartVersion: "1.4.0", AppVersion: "2.0.1",
 			ValuesDigest: "sha256:" + strings.Repeat("ab", 32), ManifestDigest: "sha256:" + strings.Repeat("cd", 32),
 			Status: tugboatv1.ReleaseStatusDeployed, Health: tugboatv1.HealthCurrent,
 			FirstDeployed: ptr.To(metav1.Unix(1764547200, 0)), LastDeployed: ptr.To(metav1.Unix(1767225600, 0)),
@@ -500,6 +500,7 @@ func testStatusRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 			Current: &summary,
 			Revisions: []tugboatv1.Revision{{
 				RevisionSummary: summary,
+				ReleaseUID:      "8d3f1c2e-5b7a-4c9d-9e1f-0a2b3c4d5e6f",
 				Events: []tugboatv1.ReleaseEvent{{
 					ID: strings.Repeat("0f", 16), Time: metav1.Unix(1767225601, 0), Type: tugboatv1.EventTypeNormal, Reason: "Created",
 					Object: &tugboatv1.EventObjectReference{Kind: "Pod", Namespace: "apps", Name: "web-7d9f-x"}, Message: "Pod web-7d9f-x created", Count: 3,

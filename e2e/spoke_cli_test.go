@@ -101,13 +101,15 @@ func TestSpokeCLI_rotateKeyRefusesNoRequestAndRemoveDeletesHistories(t *testing.
 	signingKey := func(g Gomega) string { return spoke(g).Status.SigningKeyID }
 	g.Eventually(signingKey).WithTimeout(30*time.Second).Should(Equal(wire.KeyID(oldKey)), "heartbeats signed with the installed key")
 
-	// Every request the agent made, and those the hub accepted.
-	requests := func(g Gomega) (all, accepted float64) {
+	// Every request the agent made, and those the hub refused as not
+	// authenticated (401). Other failures (a timeout, a 503 on a loaded
+	// machine) are retried and are not what a rotation can cause.
+	requests := func(g Gomega) (all, refused float64) {
 		for _, m := range []string{"tugboat_agent_reporter_state_posts_total", "tugboat_agent_reporter_batches_total"} {
 			all += counterValue(g, m, map[string]string{"spoke": name})
-			accepted += counterValue(g, m, map[string]string{"spoke": name, "code": "202"})
+			refused += counterValue(g, m, map[string]string{"spoke": name, "code": "401"})
 		}
-		return all, accepted
+		return all, refused
 	}
 	before, _ := requests(g)
 
@@ -131,9 +133,9 @@ func TestSpokeCLI_rotateKeyRefusesNoRequestAndRemoveDeletesHistories(t *testing.
 
 		// The agent kept reporting throughout, and not one of its requests
 		// was refused.
-		all, accepted := requests(g)
+		all, refused := requests(g)
 		g.Expect(all).To(BeNumerically(">", before), "the agent reported during the rotation")
-		g.Expect(accepted).To(Equal(all), "every request of the agent was accepted")
+		g.Expect(refused).To(BeZero(), "no request of the agent was refused")
 
 		// After it: the agent goes on with the new key, the old key is
 		// refused.
@@ -143,8 +145,8 @@ func TestSpokeCLI_rotateKeyRefusesNoRequestAndRemoveDeletesHistories(t *testing.
 		g.Eventually(func() int {
 			return f.do(f.signedPost("/v1/spokes/"+name+"/events", oldKey, batchBody(t, name), time.Now())).code
 		}).WithTimeout(10 * time.Second).Should(Equal(401))
-		all, accepted = requests(g)
-		g.Expect(accepted).To(Equal(all), "every request of the agent was accepted")
+		_, refused = requests(g)
+		g.Expect(refused).To(BeZero(), "no request of the agent was refused")
 	})
 
 	t.Run("rotateKeyResumesARotationUnderWay", func(t *testing.T) {
@@ -184,9 +186,9 @@ func TestSpokeCLI_rotateKeyRefusesNoRequestAndRemoveDeletesHistories(t *testing.
 		g.Expect(rotation.KeyID).To(Equal(wire.KeyID(pending)), "the new key's id, never the key")
 		g.Expect(stdout.String()).NotTo(ContainSubstring(string(pending)))
 		g.Expect(hubSecret.Data).NotTo(HaveKey(tugboatv1alpha1.SpokePreviousKeySecretKey))
-		all, accepted := requests(g)
+		all, refused := requests(g)
 		g.Expect(all).To(BeNumerically(">", before))
-		g.Expect(accepted).To(Equal(all), "every request of the agent was accepted")
+		g.Expect(refused).To(BeZero(), "no request of the agent was refused")
 	})
 
 	t.Run("removeDeletesTheSpokeAndItsHistories", func(t *testing.T) {
