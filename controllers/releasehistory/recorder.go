@@ -46,6 +46,25 @@ type Recorder struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*pending
 	keys    map[string]cachedKeys
+	// written is the resourceVersion of each ReleaseHistory this recorder
+	// last wrote: a cached copy at another version may be behind that
+	// write, so a snapshot is not compared against it (see unchanged).
+	written map[types.NamespacedName]string
+
+	stats Stats
+}
+
+// Stats counts what the Recorder did with state snapshots, for metrics
+// and benchmarks.
+type Stats struct {
+	// UnchangedReleases counts releases of state snapshots found equal to
+	// their cached ReleaseHistory and not queued for a write.
+	UnchangedReleases atomic.Int64
+	// HeartbeatsSkipped counts snapshots that wrote no heartbeat on their
+	// Spoke (nothing changed, lastSeen younger than HeartbeatRefresh).
+	HeartbeatsSkipped atomic.Int64
+	// Heartbeats counts heartbeats written on Spokes.
+	Heartbeats atomic.Int64
 }
 
 // pending holds the changes to one ReleaseHistory not yet written.
@@ -55,6 +74,8 @@ type pending struct {
 	ops       []op
 	waiters   []chan error
 	lastWrite time.Time
+	// writing is set while a writer applies ops taken from this entry.
+	writing bool
 }
 
 // op changes a status; it reports whether it changed anything.
@@ -78,8 +99,12 @@ func NewRecorder(c client.Client, api client.Reader, opts Options) *Recorder {
 		queue:   workqueue.NewTypedDelayingQueue[types.NamespacedName](),
 		pending: map[types.NamespacedName]*pending{},
 		keys:    map[string]cachedKeys{},
+		written: map[types.NamespacedName]string{},
 	}
 }
+
+// Stats returns the Recorder's counters.
+func (r *Recorder) Stats() *Stats { return &r.stats }
 
 // SetupWithManager registers the Spoke name index and adds the Recorder's
 // writers to mgr.
@@ -245,15 +270,21 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 	var waits []chan error
 	for i := range snap.Releases {
 		s := snap.Releases[i]
-		present[tugboatv1alpha1.ReleaseHistoryName(sp.Name, s.Namespace, s.Release)] = true
-		waits = append(waits, r.enqueue(sp, s.Namespace, s.Release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
+		name := tugboatv1alpha1.ReleaseHistoryName(sp.Name, s.Namespace, s.Release)
+		present[name] = true
+		o := func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
 			before := st.DeepCopy()
 			applyState(st, &s)
 			if s.HelmRelease != nil && spec.HelmRelease == nil {
 				spec.HelmRelease = &tugboatv1alpha1.ObjectReference{Namespace: s.HelmRelease.Namespace, Name: s.HelmRelease.Name}
 			}
 			return !apiequality.Semantic.DeepEqual(before, st)
-		}))
+		}
+		if r.unchanged(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: name}, o) {
+			r.stats.UnchangedReleases.Add(1)
+			continue
+		}
+		waits = append(waits, r.enqueue(sp, s.Namespace, s.Release, o))
 	}
 	var known tugboatv1alpha1.ReleaseHistoryList
 	if err := r.client.List(ctx, &known, client.InNamespace(sp.Namespace), client.MatchingLabels{LabelSpoke: sp.Name}); err != nil {
@@ -276,16 +307,31 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 	return r.heartbeat(ctx, sp, snap)
 }
 
-// heartbeat records on the Spoke that its agent was heard from.
+// heartbeat records on the Spoke that its agent was heard from. sp is the
+// Spoke as the cache holds it: when the snapshot changes none of the
+// fields the heartbeat writes and the recorded lastSeen is younger than
+// HeartbeatRefresh, nothing is written (the cache can only be behind the
+// API server, so a lastSeen it shows is at most as young as the stored
+// one; a lagging cache costs an extra write, never a missed one).
 func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, snap *wire.StateSnapshot) error {
+	now := r.now().UTC()
 	patch := &tugboatv1alpha1.Spoke{}
-	patch.Status.LastSeen = &metav1.Time{Time: r.now().UTC().Truncate(time.Second)}
+	patch.Status.LastSeen = &metav1.Time{Time: now.Truncate(time.Second)}
 	patch.Status.AgentVersion = snap.AgentVersion
 	patch.Status.KubernetesVersion = snap.KubernetesVersion
 	patch.Status.ReleaseCount = clampRevision(len(snap.Releases))
 	keyID := ""
-	if id, ok := receiver.SigningKeyIDFrom(ctx); ok {
+	id, hasID := receiver.SigningKeyIDFrom(ctx)
+	if hasID {
 		keyID = fmt.Sprintf(`,"signingKeyID":%q`, id)
+	}
+	st := &sp.Status
+	if st.LastSeen != nil && now.Sub(st.LastSeen.Time) < r.opts.HeartbeatRefresh &&
+		st.AgentVersion == snap.AgentVersion && st.KubernetesVersion == snap.KubernetesVersion &&
+		st.AgentProtocolVersion == clampRevision(snap.ProtocolVersion) && st.ReleaseCount == patch.Status.ReleaseCount &&
+		(!hasID || st.SigningKeyID == id) {
+		r.stats.HeartbeatsSkipped.Add(1)
+		return nil
 	}
 	data := fmt.Sprintf(`{"status":{"lastSeen":%q,"agentVersion":%q,"agentProtocolVersion":%d,"kubernetesVersion":%q,"releaseCount":%d%s}}`,
 		patch.Status.LastSeen.Format(time.RFC3339), patch.Status.AgentVersion, snap.ProtocolVersion, patch.Status.KubernetesVersion, patch.Status.ReleaseCount, keyID)
@@ -294,7 +340,49 @@ func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, sna
 	}); err != nil {
 		return fmt.Errorf("recording heartbeat of spoke %s: %w", sp.Name, err)
 	}
+	r.stats.Heartbeats.Add(1)
 	return nil
+}
+
+// unchanged reports whether applying o to the cached ReleaseHistory key
+// would write nothing, so a state snapshot can skip the write queue (and
+// its wait). It answers false, and the op goes through the queue, whenever
+// the op could overtake another or the cached copy may be behind: the key
+// has queued ops or a write in flight, or the cache does not hold the
+// version this recorder last wrote. A copy
+// behind another replica's write is compared all the same: at worst the
+// snapshot is applied one snapshot later, as it would be if it had come
+// first.
+func (r *Recorder) unchanged(ctx context.Context, key types.NamespacedName, o op) bool {
+	r.mu.Lock()
+	p := r.pending[key]
+	busy := p != nil && (len(p.ops) > 0 || p.writing)
+	last, wrote := r.written[key]
+	r.mu.Unlock()
+	if busy {
+		return false
+	}
+	rh := &tugboatv1alpha1.ReleaseHistory{}
+	if err := r.client.Get(ctx, key, rh); err != nil {
+		return false
+	}
+	if wrote && rh.ResourceVersion != last {
+		return false
+	}
+	before := rh.DeepCopy()
+	if o(&rh.Status, &rh.Spec) {
+		return false
+	}
+	trim(&rh.Status, r.opts.RevisionLimit, r.opts.MaxStatusBytes)
+	setReady(rh)
+	return apiequality.Semantic.DeepEqual(before.Spec, rh.Spec) && apiequality.Semantic.DeepEqual(before.Status, rh.Status)
+}
+
+// wrote remembers the version of a ReleaseHistory this recorder wrote.
+func (r *Recorder) wrote(key types.NamespacedName, rv string) {
+	r.mu.Lock()
+	r.written[key] = rv
+	r.mu.Unlock()
 }
 
 // enqueue adds an op for the ReleaseHistory of (spoke, namespace, release)
@@ -347,13 +435,13 @@ func (r *Recorder) processNext(ctx context.Context) bool {
 		return true
 	}
 	ops, waiters, spec, owner := p.ops, p.waiters, p.spec, p.owner
-	p.ops, p.waiters = nil, nil
+	p.ops, p.waiters, p.writing = nil, nil, true
 	r.mu.Unlock()
 
 	err := r.write(ctx, key, spec, owner, ops)
 
 	r.mu.Lock()
-	p.lastWrite = r.now()
+	p.lastWrite, p.writing = r.now(), false
 	r.mu.Unlock()
 	for _, w := range waiters {
 		w <- err
@@ -402,6 +490,7 @@ func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types
 		if err := r.client.Create(ctx, rh); err != nil {
 			return err
 		}
+		r.wrote(key, rh.ResourceVersion)
 	case err != nil:
 		return err
 	}
@@ -418,6 +507,7 @@ func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types
 		if err := r.client.Update(ctx, rh); err != nil {
 			return err
 		}
+		r.wrote(key, rh.ResourceVersion)
 		rh.Status = *status
 	}
 	trim(&rh.Status, r.opts.RevisionLimit, r.opts.MaxStatusBytes)
@@ -425,7 +515,11 @@ func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types
 	if !changed && apiequality.Semantic.DeepEqual(before, &rh.Status) {
 		return nil
 	}
-	return r.client.Status().Update(ctx, rh)
+	if err := r.client.Status().Update(ctx, rh); err != nil {
+		return err
+	}
+	r.wrote(key, rh.ResourceVersion)
+	return nil
 }
 
 // setReady mirrors the current revision's health into the Ready condition.
