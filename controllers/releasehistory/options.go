@@ -38,7 +38,7 @@ type Options struct {
 	// release count, the signing key or the protocol version always writes.
 	// 0 writes every snapshot. Keep it plus the agent's state interval
 	// below the Spoke heartbeat timeout (--spoke-heartbeat-timeout), so a
-	// live spoke never looks stale.
+	// live spoke never looks stale; the hub caps it at half that timeout.
 	HeartbeatRefresh time.Duration
 }
 
@@ -66,7 +66,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.WriteInterval, "history-write-interval", o.WriteInterval, "least time between two writes of one ReleaseHistory")
 	fs.DurationVar(&o.KeyCacheTTL, "spoke-key-cache-ttl", o.KeyCacheTTL, "how long spoke keys are cached (rotation takes effect within it)")
 	fs.IntVar(&o.Workers, "history-writers", o.Workers, "concurrent ReleaseHistory writers")
-	fs.DurationVar(&o.HeartbeatRefresh, "spoke-heartbeat-refresh", o.HeartbeatRefresh, "how old a Spoke's recorded lastSeen may grow before an unchanged state snapshot writes it again (0: every snapshot); keep it plus the agent's state interval below --spoke-heartbeat-timeout")
+	fs.DurationVar(&o.HeartbeatRefresh, "spoke-heartbeat-refresh", o.HeartbeatRefresh, "how old a Spoke's recorded lastSeen may grow before an unchanged state snapshot writes it again (0: every snapshot; at most half of --spoke-heartbeat-timeout); keep it plus the agent's state interval below --spoke-heartbeat-timeout")
 	fs.DurationVar(&o.APITimeout, "history-api-timeout", o.APITimeout, "deadline of each ReleaseHistory write, heartbeat and key read; running out of it makes /readyz fail until a call succeeds")
 }
 
