@@ -103,11 +103,19 @@ func (r *Recorder) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	return mgr.Add(r)
 }
 
-// IndexSpokeNames registers SpokeNameIndex (idempotent per manager is the
+// IndexSpokeNames registers SpokeNameIndex and HistorySpokeIndex (idempotent per manager is the
 // caller's concern: call it once).
 func IndexSpokeNames(ctx context.Context, mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(ctx, &tugboatv1alpha1.Spoke{}, SpokeNameIndex, func(o client.Object) []string {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &tugboatv1alpha1.Spoke{}, SpokeNameIndex, func(o client.Object) []string {
 		return []string{o.GetName()}
+	}); err != nil {
+		return err
+	}
+	return mgr.GetFieldIndexer().IndexField(ctx, &tugboatv1alpha1.ReleaseHistory{}, HistorySpokeIndex, func(o client.Object) []string {
+		if s := o.GetLabels()[LabelSpoke]; s != "" {
+			return []string{s}
+		}
+		return nil
 	})
 }
 

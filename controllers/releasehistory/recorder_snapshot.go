@@ -102,7 +102,7 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 		waits = append(waits, r.enqueue(sp, s.Namespace, s.Release, o))
 	}
 	var known tugboatv1alpha1.ReleaseHistoryList
-	if err := r.client.List(ctx, &known, client.InNamespace(sp.Namespace), client.MatchingLabels{LabelSpoke: sp.Name}); err != nil {
+	if err := r.client.List(ctx, &known, client.InNamespace(sp.Namespace), client.MatchingFields{HistorySpokeIndex: sp.Name}); err != nil {
 		return fmt.Errorf("listing release histories of spoke %s: %w", sp.Name, err)
 	}
 	for i := range known.Items {
