@@ -90,7 +90,7 @@ func BenchmarkHub_fleet(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Logf("registered %d spokes in %s", n, time.Since(began).Round(time.Millisecond))
+			progress(b, "registered %d spokes in %s", n, time.Since(began).Round(time.Millisecond))
 			gen, err := loadgen.New(loadgen.Options{
 				URL: "http://" + hp.addr, Spokes: spokes, Releases: nReleases,
 				Duration: duration, MaxRequests: 100_000_000, RequestTimeout: 2 * time.Minute,
@@ -101,11 +101,30 @@ func BenchmarkHub_fleet(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer gen.Close()
+			// A large announce takes minutes: say how it goes every 30 s.
+			w.writes.Store(0)
+			w.counting.Store(true)
+			annDone := make(chan struct{})
+			go func() {
+				tick := time.NewTicker(30 * time.Second)
+				defer tick.Stop()
+				for {
+					select {
+					case <-annDone:
+						return
+					case <-tick.C:
+						fmt.Fprintf(os.Stderr, "%s announcing: %d ReleaseHistory versions written so far, load average %s\n",
+							time.Now().UTC().Format(time.TimeOnly), w.writes.Load(), loadAverage())
+					}
+				}
+			}()
 			ann, err := gen.Announce(ctx)
+			close(annDone)
+			w.counting.Store(false)
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Logf("announce: %s", ann)
+			progress(b, "announce: %s", ann)
 
 			loadBefore := loadAverage()
 			api0 := apiserverRequests(ctx, b, kube)
@@ -134,7 +153,12 @@ func BenchmarkHub_fleet(b *testing.B) {
 			lat := w.takeLatencies()
 			d := func(name string) float64 { return hub1[name] - hub0[name] }
 
-			writes, byKind := apiWrites(api0, api1)
+			writes, byKind := apiRequests(api0, api1, writeVerbs)
+			reads, readKinds := apiRequests(api0, api1, map[string]bool{"GET": true, "LIST": true})
+			var readList []string
+			for _, k := range slices.Sorted(maps.Keys(readKinds)) {
+				readList = append(readList, fmt.Sprintf("%s %.1f/s", k, readKinds[k]/secs))
+			}
 			var kinds []string
 			for _, k := range slices.Sorted(maps.Keys(byKind)) {
 				kinds = append(kinds, fmt.Sprintf("%s %.1f/s", k, byKind[k]/secs))
@@ -151,16 +175,17 @@ func BenchmarkHub_fleet(b *testing.B) {
 			beats := d("tugboat_recorder_heartbeats_total")
 			skipped := d("tugboat_recorder_heartbeats_skipped_total")
 
-			b.Logf("load average: %s before the run, %s after", loadBefore, loadAverage())
-			b.Logf("run: %s", res)
-			b.Logf("receipt to persisted: %d samples, %d not observed; p50 %s p90 %s p99 %s max %s",
+			progress(b, "load average: %s before the run, %s after", loadBefore, loadAverage())
+			progress(b, "run: %s", res)
+			progress(b, "receipt to persisted: %d samples, %d not observed; p50 %s p90 %s p99 %s max %s",
 				len(lat), unobserved, loadgen.Quantile(lat, 0.5), loadgen.Quantile(lat, 0.9), loadgen.Quantile(lat, 0.99), loadgen.Quantile(lat, 1))
-			b.Logf("hub: RSS %s (peak %s), Go heap in use %.1f MiB, CPU %.2f cores", mem.rss, mem.hwm,
+			progress(b, "hub: RSS %s (peak %s), Go heap in use %.1f MiB, CPU %.2f cores", mem.rss, mem.hwm,
 				hub1["go_memstats_heap_inuse_bytes"]/(1<<20), hubCPU.Seconds()/secs)
-			b.Logf("API server writes during the run: %.1f/s: %s", writes/secs, strings.Join(kinds, ", "))
-			b.Logf("recorder: %.0f queued writes applying %.0f ops (%.2f ops per write)", d("tugboat_recorder_writes_total"),
+			progress(b, "API server writes during the run: %.1f/s: %s", writes/secs, strings.Join(kinds, ", "))
+			progress(b, "API server reads during the run: %.1f/s: %s", reads/secs, strings.Join(readList, ", "))
+			progress(b, "recorder: %.0f queued writes applying %.0f ops (%.2f ops per write)", d("tugboat_recorder_writes_total"),
 				d("tugboat_recorder_written_ops_total"), d("tugboat_recorder_written_ops_total")/max(d("tugboat_recorder_writes_total"), 1))
-			b.Logf("snapshots: %d (%.1f/s), %d releases, %.0f found unchanged; hub time per snapshot %.1f ms (mean); p50 %s p99 %s as sent; heartbeats written %.0f, skipped %.0f",
+			progress(b, "snapshots: %d (%.1f/s), %d releases, %.0f found unchanged; hub time per snapshot %.1f ms (mean); p50 %s p99 %s as sent; heartbeats written %.0f, skipped %.0f",
 				res.Snapshots, float64(res.Snapshots)/secs, res.SnapshotReleases, unchanged, 1000*snapDur/max(snapN, 1),
 				res.StateLatency(0.5), res.StateLatency(0.99), beats, skipped)
 
@@ -211,10 +236,12 @@ func apiserverRequests(ctx context.Context, b *testing.B, kube kubernetes.Interf
 
 var promLabel = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
-// apiWrites sums the write requests (POST, PUT, PATCH, DELETE, APPLY)
-// between two readings of apiserver_request_total, in all and by
-// "VERB resource[/subresource]".
-func apiWrites(before, after map[string]float64) (float64, map[string]float64) {
+// writeVerbs are the verbs of apiserver_request_total that write.
+var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "APPLY": true}
+
+// apiRequests sums the requests of verbs between two readings of
+// apiserver_request_total, in all and by "VERB resource[/subresource]".
+func apiRequests(before, after map[string]float64, verbs map[string]bool) (float64, map[string]float64) {
 	total := 0.0
 	by := map[string]float64{}
 	for k, v := range after {
@@ -222,9 +249,7 @@ func apiWrites(before, after map[string]float64) (float64, map[string]float64) {
 		for _, m := range promLabel.FindAllStringSubmatch(k, -1) {
 			labels[m[1]] = m[2]
 		}
-		switch labels["verb"] {
-		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
-		default:
+		if !verbs[labels["verb"]] {
 			continue
 		}
 		d := v - before[k]
@@ -297,4 +322,13 @@ func (w *historyWatch) takeLatencies() []time.Duration {
 	lat := slices.Sorted(slices.Values(w.lat))
 	w.lat = nil
 	return lat
+}
+
+// progress logs to the benchmark and, at once, to stderr: a long fleet run
+// shows where it stands (go test -v streams stderr; b.Logf is printed when
+// the benchmark ends).
+func progress(b *testing.B, format string, args ...any) {
+	b.Helper()
+	b.Logf(format, args...)
+	fmt.Fprintf(os.Stderr, "%s %s: %s\n", time.Now().UTC().Format(time.TimeOnly), b.Name(), fmt.Sprintf(format, args...))
 }
