@@ -31,6 +31,7 @@ const (
 	envFleetChange    = "TUGBOAT_FLEET_CHANGE"    // mean time between two release changes of one spoke (default 3m)
 	envFleetState     = "TUGBOAT_FLEET_STATE"     // snapshot interval (default 30s, the agent's)
 	envFleetTimeScale = "TUGBOAT_FLEET_TIMESCALE" // divides the change, step and snapshot intervals (default 1)
+	envFleetBudget    = "TUGBOAT_FLEET_BUDGET"    // bounds the whole benchmark; past it, it fails and cleans up (default 50m)
 )
 
 // BenchmarkHub_fleet runs the real hub (`tugboat hub`, a subprocess) against
@@ -75,7 +76,7 @@ func BenchmarkHub_fleet(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hubBenchDuration(b, envFleetBudget, 50*time.Minute))
 	defer cancel()
 	const ns = "fleet"
 	if err := hubCluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -122,6 +123,7 @@ func BenchmarkHub_fleet(b *testing.B) {
 			close(annDone)
 			w.counting.Store(false)
 			if err != nil {
+				progress(b, "announce incomplete after %s: %s; hub %s", time.Since(began).Round(time.Second), ann, fleetHubState(b, hp))
 				b.Fatal(err)
 			}
 			progress(b, "announce: %s", ann)
@@ -331,4 +333,10 @@ func progress(b *testing.B, format string, args ...any) {
 	b.Helper()
 	b.Logf(format, args...)
 	fmt.Fprintf(os.Stderr, "%s %s: %s\n", time.Now().UTC().Format(time.TimeOnly), b.Name(), fmt.Sprintf(format, args...))
+}
+
+// fleetHubState is the hub process's memory and CPU so far, for progress lines.
+func fleetHubState(b *testing.B, hp *hubProcess) string {
+	m := hp.memory(b)
+	return fmt.Sprintf("RSS %s (peak %s), CPU %s so far", m.rss, m.hwm, hp.cpu(b))
 }
