@@ -99,7 +99,6 @@ func (r *Recorder) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	if err := IndexSpokeNames(ctx, mgr); err != nil {
 		return err
 	}
-	registerStats(&r.stats)
 	return mgr.Add(r)
 }
 
@@ -327,6 +326,8 @@ func (r *Recorder) processNext(ctx context.Context) bool {
 	err := r.write(ctx, key, spec, owner, ops)
 	r.stats.Writes.Add(1)
 	r.stats.WrittenOps.Add(int64(len(ops)))
+	writesTotal.Inc()
+	writtenOpsTotal.Add(float64(len(ops)))
 
 	r.mu.Lock()
 	p.lastWrite, p.writing = r.now(), false

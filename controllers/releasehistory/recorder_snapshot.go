@@ -42,33 +42,33 @@ type Stats struct {
 	Writes, WrittenOps atomic.Int64
 }
 
-// registerStats exposes stats on the manager's metrics endpoint. In a
-// process with several recorders (tests), the first one's are exposed.
-func registerStats(stats *Stats) {
-	for _, c := range []prometheus.Collector{
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: "tugboat", Subsystem: "recorder", Name: "snapshot_releases_unchanged_total",
-			Help: "Releases of state snapshots found equal to their ReleaseHistory and not written.",
-		}, func() float64 { return float64(stats.UnchangedReleases.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: "tugboat", Subsystem: "recorder", Name: "heartbeats_skipped_total",
-			Help: "State snapshots that wrote no heartbeat on their Spoke (nothing changed, lastSeen younger than --spoke-heartbeat-refresh).",
-		}, func() float64 { return float64(stats.HeartbeatsSkipped.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: "tugboat", Subsystem: "recorder", Name: "writes_total",
-			Help: "ReleaseHistory writes by the recorder's queue (those that found nothing to change included).",
-		}, func() float64 { return float64(stats.Writes.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: "tugboat", Subsystem: "recorder", Name: "written_ops_total",
-			Help: "Ops (an event batch's or a snapshot's changes to one ReleaseHistory) applied by those writes; ops/writes is the coalescing.",
-		}, func() float64 { return float64(stats.WrittenOps.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: "tugboat", Subsystem: "recorder", Name: "heartbeats_total",
-			Help: "Heartbeats written on Spokes.",
-		}, func() float64 { return float64(stats.Heartbeats.Load()) }),
-	} {
-		_ = metrics.Registry.Register(c) // already registered: another recorder's are exposed
-	}
+// The Recorders' counters as metrics, for every Recorder of the process
+// (as tugboat_history_stalled).
+var (
+	unchangedReleasesTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tugboat_recorder_snapshot_releases_unchanged_total",
+		Help: "Releases of state snapshots found equal to their ReleaseHistory and not written.",
+	})
+	heartbeatsSkippedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tugboat_recorder_heartbeats_skipped_total",
+		Help: "State snapshots that wrote no heartbeat on their Spoke (nothing changed, lastSeen younger than --spoke-heartbeat-refresh).",
+	})
+	heartbeatsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tugboat_recorder_heartbeats_total",
+		Help: "Heartbeats written on Spokes.",
+	})
+	writesTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tugboat_recorder_writes_total",
+		Help: "ReleaseHistory writes by the recorder's queue (those that found nothing to change included).",
+	})
+	writtenOpsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tugboat_recorder_written_ops_total",
+		Help: "Ops (an event batch's or a snapshot's changes to one ReleaseHistory) applied by those writes; ops/writes is the coalescing.",
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(unchangedReleasesTotal, heartbeatsSkippedTotal, heartbeatsTotal, writesTotal, writtenOpsTotal)
 }
 
 // RecordState reconciles the spoke's releases with snap, records the
@@ -97,6 +97,7 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 		}
 		if r.unchanged(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: name}, o) {
 			r.stats.UnchangedReleases.Add(1)
+			unchangedReleasesTotal.Inc()
 			continue
 		}
 		waits = append(waits, r.enqueue(sp, s.Namespace, s.Release, o))
@@ -146,6 +147,7 @@ func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, sna
 		st.AgentProtocolVersion == clampRevision(snap.ProtocolVersion) && st.ReleaseCount == patch.Status.ReleaseCount &&
 		(!hasID || st.SigningKeyID == id) {
 		r.stats.HeartbeatsSkipped.Add(1)
+		heartbeatsSkippedTotal.Inc()
 		return nil
 	}
 	data := fmt.Sprintf(`{"status":{"lastSeen":%q,"agentVersion":%q,"agentProtocolVersion":%d,"kubernetesVersion":%q,"releaseCount":%d%s}}`,
@@ -156,6 +158,7 @@ func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, sna
 		return fmt.Errorf("recording heartbeat of spoke %s: %w", sp.Name, err)
 	}
 	r.stats.Heartbeats.Add(1)
+	heartbeatsTotal.Inc()
 	return nil
 }
 
