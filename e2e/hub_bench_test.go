@@ -108,6 +108,7 @@ func BenchmarkHub_endToEnd(b *testing.B) {
 	rssBefore := hp.memory(b)
 	cpuBefore := hp.cpu(b)
 	acceptedBefore := hp.counter(b, `tugboat_receiver_events_total{endpoint="events",result="accepted"}`)
+	recWritesBefore, recOpsBefore := hp.counter(b, "tugboat_recorder_writes_total"), hp.counter(b, "tugboat_recorder_written_ops_total")
 	var runs []*loadgen.Result
 	var writes int64
 	for b.Loop() {
@@ -170,6 +171,9 @@ func BenchmarkHub_endToEnd(b *testing.B) {
 		len(lat), unobserved, loadgen.Quantile(lat, 0.5), loadgen.Quantile(lat, 0.9), loadgen.Quantile(lat, 0.99), loadgen.Quantile(lat, 1))
 	b.Logf("hub RSS: %s before, %s after, peak %s; hub CPU %s", rssBefore.rss, rssAfter.rss, rssAfter.hwm, hubCPU)
 	b.Logf("hub → API server during the run: %s", strings.Join(calls, ", "))
+	recWrites := hp.counter(b, "tugboat_recorder_writes_total") - recWritesBefore
+	recOps := hp.counter(b, "tugboat_recorder_written_ops_total") - recOpsBefore
+	b.Logf("recorder: %.0f queued writes applying %.0f ops (%.2f ops per write)", recWrites, recOps, recOps/max(recWrites, 1))
 	if len(sizes) > 0 {
 		b.Logf("ReleaseHistory size after the run (%d of them): median %d bytes, max %d bytes", len(sizes), sizes[len(sizes)/2], sizes[len(sizes)-1])
 	}

@@ -228,7 +228,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := releasehistory.NewRecorder(spokedir.Scoped(recClient), recAPI, opts.History)
+	// An unchanged snapshot rewrites lastSeen only once it is older than
+	// the refresh: at most half the heartbeat timeout, so that a live
+	// spoke (snapshots more often than that) never looks stale.
+	histOpts := opts.History
+	histOpts.HeartbeatRefresh = min(histOpts.HeartbeatRefresh, opts.Spoke.HeartbeatTimeout/2)
+	rec := releasehistory.NewRecorder(spokedir.Scoped(recClient), recAPI, histOpts)
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}

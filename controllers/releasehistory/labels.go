@@ -13,4 +13,8 @@ const (
 	// SpokeNameIndex is the cache field index of Spokes by name (Spoke names
 	// are unique across the hub).
 	SpokeNameIndex = "tugboat.dev/spoke-name"
+	// HistorySpokeIndex is the cache field index of ReleaseHistories by
+	// their LabelSpoke: a state snapshot lists its spoke's histories, and a
+	// label selector would scan every history of the namespace.
+	HistorySpokeIndex = "tugboat.dev/history-spoke"
 )

@@ -32,6 +32,14 @@ type Options struct {
 	// one succeeds. The hub also sets it as rest.Config.Timeout of the
 	// recorder's client.
 	APITimeout time.Duration
+	// HeartbeatRefresh is how old the Spoke's recorded status.lastSeen may
+	// grow before a state snapshot that changes nothing else writes it
+	// again. A snapshot that changes the agent's or Kubernetes version, the
+	// release count, the signing key or the protocol version always writes.
+	// 0 writes every snapshot. Keep it plus the agent's state interval
+	// below the Spoke heartbeat timeout (--spoke-heartbeat-timeout), so a
+	// live spoke never looks stale; the hub caps it at half that timeout.
+	HeartbeatRefresh time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -44,6 +52,10 @@ func NewOptions() Options {
 		MaxStatusBytes: 256 << 10,
 		Workers:        8,
 		APITimeout:     15 * time.Second,
+		// With the agent's 30 s snapshots, every second snapshot writes
+		// lastSeen; the recorded lastSeen is at most 40+30 s old when the
+		// next write comes, within the default 90 s heartbeat timeout.
+		HeartbeatRefresh: 40 * time.Second,
 	}
 }
 
@@ -54,6 +66,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.WriteInterval, "history-write-interval", o.WriteInterval, "least time between two writes of one ReleaseHistory")
 	fs.DurationVar(&o.KeyCacheTTL, "spoke-key-cache-ttl", o.KeyCacheTTL, "how long spoke keys are cached (rotation takes effect within it)")
 	fs.IntVar(&o.Workers, "history-writers", o.Workers, "concurrent ReleaseHistory writers")
+	fs.DurationVar(&o.HeartbeatRefresh, "spoke-heartbeat-refresh", o.HeartbeatRefresh, "how old a Spoke's recorded lastSeen may grow before an unchanged state snapshot writes it again (0: every snapshot; at most half of --spoke-heartbeat-timeout); keep it plus the agent's state interval below --spoke-heartbeat-timeout")
 	fs.DurationVar(&o.APITimeout, "history-api-timeout", o.APITimeout, "deadline of each ReleaseHistory write, heartbeat and key read; running out of it makes /readyz fail until a call succeeds")
 }
 
@@ -70,6 +83,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--spoke-key-cache-ttl must not be negative")
 	case o.APITimeout <= 0:
 		return fmt.Errorf("--history-api-timeout must be positive")
+	case o.HeartbeatRefresh < 0:
+		return fmt.Errorf("--spoke-heartbeat-refresh must not be negative")
 	case o.Workers < 1:
 		return fmt.Errorf("--history-writers must be at least 1")
 	case o.MaxStatusBytes < 16<<10:

@@ -46,6 +46,12 @@ type Recorder struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*pending
 	keys    map[string]cachedKeys
+	// written is the resourceVersion of each ReleaseHistory this recorder
+	// last wrote: a cached copy at another version may be behind that
+	// write, so a snapshot is not compared against it (see unchanged).
+	written map[types.NamespacedName]string
+
+	stats Stats
 }
 
 // pending holds the changes to one ReleaseHistory not yet written.
@@ -55,6 +61,8 @@ type pending struct {
 	ops       []op
 	waiters   []chan error
 	lastWrite time.Time
+	// writing is set while a writer applies ops taken from this entry.
+	writing bool
 }
 
 // op changes a status; it reports whether it changed anything.
@@ -78,8 +86,12 @@ func NewRecorder(c client.Client, api client.Reader, opts Options) *Recorder {
 		queue:   workqueue.NewTypedDelayingQueue[types.NamespacedName](),
 		pending: map[types.NamespacedName]*pending{},
 		keys:    map[string]cachedKeys{},
+		written: map[types.NamespacedName]string{},
 	}
 }
+
+// Stats returns the Recorder's counters.
+func (r *Recorder) Stats() *Stats { return &r.stats }
 
 // SetupWithManager registers the Spoke name index and adds the Recorder's
 // writers to mgr.
@@ -90,11 +102,19 @@ func (r *Recorder) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	return mgr.Add(r)
 }
 
-// IndexSpokeNames registers SpokeNameIndex (idempotent per manager is the
+// IndexSpokeNames registers SpokeNameIndex and HistorySpokeIndex (idempotent per manager is the
 // caller's concern: call it once).
 func IndexSpokeNames(ctx context.Context, mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(ctx, &tugboatv1alpha1.Spoke{}, SpokeNameIndex, func(o client.Object) []string {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &tugboatv1alpha1.Spoke{}, SpokeNameIndex, func(o client.Object) []string {
 		return []string{o.GetName()}
+	}); err != nil {
+		return err
+	}
+	return mgr.GetFieldIndexer().IndexField(ctx, &tugboatv1alpha1.ReleaseHistory{}, HistorySpokeIndex, func(o client.Object) []string {
+		if s := o.GetLabels()[LabelSpoke]; s != "" {
+			return []string{s}
+		}
+		return nil
 	})
 }
 
@@ -221,80 +241,33 @@ func (r *Recorder) RecordEvents(ctx context.Context, spoke string, events []wire
 	if err != nil {
 		return err
 	}
-	var waits []chan error
+	// One op per ReleaseHistory, applying its events in the batch's order:
+	// queued one by one, a writer could take the first event before the
+	// others are queued and write the history twice for one batch.
+	type target struct{ namespace, release string }
+	var order []target
+	byTarget := map[target][]int{}
 	for i := range events {
-		e := events[i]
-		waits = append(waits, r.enqueue(sp, e.Namespace, e.Release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
-			return recordEvent(st, spec, &e, r.opts.EventLimit)
+		t := target{events[i].Namespace, events[i].Release}
+		if _, ok := byTarget[t]; !ok {
+			order = append(order, t)
+		}
+		byTarget[t] = append(byTarget[t], i)
+	}
+	var waits []chan error
+	for _, t := range order {
+		idx := byTarget[t]
+		waits = append(waits, r.enqueue(sp, t.namespace, t.release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
+			changed := false
+			for _, i := range idx {
+				if recordEvent(st, spec, &events[i], r.opts.EventLimit) {
+					changed = true
+				}
+			}
+			return changed
 		}))
 	}
 	return wait(ctx, waits)
-}
-
-// RecordState reconciles the spoke's releases with snap, records the
-// heartbeat on the Spoke, and returns once everything is persisted.
-func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.StateSnapshot) error {
-	if err := r.started(); err != nil {
-		return err
-	}
-	sp, err := r.lookupSpoke(ctx, spoke)
-	if err != nil {
-		return err
-	}
-	present := map[string]bool{}
-	var waits []chan error
-	for i := range snap.Releases {
-		s := snap.Releases[i]
-		present[tugboatv1alpha1.ReleaseHistoryName(sp.Name, s.Namespace, s.Release)] = true
-		waits = append(waits, r.enqueue(sp, s.Namespace, s.Release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
-			before := st.DeepCopy()
-			applyState(st, &s)
-			if s.HelmRelease != nil && spec.HelmRelease == nil {
-				spec.HelmRelease = &tugboatv1alpha1.ObjectReference{Namespace: s.HelmRelease.Namespace, Name: s.HelmRelease.Name}
-			}
-			return !apiequality.Semantic.DeepEqual(before, st)
-		}))
-	}
-	var known tugboatv1alpha1.ReleaseHistoryList
-	if err := r.client.List(ctx, &known, client.InNamespace(sp.Namespace), client.MatchingLabels{LabelSpoke: sp.Name}); err != nil {
-		return fmt.Errorf("listing release histories of spoke %s: %w", sp.Name, err)
-	}
-	for i := range known.Items {
-		rh := &known.Items[i]
-		if present[rh.Name] || rh.Status.Current == nil || rh.Status.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled {
-			continue
-		}
-		waits = append(waits, r.enqueue(sp, rh.Spec.Namespace, rh.Spec.Release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, _ *tugboatv1alpha1.ReleaseHistorySpec) bool {
-			return markUninstalled(st)
-		}))
-	}
-	if err := wait(ctx, waits); err != nil {
-		return err
-	}
-	// The heartbeat comes last: a Ready Spoke means its releases are
-	// recorded, so a missing ReleaseHistory means a missing release.
-	return r.heartbeat(ctx, sp, snap)
-}
-
-// heartbeat records on the Spoke that its agent was heard from.
-func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, snap *wire.StateSnapshot) error {
-	patch := &tugboatv1alpha1.Spoke{}
-	patch.Status.LastSeen = &metav1.Time{Time: r.now().UTC().Truncate(time.Second)}
-	patch.Status.AgentVersion = snap.AgentVersion
-	patch.Status.KubernetesVersion = snap.KubernetesVersion
-	patch.Status.ReleaseCount = clampRevision(len(snap.Releases))
-	keyID := ""
-	if id, ok := receiver.SigningKeyIDFrom(ctx); ok {
-		keyID = fmt.Sprintf(`,"signingKeyID":%q`, id)
-	}
-	data := fmt.Sprintf(`{"status":{"lastSeen":%q,"agentVersion":%q,"agentProtocolVersion":%d,"kubernetesVersion":%q,"releaseCount":%d%s}}`,
-		patch.Status.LastSeen.Format(time.RFC3339), patch.Status.AgentVersion, snap.ProtocolVersion, patch.Status.KubernetesVersion, patch.Status.ReleaseCount, keyID)
-	if err := r.bounded(ctx, func(ctx context.Context) error {
-		return r.client.Status().Patch(ctx, sp, client.RawPatch(types.MergePatchType, []byte(data)))
-	}); err != nil {
-		return fmt.Errorf("recording heartbeat of spoke %s: %w", sp.Name, err)
-	}
-	return nil
 }
 
 // enqueue adds an op for the ReleaseHistory of (spoke, namespace, release)
@@ -347,13 +320,17 @@ func (r *Recorder) processNext(ctx context.Context) bool {
 		return true
 	}
 	ops, waiters, spec, owner := p.ops, p.waiters, p.spec, p.owner
-	p.ops, p.waiters = nil, nil
+	p.ops, p.waiters, p.writing = nil, nil, true
 	r.mu.Unlock()
 
 	err := r.write(ctx, key, spec, owner, ops)
+	r.stats.Writes.Add(1)
+	r.stats.WrittenOps.Add(int64(len(ops)))
+	writesTotal.Inc()
+	writtenOpsTotal.Add(float64(len(ops)))
 
 	r.mu.Lock()
-	p.lastWrite = r.now()
+	p.lastWrite, p.writing = r.now(), false
 	r.mu.Unlock()
 	for _, w := range waiters {
 		w <- err
@@ -402,6 +379,7 @@ func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types
 		if err := r.client.Create(ctx, rh); err != nil {
 			return err
 		}
+		r.wrote(key, rh.ResourceVersion)
 	case err != nil:
 		return err
 	}
@@ -418,6 +396,7 @@ func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types
 		if err := r.client.Update(ctx, rh); err != nil {
 			return err
 		}
+		r.wrote(key, rh.ResourceVersion)
 		rh.Status = *status
 	}
 	trim(&rh.Status, r.opts.RevisionLimit, r.opts.MaxStatusBytes)
@@ -425,7 +404,11 @@ func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types
 	if !changed && apiequality.Semantic.DeepEqual(before, &rh.Status) {
 		return nil
 	}
-	return r.client.Status().Update(ctx, rh)
+	if err := r.client.Status().Update(ctx, rh); err != nil {
+		return err
+	}
+	r.wrote(key, rh.ResourceVersion)
+	return nil
 }
 
 // setReady mirrors the current revision's health into the Ready condition.

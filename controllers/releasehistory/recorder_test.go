@@ -60,6 +60,9 @@ func run(m *testing.M) int {
 	manager = mgr
 	opts := releasehistory.NewOptions()
 	opts.WriteInterval = 200 * time.Millisecond
+	// Below the Spoke controller's 2 s heartbeat timeout (set below), as
+	// --spoke-heartbeat-refresh must be below --spoke-heartbeat-timeout.
+	opts.HeartbeatRefresh = heartbeatRefresh
 	recorder = releasehistory.NewRecorder(mgr.GetClient(), mgr.GetAPIReader(), opts)
 	if err := recorder.SetupWithManager(ctx, mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)

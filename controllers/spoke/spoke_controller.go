@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,6 +114,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.StalledCondition.String()) ||
 			!apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String()) {
 			sp.Status.ObservedGeneration = sp.Generation
+		}
+		// Every heartbeat and snapshot time written on the Spoke brings it
+		// here; most change nothing, and an empty patch is still a request.
+		if apiequality.Semantic.DeepEqual(orig.Status, sp.Status) {
+			return
 		}
 		if err := r.Client.Status().Patch(ctx, sp, client.MergeFrom(orig)); err != nil && retErr == nil {
 			retErr = client.IgnoreNotFound(err)

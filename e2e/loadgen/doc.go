@@ -9,6 +9,12 @@
 //     superseded; one rollout in ten ends Failed), and every StateInterval
 //     a full state snapshot, the heartbeat.
 //
+// With Options.ChangeInterval set, Run paces each spoke as a fleet's
+// agent: one release change at a time (three event batches StepInterval
+// apart: upgrade started, deployed, health), the next change about
+// ChangeInterval later (jittered ±50%), and a snapshot every StateInterval
+// (jittered ±10%). Intervals shorter than an agent's compress time.
+//
 // A Generator keeps each release's simulated state between Announce and
 // Run, so the hub sees one consistent history. Run is bounded in time
 // (Options.Duration) and in requests (Options.MaxRequests), answers 429 and

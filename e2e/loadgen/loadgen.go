@@ -31,6 +31,9 @@ const (
 	DefaultReleasesPerBatch = 2
 	// DefaultRequestTimeout bounds one request.
 	DefaultRequestTimeout = 30 * time.Second
+	// DefaultStepInterval is the time between a rollout's steps in fleet
+	// pacing: Helm's upgrade, then the Pods' rollout, then health.
+	DefaultStepInterval = 2 * time.Second
 	// MaxDuration bounds Options.Duration.
 	MaxDuration = 30 * time.Minute
 )
@@ -58,6 +61,20 @@ type Options struct {
 	ReleasesPerBatch int
 	// RequestTimeout bounds one request.
 	RequestTimeout time.Duration
+	// ChangeInterval, when set, paces Run as a fleet instead of as fast as
+	// Interval allows: each spoke starts one release change (a rollout of
+	// three event batches StepInterval apart) every ChangeInterval on
+	// average (uniformly jittered between half and one and a half times
+	// it, the first at a random point within it), and posts its snapshot
+	// every StateInterval, jittered by ±10%. Shorter intervals than an
+	// agent's compress time: the same traffic as a longer run, sooner.
+	ChangeInterval time.Duration
+	// StepInterval is the time between the steps of one rollout in fleet
+	// pacing (default DefaultStepInterval).
+	StepInterval time.Duration
+	// AnnounceParallel bounds how many spokes announce at once (0: all
+	// at once, as agents starting together do).
+	AnnounceParallel int
 	// SampleEvery, with OnSample, samples every SampleEvery-th event batch.
 	SampleEvery int
 	// OnSample, when set, is called just before a sampled batch is first
@@ -90,6 +107,9 @@ func (o *Options) setDefaults() {
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
 	}
+	if o.StepInterval == 0 {
+		o.StepInterval = DefaultStepInterval
+	}
 }
 
 // Validate reports every invalid option.
@@ -121,6 +141,12 @@ func (o *Options) Validate() error {
 	}
 	if o.ReleasesPerBatch < 1 || o.ReleasesPerBatch*8 > wire.MaxEventsPerBatch {
 		errs = append(errs, fmt.Errorf("loadgen: releases per batch must be between 1 and %d, got %d", wire.MaxEventsPerBatch/8, o.ReleasesPerBatch))
+	}
+	if o.AnnounceParallel < 0 {
+		errs = append(errs, fmt.Errorf("loadgen: announce parallelism must not be negative, got %d", o.AnnounceParallel))
+	}
+	if o.ChangeInterval < 0 || o.StepInterval < 0 {
+		errs = append(errs, fmt.Errorf("loadgen: change and step intervals must not be negative, got %s and %s", o.ChangeInterval, o.StepInterval))
 	}
 	if o.SampleEvery < 0 {
 		errs = append(errs, fmt.Errorf("loadgen: sample every must not be negative, got %d", o.SampleEvery))
@@ -187,10 +213,16 @@ func (g *Generator) Announce(ctx context.Context) (*Result, error) {
 	start := time.Now()
 	results := make([]*Result, len(g.sims))
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, max(g.opts.AnnounceParallel, len(g.sims)))
+	if g.opts.AnnounceParallel > 0 {
+		slots = make(chan struct{}, g.opts.AnnounceParallel)
+	}
 	for i, sim := range g.sims {
 		wg.Add(1)
+		slots <- struct{}{}
 		go func() {
 			defer wg.Done()
+			defer func() { <-slots }()
 			res := newResult()
 			results[i] = res
 			rnd := rand.New(rand.NewPCG(uint64(i), 0x5eed)) //nolint:gosec // spreads snapshot times; nothing secret
@@ -241,6 +273,10 @@ func (g *Generator) Run(ctx context.Context) (*Result, error) {
 			defer wg.Done()
 			res := newResult()
 			results[i] = res
+			if g.opts.ChangeInterval > 0 {
+				g.runFleetSpoke(ctx, sim, res, take)
+				return
+			}
 			g.runSpoke(ctx, sim, res, take)
 		}()
 	}
@@ -274,14 +310,21 @@ func (g *Generator) runSpoke(ctx context.Context, sim *spokeSim, res *Result, ta
 				g.opts.OnSample(Sample{History: sample.history, EventID: sample.id, Sent: time.Now()})
 			}
 		}
-		for {
-			o := g.post(reqCtx, sim.spoke, path, body)
-			res.record(o, isEvts, n)
-			if !o.retryable() || !sleep(ctx, o.retryAfter) || !take() {
-				break
-			}
-		}
+		g.send(ctx, reqCtx, sim, path, body, isEvts, n, res, take)
 		if !sleep(ctx, time.Until(began.Add(g.opts.Interval))) {
+			return
+		}
+	}
+}
+
+// send posts body until it is answered other than 429 or 503, the run
+// ends, or the request budget is spent (retries after Retry-After, as the
+// agent does).
+func (g *Generator) send(ctx, reqCtx context.Context, sim *spokeSim, path string, body []byte, isEvts bool, n int, res *Result, take func() bool) {
+	for {
+		o := g.post(reqCtx, sim.spoke, path, body)
+		res.record(o, isEvts, n)
+		if !o.retryable() || !sleep(ctx, o.retryAfter) || !take() {
 			return
 		}
 	}

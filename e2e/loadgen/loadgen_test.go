@@ -176,3 +176,65 @@ func TestOptions_refuseAnythingButLoopback(t *testing.T) {
 	_, err := loadgen.New(loadgen.Options{URL: "http://127.0.0.1:1", Spokes: spokes, Releases: 1})
 	g.Expect(err).To(MatchError(And(ContainSubstring("duration"), ContainSubstring("max requests"))))
 }
+
+// TestGenerator_fleetPacing: with a change interval the generator sends
+// what a fleet of agents sends (rollouts of three batches, one release at
+// a time, and periodic snapshots), far less than as fast as Interval
+// allows.
+func TestGenerator_fleetPacing(t *testing.T) {
+	g := NewWithT(t)
+	spokes, keys := fleetOf(4)
+	store := &countingStore{keys: keys, kinds: map[wire.EventKind]int{}, revision: map[string]int{}}
+	hs := receiverFor(t, store)
+	const (
+		duration = 3 * time.Second
+		change   = 400 * time.Millisecond
+		step     = 50 * time.Millisecond
+		state    = 500 * time.Millisecond
+	)
+	gen, err := loadgen.New(loadgen.Options{
+		URL: hs.URL, Spokes: spokes, Releases: 3, Duration: duration, MaxRequests: 10_000,
+		ChangeInterval: change, StepInterval: step, StateInterval: state, AnnounceParallel: 2,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer gen.Close()
+	ann, err := gen.Announce(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ann.Snapshots).To(Equal(4))
+
+	res, err := gen.Run(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Log(res)
+	g.Expect(res.Errors()).To(BeEmpty())
+	// Per spoke: a snapshot every 0.45–0.55 s → 5 to 7 in 3 s.
+	g.Expect(res.Snapshots).To(BeNumerically(">=", 4*4))
+	g.Expect(res.Snapshots).To(BeNumerically("<=", 4*7))
+	// Per spoke: a rollout (3 batches over 0.1 s) then 0.2–0.6 s of rest:
+	// at most 3 s / 0.3 s = 10 rollouts, at least 3 s / 0.7 s - 1 = 3.
+	g.Expect(res.EventBatches).To(BeNumerically(">=", 4*3*2))
+	g.Expect(res.EventBatches).To(BeNumerically("<=", 4*3*11))
+	// As fast as Interval allows, 4 spokes would send 240 requests.
+	g.Expect(res.Requests).To(BeNumerically("<", 200))
+	g.Expect(res.StateLatency(0.99)).To(BeNumerically(">", 0))
+
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	g.Expect(store.snapshots).To(Equal(4 + res.Snapshots))
+	g.Expect(store.events).To(Equal(res.EventsAccepted))
+	rolledOut := 0
+	for _, rev := range store.revision {
+		if rev >= 2 {
+			rolledOut++
+		}
+	}
+	// Changes go round the releases of each spoke: all 12 changed.
+	g.Expect(rolledOut).To(Equal(12))
+}
+
+func TestOptions_refuseNegativeFleetPacing(t *testing.T) {
+	g := NewWithT(t)
+	spokes, _ := fleetOf(1)
+	_, err := loadgen.New(loadgen.Options{URL: "http://127.0.0.1:1", Spokes: spokes, Releases: 1, Duration: time.Second, MaxRequests: 1,
+		ChangeInterval: -time.Second, AnnounceParallel: -1})
+	g.Expect(err).To(MatchError(And(ContainSubstring("change and step intervals must not be negative"), ContainSubstring("announce parallelism"))))
+}

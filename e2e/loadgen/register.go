@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,9 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
+
+// registerParallel is how many Spokes Register creates at once.
+const registerParallel = 16
 
 // Spoke is a spoke registered on the hub: its name and the key it signs
 // with.
@@ -28,15 +32,46 @@ func SpokeName(prefix string, i int) string { return fmt.Sprintf("%s-%03d", pref
 // waits until the hub has generated every key, or ctx ends. It returns the
 // spokes with their keys, in order. Spokes that already exist are reused.
 func Register(ctx context.Context, c client.Client, namespace, prefix string, n int) ([]Spoke, error) {
+	// Created by registerParallel workers: thousands of spokes one by one
+	// take minutes on a busy API server.
+	next := make(chan int)
+	errs := make(chan error, registerParallel)
+	var wg sync.WaitGroup
+	for range registerParallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				name := SpokeName(prefix, i)
+				sp := &tugboatv1alpha1.Spoke{
+					ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+					Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: name + "-key"}},
+				}
+				if err := c.Create(ctx, sp); err != nil && !apierrors.IsAlreadyExists(err) {
+					errs <- fmt.Errorf("creating spoke %s: %w", name, err)
+					return
+				}
+			}
+		}()
+	}
+	var err error
+feed:
 	for i := range n {
-		name := SpokeName(prefix, i)
-		sp := &tugboatv1alpha1.Spoke{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-			Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: name + "-key"}},
+		select {
+		case next <- i:
+		case err = <-errs:
+			break feed
 		}
-		if err := c.Create(ctx, sp); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating spoke %s: %w", name, err)
-		}
+	}
+	close(next)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case err := <-errs:
+		return nil, err
+	default:
 	}
 	spokes := make([]Spoke, n)
 	tick := time.NewTicker(250 * time.Millisecond)

@@ -37,7 +37,8 @@ type Result struct {
 	// SnapshotReleases is how many releases those snapshots held.
 	SnapshotReleases int
 
-	latencies []time.Duration
+	latencies      []time.Duration
+	stateLatencies []time.Duration
 }
 
 func newResult() *Result {
@@ -49,6 +50,9 @@ func newResult() *Result {
 func (r *Result) record(o outcome, events bool, n int) {
 	r.Requests++
 	r.latencies = append(r.latencies, o.latency)
+	if !events {
+		r.stateLatencies = append(r.stateLatencies, o.latency)
+	}
 	if o.code == 0 {
 		kind := "error"
 		if errors.Is(o.err, context.DeadlineExceeded) {
@@ -92,8 +96,10 @@ func merge(rs []*Result) *Result {
 		t.Snapshots += r.Snapshots
 		t.SnapshotReleases += r.SnapshotReleases
 		t.latencies = append(t.latencies, r.latencies...)
+		t.stateLatencies = append(t.stateLatencies, r.stateLatencies...)
 	}
 	slices.Sort(t.latencies)
+	slices.Sort(t.stateLatencies)
 	return t
 }
 
@@ -113,6 +119,10 @@ func perSecond(n int, d time.Duration) float64 {
 // Latency returns the q-quantile (0 to 1) of the requests' latencies, from
 // sending to the whole answer read (0 without requests).
 func (r *Result) Latency(q float64) time.Duration { return Quantile(r.latencies, q) }
+
+// StateLatency returns the q-quantile of the state snapshots' latencies
+// (retries counted as requests of their own).
+func (r *Result) StateLatency(q float64) time.Duration { return Quantile(r.stateLatencies, q) }
 
 // Quantile returns the q-quantile (nearest rank) of sorted durations.
 func Quantile(sorted []time.Duration, q float64) time.Duration {

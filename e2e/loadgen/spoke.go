@@ -87,11 +87,20 @@ type sampled struct {
 // batch advances the rollouts of perBatch releases by one step each and
 // returns the event batch reporting it, and its first release-state event.
 func (s *spokeSim) batch(now time.Time, perBatch int) ([]byte, int, sampled) {
+	rels := make([]*release, 0, perBatch)
+	for range min(perBatch, len(s.releases)) {
+		rels = append(rels, &s.releases[s.next])
+		s.next = (s.next + 1) % len(s.releases)
+	}
+	return s.batchOf(now, rels...)
+}
+
+// batchOf advances the rollouts of rels by one step each and returns the
+// event batch reporting it, and its first release-state event.
+func (s *spokeSim) batchOf(now time.Time, rels ...*release) ([]byte, int, sampled) {
 	var events []wire.Event
 	var first sampled
-	for range min(perBatch, len(s.releases)) {
-		r := &s.releases[s.next]
-		s.next = (s.next + 1) % len(s.releases)
+	for _, r := range rels {
 		n := len(events)
 		events = s.step(events, r, now)
 		if first.id == "" {
