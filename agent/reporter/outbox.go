@@ -189,15 +189,9 @@ func (o *outbox) resyncNeeded() bool {
 	return o.resyncGen != o.resyncAck
 }
 
-// urgent reports whether ev may start or end a promotion on the hub: a
-// HealthChanged or ReleaseStatus event whose release state is settled
-// (health Current or Failed, or Helm status failed). The Pipeline decides
-// on exactly these, so such an event is sent at once instead of waiting
-// BatchMaxWait for companions; the events queued before it go in the same
-// batch, in order.
-func urgent(ev *wire.Event) bool {
-	if ev.State == nil || (ev.Kind != wire.EventHealthChanged && ev.Kind != wire.EventReleaseStatus) {
-		return false
-	}
-	return ev.State.Health == wire.HealthCurrent || ev.State.Health == wire.HealthFailed || ev.State.Status == wire.StatusFailed
-}
+// urgent reports whether ev may start or end a promotion on the hub
+// (wire.Event.Decisive: health Current or Failed, or Helm status failed).
+// The Pipeline decides on exactly these, so such an event is sent at once
+// instead of waiting BatchMaxWait for companions; the events queued before
+// it go in the same batch, in order.
+func urgent(ev *wire.Event) bool { return ev.Decisive() }

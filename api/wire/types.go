@@ -180,6 +180,17 @@ type Event struct {
 	ReleaseUID string `json:"releaseUID,omitempty"`
 }
 
+// Decisive reports whether e is a health or status change that can start or
+// end a promotion: a release state turning Current or Failed, or a failed
+// Helm status. The agent sends such an event at once, and the hub writes it
+// without waiting for its write interval.
+func (e *Event) Decisive() bool {
+	if e.State == nil || (e.Kind != EventHealthChanged && e.Kind != EventReleaseStatus) {
+		return false
+	}
+	return e.State.Health == HealthCurrent || e.State.Health == HealthFailed || e.State.Status == StatusFailed
+}
+
 // ComputeID returns the event's id: NewEventID of its identity fields, or
 // NewOccurrenceEventID when it carries a ReleaseUID.
 func (e *Event) ComputeID() string {

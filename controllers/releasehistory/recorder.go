@@ -257,7 +257,11 @@ func (r *Recorder) RecordEvents(ctx context.Context, spoke string, events []wire
 	var waits []chan error
 	for _, t := range order {
 		idx := byTarget[t]
-		waits = append(waits, r.enqueue(sp, t.namespace, t.release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
+		decisive := false
+		for _, i := range idx {
+			decisive = decisive || events[i].Decisive()
+		}
+		waits = append(waits, r.enqueue(sp, t.namespace, t.release, decisive, func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
 			changed := false
 			for _, i := range idx {
 				if recordEvent(st, spec, &events[i], r.opts.EventLimit) {
@@ -272,8 +276,11 @@ func (r *Recorder) RecordEvents(ctx context.Context, spoke string, events []wire
 
 // enqueue adds an op for the ReleaseHistory of (spoke, namespace, release)
 // and returns a channel that receives the result of the write that
-// includes it.
-func (r *Recorder) enqueue(sp *tugboatv1alpha1.Spoke, namespace, release string, o op) chan error {
+// includes it. The write waits for WriteInterval after the previous one
+// (so that a burst of ops is one write), unless the op is decisive: it
+// carries news a Pipeline decides on (wire.Event.Decisive), which is
+// written as soon as no other write of the history is under way.
+func (r *Recorder) enqueue(sp *tugboatv1alpha1.Spoke, namespace, release string, decisive bool, o op) chan error {
 	key := types.NamespacedName{Namespace: sp.Namespace, Name: tugboatv1alpha1.ReleaseHistoryName(sp.Name, namespace, release)}
 	ch := make(chan error, 1)
 	r.mu.Lock()
@@ -291,7 +298,7 @@ func (r *Recorder) enqueue(sp *tugboatv1alpha1.Spoke, namespace, release string,
 	p.waiters = append(p.waiters, ch)
 	delay := time.Until(p.lastWrite.Add(r.opts.WriteInterval))
 	r.mu.Unlock()
-	if delay > 0 {
+	if delay > 0 && !decisive {
 		r.queue.AddAfter(key, delay)
 	} else {
 		r.queue.Add(key)

@@ -100,7 +100,7 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 			unchangedReleasesTotal.Inc()
 			continue
 		}
-		waits = append(waits, r.enqueue(sp, s.Namespace, s.Release, o))
+		waits = append(waits, r.enqueue(sp, s.Namespace, s.Release, false, o))
 	}
 	var known tugboatv1alpha1.ReleaseHistoryList
 	if err := r.client.List(ctx, &known, client.InNamespace(sp.Namespace), client.MatchingFields{HistorySpokeIndex: sp.Name}); err != nil {
@@ -111,7 +111,7 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 		if present[rh.Name] || rh.Status.Current == nil || rh.Status.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled {
 			continue
 		}
-		waits = append(waits, r.enqueue(sp, rh.Spec.Namespace, rh.Spec.Release, func(st *tugboatv1alpha1.ReleaseHistoryStatus, _ *tugboatv1alpha1.ReleaseHistorySpec) bool {
+		waits = append(waits, r.enqueue(sp, rh.Spec.Namespace, rh.Spec.Release, false, func(st *tugboatv1alpha1.ReleaseHistoryStatus, _ *tugboatv1alpha1.ReleaseHistorySpec) bool {
 			return markUninstalled(st)
 		}))
 	}
