@@ -155,6 +155,15 @@ func (e *Executor) settle(ctx context.Context, log logr.Logger, cfg *action.Conf
 		switch {
 		case errors.Is(err, driver.ErrReleaseNotFound):
 			return nil, fmt.Errorf("release %s does not exist on this spoke: %w", key, errNotInstalled)
+		case err != nil && transient(err) && e.now().Sub(start) < e.opts.PendingWait:
+			// The spoke's API server is restarting or overloaded: nothing
+			// was changed yet, so wait for it rather than fail the
+			// promotion (at most PendingWait).
+			log.Info("Cannot read the release yet; retrying", "error", err.Error())
+			if err := sleep(ctx, pendingPoll); err != nil {
+				return nil, abandoned(ctx)
+			}
+			continue
 		case err != nil:
 			return nil, fmt.Errorf("reading release %s: %w", key, err)
 		case last.Info == nil:
