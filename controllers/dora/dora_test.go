@@ -144,6 +144,21 @@ func TestCompute_cases(t *testing.T) {
 			changes:  3, rate: ratio(0),
 		},
 	}, {
+		name:     "a reinstall of an older version after an uninstall is a deployment, not a rollback (no failure)",
+		pipeline: Pipeline("fleet", "web", E("production", "prod-1")),
+		histories: []tugboatv1alpha1.ReleaseHistory{
+			History("fleet", "prod-1",
+				Rev{Version: "1.1.0", Deployed: ago(4 * Day), Complete: at(ago(4*Day - m))},
+				Rev{Version: "1.2.0", Deployed: ago(3 * Day), Complete: at(ago(3*Day - m)), Status: tugboatv1alpha1.ReleaseStatusUninstalled},
+				Rev{Version: "1.0.0", Deployed: ago(2 * Day), Complete: at(ago(2*Day - m)), Reinstall: true},
+				Rev{Version: "1.0.1", Deployed: ago(Day), Complete: at(ago(Day - m))}),
+		},
+		want: want{
+			deployments: 4, frequency: 4.0 / 30,
+			leadTime: &dora.Summary{Count: 4, Median: m, P90: m},
+			changes:  4, rate: ratio(0),
+		},
+	}, {
 		name:     "a redeploy of the same version (values change) is not a new deployment",
 		pipeline: devProd,
 		histories: []tugboatv1alpha1.ReleaseHistory{

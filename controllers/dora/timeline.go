@@ -56,12 +56,23 @@ func newTarget(name string, rh *tugboatv1alpha1.ReleaseHistory) target {
 		return t
 	}
 	revs := append([]tugboatv1alpha1.Revision(nil), rh.Status.Revisions...)
-	sort.Slice(revs, func(i, j int) bool { return revs[i].Revision < revs[j].Revision })
-	prev := ""
+	// Oldest first: by installation (a reinstall after an uninstall numbers
+	// revisions from 1 again), then by revision.
+	sort.Slice(revs, func(i, j int) bool {
+		if revs[i].Life() != revs[j].Life() {
+			return revs[i].Life() < revs[j].Life()
+		}
+		return revs[i].Revision < revs[j].Revision
+	})
+	prev, life := "", int32(0)
 	for i := range revs {
 		r, ok := readRevision(&revs[i])
 		if !ok {
 			continue
+		}
+		if revs[i].Life() != life {
+			// A reinstall, of whatever version, is no rollback.
+			prev, life = "", revs[i].Life()
 		}
 		if prev != "" && compareVersions(prev, r.version) > 0 {
 			r.rollbackFrom = prev

@@ -66,19 +66,27 @@ type Rev struct {
 	// Status is Helm's status; defaults to deployed for the newest
 	// revision and superseded for the others.
 	Status tugboatv1alpha1.ReleaseStatus
+	// Reinstall starts a new installation (after an uninstall): Helm
+	// numbers its revisions from 1 again.
+	Reinstall bool
 }
 
 // History returns the ReleaseHistory of release "web" in namespace "apps"
-// on spoke, in ns, with revisions numbered 1, 2, ... in the order given.
+// on spoke, in ns, with revisions numbered 1, 2, ... in the order given (from
+// 1 again at a Reinstall, in the next installation).
 func History(ns, spoke string, revs ...Rev) tugboatv1alpha1.ReleaseHistory {
 	rh := tugboatv1alpha1.ReleaseHistory{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tugboatv1alpha1.ReleaseHistoryName(spoke, "apps", "web")},
 		Spec:       tugboatv1alpha1.ReleaseHistorySpec{Spoke: spoke, Namespace: "apps", Release: "web"},
 	}
+	n, life := int32(0), int32(1)
 	for i, r := range revs {
-		n := int32(i + 1)
+		n++
+		if r.Reinstall && i > 0 {
+			n, life = 1, life+1
+		}
 		out := tugboatv1alpha1.Revision{RevisionSummary: tugboatv1alpha1.RevisionSummary{
-			Revision: n, Chart: "web", ChartVersion: r.Version, Status: r.Status, Health: r.Health,
+			Revision: n, Installation: life, Chart: "web", ChartVersion: r.Version, Status: r.Status, Health: r.Health,
 			LastDeployed: &metav1.Time{Time: r.Deployed},
 		}}
 		if out.Status == "" {
