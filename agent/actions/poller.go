@@ -56,6 +56,10 @@ type Poller struct {
 type doneEntry struct {
 	outcome wire.ActionOutcome
 	at      time.Time
+	// reported is when the hub answered the outcome's report (accepted or
+	// forgot it): a list of actions asked for before then may still name
+	// the action, and is no reason to report it again.
+	reported time.Time
 }
 
 // New returns a Poller that reaches hub and carries out actions on the
@@ -132,7 +136,7 @@ func (p *Poller) Start(ctx context.Context) error {
 		failures = 0
 		fresh := false
 		for _, a := range actions {
-			if p.dispatch(ctx, a) {
+			if p.dispatch(ctx, a, started) {
 				fresh = true
 			}
 		}
@@ -173,9 +177,11 @@ func (p *Poller) pace(ctx context.Context, started time.Time, fresh, repeats boo
 }
 
 // dispatch starts an action unless it is under way; an action reported
-// recently is reported again instead of being run again. It returns whether
-// the action was new to this poller (neither under way nor reported).
-func (p *Poller) dispatch(ctx context.Context, a wire.Action) bool {
+// recently is reported again instead of being run again, unless the list
+// naming it was asked for (at polled) before the hub answered that report.
+// It returns whether the action was new to this poller (neither under way
+// nor reported).
+func (p *Poller) dispatch(ctx context.Context, a wire.Action, polled time.Time) bool {
 	log := p.log.WithValues("action", a.ID)
 	if a.ID == "" {
 		log.Error(nil, "The hub sent an action without an id; ignoring it", "namespace", a.Namespace, "release", a.Release)
@@ -186,9 +192,15 @@ func (p *Poller) dispatch(ctx context.Context, a wire.Action) bool {
 	if p.inflight[a.ID] {
 		return false
 	}
+	d, done := p.done[a.ID]
+	done = done && time.Since(d.at) < doneTTL
+	if done && polled.Before(d.reported) {
+		// The hub answered this poll before it answered the report.
+		return false
+	}
 	p.inflight[a.ID] = true
 	p.wg.Add(1)
-	if d, ok := p.done[a.ID]; ok && time.Since(d.at) < doneTTL {
+	if done {
 		log.V(1).Info("Action offered again after it was carried out; reporting its outcome again")
 		go p.finish(ctx, d.outcome)
 		return false
@@ -217,7 +229,14 @@ func (p *Poller) carryOut(ctx context.Context, a wire.Action) {
 
 // finish reports out and forgets that its action is under way.
 func (p *Poller) finish(ctx context.Context, out wire.ActionOutcome) {
-	p.report(ctx, out)
+	if p.report(ctx, out) {
+		p.mu.Lock()
+		if d, ok := p.done[out.ID]; ok {
+			d.reported = time.Now()
+			p.done[out.ID] = d
+		}
+		p.mu.Unlock()
+	}
 	p.release(out.ID)
 	select {
 	case p.finished <- struct{}{}:
@@ -262,8 +281,9 @@ func (p *Poller) acquire(ctx context.Context, key string) (func(), error) {
 }
 
 // report posts out until the hub accepts it, forgot the action (404), or
-// refuses the body (400, 413), or ctx ends.
-func (p *Poller) report(ctx context.Context, out wire.ActionOutcome) {
+// refuses the body (400, 413), or ctx ends. It returns whether the hub
+// answered the report (anything but ctx ending).
+func (p *Poller) report(ctx context.Context, out wire.ActionOutcome) bool {
 	log := p.log.WithValues("action", out.ID, "result", out.Result)
 	for attempt := 1; ; attempt++ {
 		err := p.hub.report(ctx, out)
@@ -272,16 +292,16 @@ func (p *Poller) report(ctx context.Context, out wire.ActionOutcome) {
 		switch {
 		case err == nil:
 			log.V(1).Info("Outcome reported")
-			return
+			return true
 		case he != nil && he.code == http.StatusNotFound:
 			log.Info("The hub no longer knows the action; dropping its outcome")
-			return
+			return true
 		case he != nil && (he.code == http.StatusBadRequest || he.code == http.StatusRequestEntityTooLarge):
 			log.Error(err, "The hub rejected the outcome; dropping it")
-			return
+			return true
 		case ctx.Err() != nil:
 			log.Info("Stopping before the outcome was reported; the hub will offer the action again")
-			return
+			return false
 		}
 		d := backoff(attempt, p.opts.BackoffInitial, p.opts.BackoffMax, p.rand)
 		if he != nil && he.retryAfter > d {
@@ -290,7 +310,7 @@ func (p *Poller) report(ctx context.Context, out wire.ActionOutcome) {
 		p.logFailure("Cannot report an action's outcome; retrying", err, attempt, d, "action", out.ID)
 		if sleep(ctx, d) != nil {
 			log.Info("Stopping before the outcome was reported; the hub will offer the action again")
-			return
+			return false
 		}
 	}
 }
