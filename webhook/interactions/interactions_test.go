@@ -104,9 +104,11 @@ func TestInteractions_onTheHub(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return promotion(first.Name).Status.Phase }, 30*time.Second, 100*time.Millisecond).
 		Should(Equal(tugboatv1alpha1.PromotionWaitingApproval))
-	// The notifier announced it with buttons.
+	// The notifier announced it with buttons (each of the two promotions
+	// gets its own message, in whichever order).
 	g.Eventually(func() int { return slack.postsContaining(notifyslack.ActionApprove) }, 30*time.Second, 100*time.Millisecond).Should(BeNumerically(">=", 1))
-	g.Expect(slack.postsContaining(notifyslack.ActionValue(ns, first.Name, "slack"))).To(BeNumerically(">=", 1))
+	g.Eventually(func() int { return slack.postsContaining(notifyslack.ActionValue(ns, first.Name, "slack")) }, 30*time.Second, 100*time.Millisecond).
+		Should(BeNumerically(">=", 1))
 
 	responseURL := slack.srv.URL + "/response/1"
 	approve := click(notifyslack.ActionApprove, notifyslack.ActionValue(ns, first.Name, "slack"), approver, "pat", responseURL)
