@@ -246,6 +246,15 @@ type ReleaseHistoryStatus struct {
 	// +optional
 	LastEventTime *metav1.Time `json:"lastEventTime,omitempty"`
 
+	// reportedAt is when, by the spoke's clock, the newest report that
+	// changed the release's state here was made: an event's time or a state
+	// snapshot's takenAt. A state snapshot taken at or before it changes
+	// nothing here, so an older snapshot (late, or replayed) cannot undo
+	// newer news. The hub keeps it at most five minutes ahead of its own
+	// clock.
+	// +optional
+	ReportedAt *metav1.MicroTime `json:"reportedAt,omitempty"`
+
 	// notifications records the deployment notices the notifiers of the
 	// Pipelines that target this release sent about its current revision, so
 	// a hub restart neither loses nor repeats one. The hub's notifier writes

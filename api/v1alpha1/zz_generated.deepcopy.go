@@ -1060,6 +1060,10 @@ func (in *ReleaseHistoryStatus) DeepCopyInto(out *ReleaseHistoryStatus) {
 		in, out := &in.LastEventTime, &out.LastEventTime
 		*out = (*in).DeepCopy()
 	}
+	if in.ReportedAt != nil {
+		in, out := &in.ReportedAt, &out.ReportedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Notifications != nil {
 		in, out := &in.Notifications, &out.Notifications
 		*out = make([]DeploymentNotification, len(*in))

@@ -29,6 +29,9 @@ func recordEvent(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1
 		before := st.DeepCopy()
 		at = applyState(st, e.State)
 		changed = !apiequality.Semantic.DeepEqual(before, st)
+		if changed {
+			reported(st, e.Time)
+		}
 		if e.State.HelmRelease != nil && spec.HelmRelease == nil {
 			spec.HelmRelease = &tugboatv1alpha1.ObjectReference{Namespace: e.State.HelmRelease.Namespace, Name: e.State.HelmRelease.Name}
 		}
@@ -330,6 +333,31 @@ func applyEvent(st *tugboatv1alpha1.ReleaseHistoryStatus, e *wire.Event, at revK
 	}
 	touch(st, t)
 	return true
+}
+
+// reported records that a report made at t (the spoke's clock) changed
+// the release's state: status.reportedAt only moves forward.
+func reported(st *tugboatv1alpha1.ReleaseHistoryStatus, t time.Time) {
+	t = t.UTC().Truncate(time.Microsecond)
+	if st.ReportedAt == nil || t.After(st.ReportedAt.Time) {
+		st.ReportedAt = &metav1.MicroTime{Time: t}
+	}
+}
+
+// reportedSince reports whether a report made after t changed the
+// release's state: a state snapshot taken at t must then change nothing.
+func reportedSince(st *tugboatv1alpha1.ReleaseHistoryStatus, t time.Time) bool {
+	return st.ReportedAt != nil && !t.Truncate(time.Microsecond).After(st.ReportedAt.Time)
+}
+
+// capReported keeps status.reportedAt at most at limit (the hub's clock
+// plus the replay window): an event stamped by a spoke whose clock ran
+// ahead must not hold off that spoke's snapshots after its clock is set
+// right for longer than a snapshot ahead of the hub's clock would.
+func capReported(st *tugboatv1alpha1.ReleaseHistoryStatus, limit time.Time) {
+	if st.ReportedAt != nil && st.ReportedAt.After(limit) {
+		st.ReportedAt = &metav1.MicroTime{Time: limit.UTC().Truncate(time.Microsecond)}
+	}
 }
 
 func touch(st *tugboatv1alpha1.ReleaseHistoryStatus, t metav1.Time) {

@@ -268,6 +268,7 @@ func (r *Recorder) RecordEvents(ctx context.Context, spoke string, events []wire
 					changed = true
 				}
 			}
+			capReported(st, r.now().Add(wire.DefaultWindow))
 			return changed
 		}))
 	}

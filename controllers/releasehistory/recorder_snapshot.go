@@ -35,6 +35,10 @@ type Stats struct {
 	HeartbeatsSkipped atomic.Int64
 	// Heartbeats counts heartbeats written on Spokes.
 	Heartbeats atomic.Int64
+	// StaleReleases counts releases of state snapshots left alone because
+	// a newer report (an event, or a later snapshot) changed their history
+	// after the snapshot was taken: a late or replayed snapshot.
+	StaleReleases atomic.Int64
 	// Writes counts ReleaseHistory writes by the write queue (a write that
 	// found nothing to change included), and WrittenOps the ops they
 	// applied (one per event batch or snapshot touching the history): their
@@ -48,6 +52,10 @@ var (
 	unchangedReleasesTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tugboat_recorder_snapshot_releases_unchanged_total",
 		Help: "Releases of state snapshots found equal to their ReleaseHistory and not written.",
+	})
+	staleReleasesTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tugboat_recorder_snapshot_releases_stale_total",
+		Help: "Releases of state snapshots left alone because a newer report changed their ReleaseHistory after the snapshot was taken (a late or replayed snapshot).",
 	})
 	heartbeatsSkippedTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tugboat_recorder_heartbeats_skipped_total",
@@ -68,7 +76,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(unchangedReleasesTotal, heartbeatsSkippedTotal, heartbeatsTotal, writesTotal, writtenOpsTotal)
+	metrics.Registry.MustRegister(unchangedReleasesTotal, staleReleasesTotal, heartbeatsSkippedTotal, heartbeatsTotal, writesTotal, writtenOpsTotal)
 }
 
 // RecordState reconciles the spoke's releases with snap, records the
@@ -83,21 +91,35 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 	}
 	present := map[string]bool{}
 	var waits []chan error
+	// stale flags the releases left alone as older than their history's
+	// news (each counted once, whichever of the checks below saw it).
+	stale := make([]atomic.Bool, len(snap.Releases))
 	for i := range snap.Releases {
 		s := snap.Releases[i]
 		name := tugboatv1alpha1.ReleaseHistoryName(sp.Name, s.Namespace, s.Release)
 		present[name] = true
 		o := func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool {
+			if reportedSince(st, snap.TakenAt) {
+				// Newer news is recorded: this snapshot is late or replayed.
+				stale[i].Store(true)
+				return false
+			}
 			before := st.DeepCopy()
 			applyState(st, &s)
 			if s.HelmRelease != nil && spec.HelmRelease == nil {
 				spec.HelmRelease = &tugboatv1alpha1.ObjectReference{Namespace: s.HelmRelease.Namespace, Name: s.HelmRelease.Name}
 			}
-			return !apiequality.Semantic.DeepEqual(before, st)
+			if apiequality.Semantic.DeepEqual(before, st) {
+				return false
+			}
+			reported(st, snap.TakenAt)
+			return true
 		}
 		if r.unchanged(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: name}, o) {
-			r.stats.UnchangedReleases.Add(1)
-			unchangedReleasesTotal.Inc()
+			if !stale[i].Load() {
+				r.stats.UnchangedReleases.Add(1)
+				unchangedReleasesTotal.Inc()
+			}
 			continue
 		}
 		waits = append(waits, r.enqueue(sp, s.Namespace, s.Release, false, o))
@@ -111,16 +133,39 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 		if present[rh.Name] || rh.Status.Current == nil || rh.Status.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled {
 			continue
 		}
+		if reportedSince(&rh.Status, snap.TakenAt) {
+			// Installed after the snapshot was taken (as far as the cache
+			// shows; the op checks again against the stored history).
+			r.countStale(1)
+			continue
+		}
 		waits = append(waits, r.enqueue(sp, rh.Spec.Namespace, rh.Spec.Release, false, func(st *tugboatv1alpha1.ReleaseHistoryStatus, _ *tugboatv1alpha1.ReleaseHistorySpec) bool {
-			return markUninstalled(st)
+			if reportedSince(st, snap.TakenAt) || !markUninstalled(st) {
+				return false
+			}
+			reported(st, snap.TakenAt)
+			return true
 		}))
 	}
-	if err := wait(ctx, waits); err != nil {
+	err = wait(ctx, waits)
+	n := 0
+	for i := range stale {
+		if stale[i].Load() {
+			n++
+		}
+	}
+	r.countStale(n)
+	if err != nil {
 		return err
 	}
 	// The heartbeat comes last: a Ready Spoke means its releases are
 	// recorded, so a missing ReleaseHistory means a missing release.
 	return r.heartbeat(ctx, sp, snap)
+}
+
+func (r *Recorder) countStale(n int) {
+	r.stats.StaleReleases.Add(int64(n))
+	staleReleasesTotal.Add(float64(n))
 }
 
 // heartbeat records on the Spoke that its agent was heard from. sp is the
@@ -150,8 +195,14 @@ func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, sna
 		heartbeatsSkippedTotal.Inc()
 		return nil
 	}
-	data := fmt.Sprintf(`{"status":{"lastSeen":%q,"agentVersion":%q,"agentProtocolVersion":%d,"kubernetesVersion":%q,"releaseCount":%d%s}}`,
-		patch.Status.LastSeen.Format(time.RFC3339), patch.Status.AgentVersion, snap.ProtocolVersion, patch.Status.KubernetesVersion, patch.Status.ReleaseCount, keyID)
+	// The snapshot's time goes with it: the receiver refuses snapshots
+	// taken at or before it, after a restart and on other replicas too.
+	takenAt, err := metav1.NewMicroTime(snap.TakenAt.UTC().Truncate(time.Microsecond)).MarshalJSON()
+	if err != nil {
+		return err
+	}
+	data := fmt.Sprintf(`{"status":{"lastSeen":%q,"agentVersion":%q,"agentProtocolVersion":%d,"kubernetesVersion":%q,"releaseCount":%d,"lastSnapshotTakenAt":%s%s}}`,
+		patch.Status.LastSeen.Format(time.RFC3339), patch.Status.AgentVersion, snap.ProtocolVersion, patch.Status.KubernetesVersion, patch.Status.ReleaseCount, takenAt, keyID)
 	if err := r.bounded(ctx, func(ctx context.Context) error {
 		return r.client.Status().Patch(ctx, sp, client.RawPatch(types.MergePatchType, []byte(data)))
 	}); err != nil {

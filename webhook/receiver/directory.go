@@ -42,9 +42,11 @@ type Spoke struct {
 	// Suspended is spec.suspend: the receiver answers the spoke's
 	// authenticated requests 503.
 	Suspended bool
-	// LastSnapshotTakenAt is the takenAt of the newest state snapshot recorded
-	// for the spoke, as persisted (zero when none): a snapshot must be
-	// taken after it.
+	// LastSnapshotTakenAt is the takenAt of a state snapshot recorded for
+	// the spoke, as the Store persisted it (zero when none): a snapshot
+	// must be taken after it. The Store persists it with the spoke's
+	// heartbeat, not on every snapshot, so it may lag the newest one by
+	// the heartbeat refresh (see Store.RecordState).
 	LastSnapshotTakenAt time.Time
 	// SignedWith is set by the receiver on an authenticated request: the
 	// wire.KeyID of the key that verified it.
@@ -61,16 +63,12 @@ type SpokeDirectory interface {
 	// Spokes returns every live Spoke named name, in any namespace (none
 	// for an unknown name), or ErrNotReady.
 	Spokes(ctx context.Context, name string) ([]Spoke, error)
-	// StateRecorded persists that the state snapshot of ref taken at
-	// takenAt was recorded, so that an older one is refused even after a
-	// restart.
-	StateRecorded(ctx context.Context, ref SpokeRef, takenAt time.Time) error
 }
 
 // storeDirectory is the SpokeDirectory of a receiver without
 // Options.Spokes: Store.SpokeKeys gives one spoke per name, with no Flux
 // keys (the Flux endpoint refuses every request), never suspended, and
-// snapshot times kept in memory only.
+// no persisted snapshot time (the receiver's own floor only).
 type storeDirectory struct{ store Store }
 
 func (d storeDirectory) Spokes(ctx context.Context, name string) ([]Spoke, error) {
@@ -83,8 +81,6 @@ func (d storeDirectory) Spokes(ctx context.Context, name string) ([]Spoke, error
 	}
 	return []Spoke{{SpokeRef: SpokeRef{Name: name}, Keys: keys}}, nil
 }
-
-func (storeDirectory) StateRecorded(context.Context, SpokeRef, time.Time) error { return nil }
 
 type spokeContextKey struct{}
 

@@ -113,19 +113,6 @@ func (m *memStore) Spokes(_ context.Context, name string) ([]receiver.Spoke, err
 	return out, nil
 }
 
-// StateRecorded implements receiver.SpokeDirectory: it persists takenAt on
-// the Spoke, as the hub does on its status.
-func (m *memStore) StateRecorded(_ context.Context, ref receiver.SpokeRef, takenAt time.Time) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i := range m.spokes {
-		if m.spokes[i].SpokeRef == ref {
-			m.spokes[i].LastSnapshotTakenAt = takenAt
-		}
-	}
-	return nil
-}
-
 // hookRecord sets onRecord.
 func (m *memStore) hookRecord(fn func(events []wire.Event) error) {
 	m.mu.Lock()
@@ -178,13 +165,22 @@ func (m *memStore) RecordEvents(ctx context.Context, spoke string, events []wire
 	return nil
 }
 
-func (m *memStore) RecordState(_ context.Context, spoke string, snap *wire.StateSnapshot) error {
+func (m *memStore) RecordState(ctx context.Context, spoke string, snap *wire.StateSnapshot) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.recordErr != nil {
 		return m.recordErr
 	}
 	m.snapshots[spoke] = append(m.snapshots[spoke], snap)
+	// Persisted on the Spoke the receiver authenticated, as the hub's
+	// recorder does with the heartbeat.
+	if ref, ok := receiver.SpokeFrom(ctx); ok {
+		for i := range m.spokes {
+			if m.spokes[i].SpokeRef == ref {
+				m.spokes[i].LastSnapshotTakenAt = snap.TakenAt
+			}
+		}
+	}
 	return nil
 }
 

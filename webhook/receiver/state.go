@@ -13,15 +13,26 @@ import (
 // A state snapshot is level state: the hub reconciles the spoke's releases
 // against it, and a release missing from it is marked uninstalled. An old
 // snapshot replayed (a captured request, within the replay window) could
-// therefore undo what happened since. So each snapshot of a Spoke must be
-// taken after the last one recorded: its takenAt (the spoke's clock) must
-// be later than the newest takenAt recorded, which the receiver remembers
-// per Spoke and the SpokeDirectory persists (on the Spoke's status) so
-// that it holds across hub restarts and between replicas. An older or
-// equal one is answered 409 with a body naming both times; the agent then
-// takes a fresh snapshot. A takenAt more than the replay window ahead of
-// the hub's clock is refused (400), so a spoke's wrong clock cannot stop
-// it from reporting later.
+// therefore undo what happened since. Two guards keep it from doing so:
+//
+//   - Each snapshot of a Spoke must be taken after the last one recorded:
+//     its takenAt (the spoke's clock) must be later than the newest takenAt
+//     this replica recorded and than the one persisted on the Spoke. An
+//     older or equal one is answered 409 with a body naming both times; the
+//     agent then takes a fresh snapshot. The Store persists the time with
+//     the spoke's heartbeat (every --spoke-heartbeat-refresh), not on every
+//     snapshot: one API write per snapshot of every spoke was the largest
+//     load a fleet put on the API server.
+//   - So another replica, or a restarted hub, may accept a replayed
+//     snapshot taken after the persisted time. The Store records, on each
+//     release's history, the time of the newest report (event or snapshot)
+//     that changed it, and a snapshot taken before that changes nothing
+//     there (see Store.RecordState): a replay can only repeat what the hub
+//     already holds.
+//
+// A takenAt more than the replay window ahead of the hub's clock is
+// refused (400), so a spoke's wrong clock cannot stop it from reporting
+// later.
 
 // stateFloors remembers, per Spoke, the newest takenAt recorded by this
 // replica, and serializes a Spoke's state posts so that two cannot pass the
@@ -51,7 +62,7 @@ func (f *stateFloors) of(ref SpokeRef) *stateFloor {
 }
 
 // recordState records snap for sp when it was taken after every snapshot
-// recorded for sp, persists its takenAt, and updates the revision tracker.
+// recorded for sp, and updates the revision tracker.
 // It answers 400, 409 or 503 and returns false otherwise.
 func (s *Server) recordState(ctx context.Context, w http.ResponseWriter, sp *Spoke, snap *wire.StateSnapshot) bool {
 	const ep = endpointState
@@ -85,11 +96,6 @@ func (s *Server) recordState(ctx context.Context, w http.ResponseWriter, sp *Spo
 		return false
 	}
 	fl.takenAt = takenAt
-	if err := s.spokes.StateRecorded(ctx, sp.SpokeRef, takenAt); err != nil {
-		// Recorded all the same; this replica still refuses older
-		// snapshots, and the next snapshot persists its time.
-		s.log.Error(err, "Persisting the time of the spoke's last snapshot failed", "spoke", sp.String())
-	}
 	s.revs.observeSnapshot(sp.String(), snap)
 	return true
 }

@@ -39,6 +39,11 @@ type Store interface {
 	RecordEvents(ctx context.Context, spoke string, events []wire.Event) error
 	// RecordState reconciles the spoke's full state with snap: releases
 	// missing from it are uninstalled, unknown ones are created. It is also
-	// the spoke's heartbeat.
+	// the spoke's heartbeat, and it persists snap.TakenAt as the spoke's
+	// last snapshot time (Spoke.LastSnapshotTakenAt) whenever it persists
+	// the heartbeat. Each release's record must keep the time of the
+	// newest report that changed it and ignore a snapshot taken before it,
+	// so that a replayed older snapshot, which the lagging persisted time
+	// may let through, cannot undo newer news.
 	RecordState(ctx context.Context, spoke string, snap *wire.StateSnapshot) error
 }

@@ -1,7 +1,8 @@
 // Package spokedir is the hub's receiver.SpokeDirectory: it finds the
 // Spokes a request path names (every namespace), reads their agent and Flux
-// keys from their key Secrets, and persists the takenAt of the last state
-// snapshot recorded on the Spoke's status (status.lastSnapshotTakenAt).
+// keys from their key Secrets, and the takenAt of the last state snapshot
+// persisted on the Spoke's status (status.lastSnapshotTakenAt, which the
+// recorder writes with the heartbeat).
 //
 // It is not the recorder (controllers/releasehistory writes what spokes
 // report) and it decides nothing: the receiver picks, among the Spokes of a

@@ -130,22 +130,6 @@ func keysOf(secret *corev1.Secret, current, previous string) receiver.SpokeKeys 
 	return receiver.SpokeKeys{Current: cur, Previous: prev}
 }
 
-// StateRecorded sets status.lastSnapshotTakenAt of the Spoke ref to
-// takenAt (a merge patch of that one field).
-func (d *Directory) StateRecorded(ctx context.Context, ref receiver.SpokeRef, takenAt time.Time) error {
-	t := metav1.NewMicroTime(takenAt)
-	data, err := t.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	sp := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"lastSnapshotTakenAt":`+string(data)+`}}`))
-	if err := d.client.Status().Patch(ctx, sp, patch); err != nil {
-		return fmt.Errorf("recording the last snapshot time of spoke %s: %w", ref, err)
-	}
-	return nil
-}
-
 // FluxEventReceived sets status.lastFluxEvent of the Spoke ref (a merge
 // patch of that one field): the liveness of an agentless spoke.
 func (d *Directory) FluxEventReceived(ctx context.Context, ref receiver.SpokeRef, ev receiver.FluxEventSummary) error {
