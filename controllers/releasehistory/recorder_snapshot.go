@@ -124,6 +124,7 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 		}
 		waits = append(waits, r.enqueue(sp, s.Namespace, s.Release, false, o))
 	}
+	var absent []*atomic.Bool // stale flags of the uninstalls
 	var known tugboatv1alpha1.ReleaseHistoryList
 	if err := r.client.List(ctx, &known, client.InNamespace(sp.Namespace), client.MatchingFields{HistorySpokeIndex: sp.Name}); err != nil {
 		return fmt.Errorf("listing release histories of spoke %s: %w", sp.Name, err)
@@ -133,24 +134,30 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 		if present[rh.Name] || rh.Status.Current == nil || rh.Status.Current.Status == tugboatv1alpha1.ReleaseStatusUninstalled {
 			continue
 		}
-		if reportedSince(&rh.Status, snap.TakenAt) {
-			// Installed after the snapshot was taken (as far as the cache
-			// shows; the op checks again against the stored history).
-			r.countStale(1)
-			continue
-		}
+		var late atomic.Bool
 		waits = append(waits, r.enqueue(sp, rh.Spec.Namespace, rh.Spec.Release, false, func(st *tugboatv1alpha1.ReleaseHistoryStatus, _ *tugboatv1alpha1.ReleaseHistorySpec) bool {
-			if reportedSince(st, snap.TakenAt) || !markUninstalled(st) {
+			if reportedSince(st, snap.TakenAt) {
+				// Installed (or changed) after the snapshot was taken.
+				late.Store(true)
+				return false
+			}
+			if !markUninstalled(st) {
 				return false
 			}
 			reported(st, snap.TakenAt)
 			return true
 		}))
+		absent = append(absent, &late)
 	}
 	err = wait(ctx, waits)
 	n := 0
 	for i := range stale {
 		if stale[i].Load() {
+			n++
+		}
+	}
+	for _, f := range absent {
+		if f.Load() {
 			n++
 		}
 	}

@@ -57,6 +57,12 @@ var mutations = []mutation{
 		Old: "case e.ReleaseUID != \"\" && findByUID(st, e.ReleaseUID) != nil:", New: "case false:"},
 	{Pkg: "controllers/releasehistory", File: "controllers/releasehistory/apply.go", Name: "a release missing from the snapshot is not uninstalled",
 		Old: "\t\tr.Status = tugboatv1alpha1.ReleaseStatusUninstalled\n", New: "\t\tr.Status = tugboatv1alpha1.ReleaseStatusSuperseded\n"},
+	{Pkg: "controllers/releasehistory", File: "controllers/releasehistory/apply.go", Name: "a snapshot older than the history's news applies",
+		Old: "return st.ReportedAt != nil && !t.Truncate(time.Microsecond).After(st.ReportedAt.Time)", New: "return st.ReportedAt != nil && t.IsZero()"},
+	{Pkg: "controllers/releasehistory", File: "controllers/releasehistory/apply.go", Name: "an event's change does not move reportedAt",
+		Old: "\t\tif changed {\n\t\t\treported(st, e.Time)\n\t\t}\n", New: ""},
+	{Pkg: "controllers/releasehistory", File: "controllers/releasehistory/recorder_snapshot.go", Name: "a snapshot's uninstall ignores newer news",
+		Old: "if reportedSince(st, snap.TakenAt) {\n\t\t\t\t// Installed", New: "if false {\n\t\t\t\t// Installed"},
 
 	// webhook/receiver: de-duplication and freshness.
 	{Pkg: "webhook/receiver", File: "webhook/receiver/dedupe.go", Name: "no de-duplication",
