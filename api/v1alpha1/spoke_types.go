@@ -218,6 +218,19 @@ type AgentBootstrapStatus struct {
 // NoEventSinceSetup until the first Flux event arrives.
 const FluxSetupAnnotation = "tugboat.dev/flux-setup-at"
 
+// KeysUpdatedAtAnnotation is set on a Spoke, to the time (RFC 3339, UTC,
+// nanoseconds), by whatever writes its key Secret on the hub: the Spoke
+// controller when it generates a key, `tugboat spoke rotate-key` and
+// `tugboat spoke add --flux`. Every hub replica watches Spokes, so a change
+// of its value tells each one, within milliseconds, to re-read the keys
+// (a removed previous key is refused at once) and the Spoke controller to
+// check the Secret again. Only a change of the value matters, not the time
+// it holds. Set it after a hand edit of the Secret to have it take effect at
+// once:
+//
+//	kubectl -n NS annotate spoke NAME --overwrite tugboat.dev/keys-updated-at="$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)"
+const KeysUpdatedAtAnnotation = "tugboat.dev/keys-updated-at"
+
 // FluxEventRecord is what the hub keeps of a Flux event.
 type FluxEventRecord struct {
 	// receivedAt is when the hub accepted the event.

@@ -1,6 +1,8 @@
 // Package spokedir is the hub's receiver.SpokeDirectory: it finds the
 // Spokes a request path names (every namespace), reads their agent and Flux
-// keys from their key Secrets, and persists the takenAt of the last state
+// keys from their key Secrets (once, then again only when the Spoke's
+// tugboat.dev/keys-updated-at annotation changes, a request fails to verify,
+// or the TTL passes: see Directory), and persists the takenAt of the last state
 // snapshot recorded on the Spoke's status (status.lastSnapshotTakenAt).
 //
 // It is not the recorder (controllers/releasehistory writes what spokes
