@@ -99,7 +99,7 @@ func TestDirectory_steadyStateReadsNoSecret(t *testing.T) {
 		g.Expect(spokes).To(HaveLen(1))
 		g.Expect(spokes[0].Keys.Current).To(Equal(agentKey))
 	}
-	g.Expect(reads.gets.Load() - before).To(BeZero(), "Secret GETs in the steady state")
+	g.Expect(reads.gets.Load()-before).To(BeZero(), "Secret GETs in the steady state")
 
 	// A hand edit that does not touch the Spoke takes effect within the TTL.
 	updateSecret(t, ns, name, map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: previousKey})
@@ -193,7 +193,7 @@ func TestDirectory_refusesARemovedKeyOnceTheSpokeIsAnnotated(t *testing.T) {
 		}
 		return spokes[0].Keys, nil
 	}).WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(receiver.SpokeKeys{Current: agentKey}))
-	g.Expect(reads.gets.Load() - before).To(BeEquivalentTo(1), "one read for the annotation's change")
+	g.Expect(reads.gets.Load()-before).To(BeEquivalentTo(1), "one read for the annotation's change")
 	// And none after it.
 	_, err = d.Spokes(ctx, name)
 	g.Expect(err).NotTo(HaveOccurred())
