@@ -18,7 +18,7 @@ import (
 // key Secret on the hub calls it after the write: every hub replica then
 // re-reads the keys at once (a removed key is refused from the next
 // request) and the Spoke controller checks the Secret again.
-func MarkKeysUpdated(ctx context.Context, c client.Client, sp *tugboatv1alpha1.Spoke, now time.Time) error {
+func MarkKeysUpdated(ctx context.Context, c client.Client, sp *tugboatv1alpha1.Spoke, now time.Time, opts ...client.PatchOption) error {
 	value := now.UTC().Format(time.RFC3339Nano)
 	if value == sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation] {
 		// Only a change of the value tells the hub anything.
@@ -30,7 +30,7 @@ func MarkKeysUpdated(ctx context.Context, c client.Client, sp *tugboatv1alpha1.S
 	}
 	obj := &tugboatv1alpha1.Spoke{}
 	obj.Namespace, obj.Name = sp.Namespace, sp.Name
-	if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, data), opts...); err != nil {
 		return fmt.Errorf("setting annotation %s on spoke %s/%s (without it the hub re-reads the keys within its --spoke-key-cache-ttl): %w",
 			tugboatv1alpha1.KeysUpdatedAtAnnotation, sp.Namespace, sp.Name, err)
 	}

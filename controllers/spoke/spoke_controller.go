@@ -83,7 +83,7 @@ type Reconciler struct {
 	keyChecks keyChecks
 }
 
-// +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=spokes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
 
