@@ -199,3 +199,43 @@ func TestDirectory_refusesARemovedKeyOnceTheSpokeIsAnnotated(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(reads.gets.Load() - before).To(BeEquivalentTo(1))
 }
+
+// TestDirectory_concurrentRequestsWithANewKeyAllVerify: the requests an
+// agent sends at once with a new key all fail with the cached keys; one
+// reads the Secret and the others wait for that read instead of being
+// refused by the read rate limit.
+func TestDirectory_concurrentRequestsWithANewKeyAllVerify(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	d, reads, _ := cachingDirectory()
+	const ns, name = "keys-concurrent", "concurrent-1"
+	stale := setUpSpoke(t, d, ns, name, map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: agentKey})
+	newKey := []byte("concurrent-new-key-0123456789abcdef0")
+	updateSecret(t, ns, name, map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: newKey, tugboatv1alpha1.SpokePreviousKeySecretKey: agentKey})
+
+	before := reads.gets.Load()
+	const n = 20
+	type result struct {
+		keys    receiver.SpokeKeys
+		changed bool
+		err     error
+	}
+	results := make(chan result, n)
+	var start sync.WaitGroup
+	start.Add(1)
+	for range n {
+		go func() {
+			start.Wait()
+			fresh, changed, err := d.RefreshKeys(ctx, stale)
+			results <- result{fresh.Keys, changed, err}
+		}()
+	}
+	start.Done()
+	for range n {
+		r := <-results
+		g.Expect(r.err).NotTo(HaveOccurred())
+		g.Expect(r.changed).To(BeTrue())
+		g.Expect(r.keys).To(Equal(receiver.SpokeKeys{Current: newKey, Previous: agentKey}))
+	}
+	g.Expect(reads.gets.Load()-before).To(BeEquivalentTo(1), "one read for all of them")
+}

@@ -54,6 +54,9 @@ type Directory struct {
 
 	mu   sync.Mutex
 	keys map[receiver.SpokeRef]cachedSecret
+	// forcing holds a channel per Spoke whose forced read is under way,
+	// closed when it ends.
+	forcing map[receiver.SpokeRef]chan struct{}
 }
 
 // cachedSecret is what a Spoke's key Secret held when last read.
@@ -77,7 +80,8 @@ var (
 // client) and key Secrets through api (its APIReader), keeping keys for at
 // most ttl (0: read them on every request); see Directory.
 func New(c client.Client, api client.Reader, ttl time.Duration) *Directory {
-	return &Directory{client: c, api: api, ttl: ttl, now: time.Now, keys: make(map[receiver.SpokeRef]cachedSecret)}
+	return &Directory{client: c, api: api, ttl: ttl, now: time.Now,
+		keys: make(map[receiver.SpokeRef]cachedSecret), forcing: make(map[receiver.SpokeRef]chan struct{})}
 }
 
 // Spokes returns every live Spoke named name, with its keys. A Spoke whose
@@ -117,7 +121,9 @@ func (d *Directory) Spokes(ctx context.Context, name string) ([]receiver.Spoke, 
 
 // RefreshKeys implements receiver.KeyRefresher: it re-reads the key Secret
 // of sp unless it did less than MinForcedReadInterval ago, and reports
-// whether the keys it now holds for sp differ from sp's.
+// whether the keys it now holds for sp differ from sp's. A request that
+// comes while such a read is under way waits for it and uses what it read,
+// so the requests an agent sends at once with a new key all verify.
 func (d *Directory) RefreshKeys(ctx context.Context, sp receiver.Spoke) (receiver.Spoke, bool, error) {
 	spoke := &tugboatv1alpha1.Spoke{}
 	if err := d.client.Get(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: sp.Name}, spoke); err != nil {
@@ -128,6 +134,15 @@ func (d *Directory) RefreshKeys(ctx context.Context, sp receiver.Spoke) (receive
 	}
 	now := d.now()
 	d.mu.Lock()
+	if inflight, ok := d.forcing[sp.SpokeRef]; ok {
+		d.mu.Unlock()
+		select {
+		case <-inflight:
+		case <-ctx.Done():
+			return sp, false, ctx.Err()
+		}
+		return d.cachedIfChanged(sp)
+	}
 	c, ok := d.keys[sp.SpokeRef]
 	switch {
 	case ok && !c.readAt.IsZero() && !sameKeys(c, sp):
@@ -139,16 +154,34 @@ func (d *Directory) RefreshKeys(ctx context.Context, sp receiver.Spoke) (receive
 		d.mu.Unlock()
 		return sp, false, nil
 	}
-	// Take the slot before reading, so that concurrent failures wait for
-	// the next one instead of reading too.
 	c.forcedAt = now
 	d.keys[sp.SpokeRef] = c
+	inflight := make(chan struct{})
+	d.forcing[sp.SpokeRef] = inflight
 	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.forcing, sp.SpokeRef)
+		d.mu.Unlock()
+		close(inflight)
+	}()
 	fresh, err := d.read(ctx, spoke, now)
 	if err != nil {
 		return sp, false, err
 	}
 	return withKeys(sp, fresh), !sameKeys(fresh, sp), nil
+}
+
+// cachedIfChanged returns sp with the keys cached for it, and whether they
+// differ from sp's.
+func (d *Directory) cachedIfChanged(sp receiver.Spoke) (receiver.Spoke, bool, error) {
+	d.mu.Lock()
+	c, ok := d.keys[sp.SpokeRef]
+	d.mu.Unlock()
+	if ok && !c.readAt.IsZero() && !sameKeys(c, sp) {
+		return withKeys(sp, c), true, nil
+	}
+	return sp, false, nil
 }
 
 func sameKeys(c cachedSecret, sp receiver.Spoke) bool {
