@@ -46,7 +46,9 @@ type SpokeSpec struct {
 	// current key under "key" and, during a rotation, the previous one under
 	// "previousKey": the hub accepts either while both are present. To rotate,
 	// move "key" to "previousKey", write the new "key", roll the agent, then
-	// delete "previousKey" (`tugboat spoke rotate-key` does all of it). A spoke fed by Flux notification-controller holds
+	// delete "previousKey" and set the annotation tugboat.dev/keys-updated-at
+	// on the Spoke, so the hub refuses the old key at once rather than within
+	// its --spoke-key-cache-ttl (`tugboat spoke rotate-key` does all of it). A spoke fed by Flux notification-controller holds
 	// its Provider's own key under "fluxKey" (and "previousFluxKey" during a
 	// rotation). Keys are at least 32 bytes.
 	// +required
