@@ -46,7 +46,9 @@ type SpokeSpec struct {
 	// current key under "key" and, during a rotation, the previous one under
 	// "previousKey": the hub accepts either while both are present. To rotate,
 	// move "key" to "previousKey", write the new "key", roll the agent, then
-	// delete "previousKey" (`tugboat spoke rotate-key` does all of it). A spoke fed by Flux notification-controller holds
+	// delete "previousKey" and set the annotation tugboat.dev/keys-updated-at
+	// on the Spoke, so the hub refuses the old key at once rather than within
+	// its --spoke-key-cache-ttl (`tugboat spoke rotate-key` does all of it). A spoke fed by Flux notification-controller holds
 	// its Provider's own key under "fluxKey" (and "previousFluxKey" during a
 	// rotation). Keys are at least 32 bytes.
 	// +required
@@ -217,6 +219,19 @@ type AgentBootstrapStatus struct {
 // when its Flux key was set up (RFC 3339); the Spoke's Ready condition says
 // NoEventSinceSetup until the first Flux event arrives.
 const FluxSetupAnnotation = "tugboat.dev/flux-setup-at"
+
+// KeysUpdatedAtAnnotation is set on a Spoke, to the time (RFC 3339, UTC,
+// nanoseconds), by whatever writes its key Secret on the hub: the Spoke
+// controller when it generates a key, `tugboat spoke rotate-key` and
+// `tugboat spoke add --flux`. Every hub replica watches Spokes, so a change
+// of its value tells each one, within milliseconds, to re-read the keys
+// (a removed previous key is refused at once) and the Spoke controller to
+// check the Secret again. Only a change of the value matters, not the time
+// it holds. Set it after a hand edit of the Secret to have it take effect at
+// once:
+//
+//	kubectl -n NS annotate spoke NAME --overwrite tugboat.dev/keys-updated-at="$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)"
+const KeysUpdatedAtAnnotation = "tugboat.dev/keys-updated-at"
 
 // FluxEventRecord is what the hub keeps of a Flux event.
 type FluxEventRecord struct {

@@ -237,7 +237,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
-	if err := (&spoke.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: opts.Spoke,
+	// The Spoke controller trusts a key Secret it found fine for as long as
+	// the receiver trusts the keys it read (--spoke-key-cache-ttl).
+	spokeOpts := opts.Spoke
+	spokeOpts.KeySecretRecheck = opts.History.KeyCacheTTL
+	if err := (&spoke.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: spokeOpts,
 		Bootstrap: spoke.BootstrapOptions{Version: opts.Version, Timeout: opts.BootstrapTimeout}}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

@@ -18,8 +18,12 @@ type Options struct {
 	// WriteInterval is the least time between two writes of one
 	// ReleaseHistory; updates arriving meanwhile are coalesced.
 	WriteInterval time.Duration
-	// KeyCacheTTL is how long spoke keys are cached; a rotated key is picked
-	// up within it.
+	// KeyCacheTTL is the longest the hub trusts the spoke keys it read
+	// (and the Spoke controller a key Secret it checked). Keys are read
+	// again at once when the Spoke's tugboat.dev/keys-updated-at annotation
+	// changes, which whoever writes keys sets, and when a request fails to
+	// verify (webhook/receiver/spokedir): the TTL bounds only hand edits of
+	// the Secret that set no annotation.
 	KeyCacheTTL time.Duration
 	// MaxStatusBytes caps the serialized status; the oldest events are
 	// dropped first to stay below it.
@@ -48,7 +52,7 @@ func NewOptions() Options {
 		RevisionLimit:  tugboatv1alpha1.DefaultRevisionLimit,
 		EventLimit:     tugboatv1alpha1.MaxEventsPerRevision,
 		WriteInterval:  100 * time.Millisecond,
-		KeyCacheTTL:    10 * time.Second,
+		KeyCacheTTL:    5 * time.Minute,
 		MaxStatusBytes: 256 << 10,
 		Workers:        8,
 		APITimeout:     15 * time.Second,
@@ -64,7 +68,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.RevisionLimit, "history-revisions", o.RevisionLimit, "revisions kept per ReleaseHistory")
 	fs.IntVar(&o.EventLimit, "history-events", o.EventLimit, "events kept per revision (repeats are compacted)")
 	fs.DurationVar(&o.WriteInterval, "history-write-interval", o.WriteInterval, "least time between two writes of one ReleaseHistory")
-	fs.DurationVar(&o.KeyCacheTTL, "spoke-key-cache-ttl", o.KeyCacheTTL, "how long spoke keys are cached (rotation takes effect within it)")
+	fs.DurationVar(&o.KeyCacheTTL, "spoke-key-cache-ttl", o.KeyCacheTTL, "the longest spoke keys read from their Secret are trusted: a hand edit of the Secret takes effect within it, or at once with the Spoke annotated tugboat.dev/keys-updated-at (tugboat's own key writes set it; a new key also works at once); 0 reads them on every request")
 	fs.IntVar(&o.Workers, "history-writers", o.Workers, "concurrent ReleaseHistory writers")
 	fs.DurationVar(&o.HeartbeatRefresh, "spoke-heartbeat-refresh", o.HeartbeatRefresh, "how old a Spoke's recorded lastSeen may grow before an unchanged state snapshot writes it again (0: every snapshot; at most half of --spoke-heartbeat-timeout); keep it plus the agent's state interval below --spoke-heartbeat-timeout")
 	fs.DurationVar(&o.APITimeout, "history-api-timeout", o.APITimeout, "deadline of each ReleaseHistory write, heartbeat and key read; running out of it makes /readyz fail until a call succeeds")

@@ -68,9 +68,13 @@ type pending struct {
 // op changes a status; it reports whether it changed anything.
 type op func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.ReleaseHistorySpec) bool
 
+// cachedKeys are the keys read for a Spoke (by UID), under its key Secret
+// name and keys annotation then.
 type cachedKeys struct {
-	keys    receiver.SpokeKeys
-	expires time.Time
+	uid                types.UID
+	secret, annotation string
+	keys               receiver.SpokeKeys
+	expires            time.Time
 }
 
 var _ receiver.Store = (*Recorder)(nil)
@@ -182,29 +186,38 @@ func (r *Recorder) lookupSpoke(ctx context.Context, name string) (*tugboatv1alph
 }
 
 // SpokeKeys returns the spoke's keys from its key Secret, cached for
-// KeyCacheTTL. The key material is used as stored (surrounding whitespace
-// trimmed).
+// KeyCacheTTL unless the Spoke's keys annotation
+// (tugboatv1alpha1.KeysUpdatedAtAnnotation) or key Secret name changed since
+// they were read, as webhook/receiver/spokedir does. The key material is
+// used as stored (surrounding whitespace trimmed).
+//
+// This is the path of a receiver without a SpokeDirectory (the hub always
+// has one): unlike spokedir it does not re-read keys when a request fails
+// to verify, so a new key written without setting the annotation takes
+// effect within KeyCacheTTL.
 func (r *Recorder) SpokeKeys(ctx context.Context, spoke string) (receiver.SpokeKeys, error) {
 	if !r.ready.Load() {
 		return receiver.SpokeKeys{}, receiver.ErrNotReady
 	}
-	now := r.now()
-	r.mu.Lock()
-	if c, ok := r.keys[spoke]; ok && now.Before(c.expires) {
-		r.mu.Unlock()
-		return c.keys, nil
-	}
-	r.mu.Unlock()
 	sp, err := r.lookupSpoke(ctx, spoke)
 	if err != nil {
 		return receiver.SpokeKeys{}, err
 	}
+	now := r.now()
+	read := cachedKeys{uid: sp.UID, secret: sp.Spec.KeySecretRef.Name, annotation: sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation]}
+	r.mu.Lock()
+	if c, ok := r.keys[spoke]; ok && now.Before(c.expires) && c.uid == read.uid && c.secret == read.secret && c.annotation == read.annotation {
+		r.mu.Unlock()
+		return c.keys, nil
+	}
+	r.mu.Unlock()
 	keys, err := r.readKeys(ctx, sp)
 	if err != nil {
 		return receiver.SpokeKeys{}, err
 	}
+	read.keys, read.expires = keys, now.Add(r.opts.KeyCacheTTL)
 	r.mu.Lock()
-	r.keys[spoke] = cachedKeys{keys: keys, expires: now.Add(r.opts.KeyCacheTTL)}
+	r.keys[spoke] = read
 	r.mu.Unlock()
 	return keys, nil
 }

@@ -34,10 +34,20 @@ type Options struct {
 	// HeartbeatTimeout is how long after the last heartbeat a Spoke stays
 	// Ready; after it, Ready becomes Unknown.
 	HeartbeatTimeout time.Duration
+	// KeySecretRecheck is how long a key Secret found fine is trusted
+	// without reading it again, as long as the Spoke's generation and keys
+	// annotation (tugboatv1alpha1.KeysUpdatedAtAnnotation) stay the same: the
+	// bound within which a deleted Secret is regenerated and a broken one
+	// reported. 0 reads it on every reconcile. The hub sets it to
+	// --spoke-key-cache-ttl.
+	KeySecretRecheck time.Duration
 }
 
-// NewOptions returns the defaults: three missed 30 s heartbeats.
-func NewOptions() Options { return Options{HeartbeatTimeout: 90 * time.Second} }
+// NewOptions returns the defaults: three missed 30 s heartbeats, and the
+// key Secret checked again every 5 minutes.
+func NewOptions() Options {
+	return Options{HeartbeatTimeout: 90 * time.Second, KeySecretRecheck: 5 * time.Minute}
+}
 
 // BindFlags binds the options to flags.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
@@ -48,6 +58,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 func (o *Options) Validate() error {
 	if o.HeartbeatTimeout <= 0 {
 		return fmt.Errorf("--spoke-heartbeat-timeout must be positive")
+	}
+	if o.KeySecretRecheck < 0 {
+		return fmt.Errorf("the key Secret recheck interval (--spoke-key-cache-ttl) must not be negative")
 	}
 	return nil
 }
@@ -64,9 +77,13 @@ type Reconciler struct {
 	Bootstrap BootstrapOptions
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
+
+	// keyChecks remembers, per Spoke, the last key Secret check that found
+	// it fine (see reconcileKeySecret).
+	keyChecks keyChecks
 }
 
-// +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=spokes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
 
@@ -152,6 +169,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if again := r.reconcileBootstrap(ctx, sp); again > 0 && (requeue == 0 || again < requeue) {
 		requeue = again
 	}
+	// Check the key Secret again within the bound even when nothing
+	// brings the Spoke here (a quiet, agentless spoke).
+	if again := r.Options.KeySecretRecheck; again > 0 && (requeue == 0 || again < requeue) {
+		requeue = again
+	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
@@ -163,10 +185,31 @@ type stalledError struct {
 func (e stalledError) Error() string { return e.msg }
 
 // reconcileKeySecret makes sure the key Secret exists: a missing one is
-// generated (32 random bytes, hex), owned by the Spoke. A Secret without a
-// key is a configuration error. It reports whether the Secret holds a Flux
-// key (the spoke may be agentless).
+// generated (32 random bytes, hex), owned by the Spoke, and the Spoke's
+// keys annotation set. A Secret without a key is a configuration error. It
+// reports whether the Secret holds a Flux key (the spoke may be agentless).
+//
+// The Spoke is reconciled on every status write (each heartbeat), so the
+// Secret is read only when something that matters changed since it was
+// last found fine: the Spoke's generation (spec.keySecretRef), its keys
+// annotation, or KeySecretRecheck elapsed (see keyChecks).
 func (r *Reconciler) reconcileKeySecret(ctx context.Context, sp *tugboatv1alpha1.Spoke) (bool, error) {
+	now := r.Now()
+	if agentless, ok := r.keyChecks.fresh(sp, now, r.Options.KeySecretRecheck); ok {
+		return agentless, nil
+	}
+	agentless, err := r.checkKeySecret(ctx, sp)
+	if err != nil {
+		r.keyChecks.forget(sp.UID)
+		return false, err
+	}
+	r.keyChecks.found(sp, now, agentless)
+	return agentless, nil
+}
+
+// checkKeySecret reads the key Secret and generates it when missing (see
+// reconcileKeySecret).
+func (r *Reconciler) checkKeySecret(ctx context.Context, sp *tugboatv1alpha1.Spoke) (bool, error) {
 	name := sp.Spec.KeySecretRef.Name
 	secret := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: name}, secret)
@@ -191,6 +234,11 @@ func (r *Reconciler) reconcileKeySecret(ctx context.Context, sp *tugboatv1alpha1
 			return false, fmt.Errorf("creating key secret %s: %w", name, err)
 		}
 		log.FromContext(ctx).Info("generated a key secret for the spoke", "secret", name)
+		// Tell every hub replica (and this controller's next reconcile)
+		// that the keys changed; a cached "no Secret" is dropped at once.
+		if err := MarkKeysUpdated(ctx, r.Client, sp, r.Now()); err != nil {
+			return false, err
+		}
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("reading key secret %s: %w", name, err)

@@ -25,6 +25,13 @@ import (
 //     spoke, a known one with a bad signature and one with a broken key do
 //     the same HMAC work and get the same 401: neither the body nor the
 //     response time says whether the spoke exists;
+//     When no candidate matches because of a signature mismatch and the
+//     directory caches keys (KeyRefresher), the keys of the mismatched
+//     candidates are re-read (at most once per second per Spoke) and the
+//     request verified again against a candidate only if its keys changed:
+//     a bad signature costs the same HMAC work as before, and an unknown
+//     spoke never causes a read. What remains is that a known spoke's bad
+//     request may cost one read of its key Secret, at most one a second;
 //  3. exactly one candidate must match: it is the request's Spoke
 //     (SpokeRef, passed to the Store with WithSpoke). Two matching
 //     candidates (Spokes of one name sharing a key) are refused as
@@ -149,11 +156,15 @@ func (s *Server) identify(w http.ResponseWriter, r *http.Request, endpoint, name
 		s.countVerification(endpoint)
 		_ = verify("", s.dummyKeys)
 	}
+	var mismatched []int
 	for i := range candidates {
 		sp := &candidates[i]
 		keys, problem := s.verificationKeys(kind.of(sp))
 		s.countVerification(endpoint)
 		err := verify(sp.String(), keys)
+		if err != nil && verifyReason(err) == reasonBadSignature {
+			mismatched = append(mismatched, i)
+		}
 		switch {
 		case problem != "":
 			reason, kv = reasonInvalidKey, []any{"spoke", sp.String(), "problem", problem}
@@ -161,6 +172,11 @@ func (s *Server) identify(w http.ResponseWriter, r *http.Request, endpoint, name
 			matched = append(matched, sp)
 		default:
 			reason = verifyReason(err)
+		}
+	}
+	if len(matched) == 0 && len(mismatched) > 0 {
+		if refresher, ok := s.spokes.(KeyRefresher); ok {
+			matched = s.verifyRefreshed(r.Context(), refresher, endpoint, kind, verify, candidates, mismatched, &reason, &kv)
 		}
 	}
 	switch len(matched) {
@@ -188,6 +204,40 @@ func (s *Server) identify(w http.ResponseWriter, r *http.Request, endpoint, name
 		return nil, false
 	}
 	return sp, true
+}
+
+// verifyRefreshed re-reads the keys of the candidates whose signature did
+// not match (see KeyRefresher) and verifies the request again against each
+// one whose keys changed, updating it in candidates. It returns the
+// candidates that match now, and updates reason and kv for the ones that
+// still do not. A failed read is logged and leaves the candidate refused.
+func (s *Server) verifyRefreshed(ctx context.Context, refresher KeyRefresher, endpoint string, kind keyKind, verify verifyFunc,
+	candidates []Spoke, mismatched []int, reason *string, kv *[]any) []*Spoke {
+	var matched []*Spoke
+	for _, i := range mismatched {
+		fresh, changed, err := refresher.RefreshKeys(ctx, candidates[i])
+		if err != nil {
+			s.log.Error(err, "Could not re-read the keys of a spoke whose request did not verify", "spoke", candidates[i].String())
+			continue
+		}
+		if !changed {
+			continue
+		}
+		candidates[i] = fresh
+		sp := &candidates[i]
+		keys, problem := s.verificationKeys(kind.of(sp))
+		s.countVerification(endpoint)
+		err = verify(sp.String(), keys)
+		switch {
+		case problem != "":
+			*reason, *kv = reasonInvalidKey, []any{"spoke", sp.String(), "problem", problem}
+		case err == nil:
+			matched = append(matched, sp)
+		default:
+			*reason = verifyReason(err)
+		}
+	}
+	return matched
 }
 
 // signingKeyID returns the wire.KeyID of the key of sp (of kind) that

@@ -65,6 +65,21 @@ type SpokeDirectory interface {
 	Spokes(ctx context.Context, name string) ([]Spoke, error)
 }
 
+// KeyRefresher is implemented by a SpokeDirectory that caches keys. When a
+// request of a known Spoke fails to verify with the keys Spokes gave (a
+// signature mismatch, not a stale timestamp or a malformed header), the
+// receiver asks it for the keys as stored now, and verifies once more only
+// when they differ: a key written a moment ago (a rotation, a new Flux key)
+// works on its first request, and a bad signature, which cannot change the
+// stored keys, costs no extra verification.
+type KeyRefresher interface {
+	// RefreshKeys returns sp with its agent and Flux keys as stored now,
+	// and whether they differ from sp's. It reads the keys at most once per
+	// second per Spoke (so bad signatures cannot drive reads at line rate);
+	// between reads it answers from what it read last.
+	RefreshKeys(ctx context.Context, sp Spoke) (Spoke, bool, error)
+}
+
 // storeDirectory is the SpokeDirectory of a receiver without
 // Options.Spokes: Store.SpokeKeys gives one spoke per name, with no Flux
 // keys (the Flux endpoint refuses every request), never suspended, and

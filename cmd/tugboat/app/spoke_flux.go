@@ -26,6 +26,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
+	spokectl "tugboat.dev/tugboat/controllers/spoke"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -109,7 +110,7 @@ func (f *fluxSetup) run(cmd *cobra.Command, s *hubSession, name, hubURL string, 
 	if err != nil {
 		return err
 	}
-	key, err := ensureFluxKey(ctx, progress, s, secret)
+	key, err := ensureFluxKey(ctx, progress, s, sp, secret)
 	if err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func (f *fluxSetup) run(cmd *cobra.Command, s *hubSession, name, hubURL string, 
 // ensureFluxKey returns the Flux key of the Spoke's key Secret on the hub,
 // writing a new random one when it has none that the hub would accept
 // (at least receiver.MinKeySize bytes, not the agent's key).
-func ensureFluxKey(ctx context.Context, out io.Writer, s *hubSession, secret *corev1.Secret) ([]byte, error) {
+func ensureFluxKey(ctx context.Context, out io.Writer, s *hubSession, sp *tugboatv1alpha1.Spoke, secret *corev1.Secret) ([]byte, error) {
 	key := bytes.TrimSpace(secret.Data[tugboatv1alpha1.SpokeFluxKeySecretKey])
 	agent := bytes.TrimSpace(secret.Data[tugboatv1alpha1.SpokeKeySecretKey])
 	if len(key) >= receiver.MinKeySize && !bytes.Equal(key, agent) {
@@ -168,6 +169,11 @@ func ensureFluxKey(ctx context.Context, out io.Writer, s *hubSession, secret *co
 	secret.Data[tugboatv1alpha1.SpokeFluxKeySecretKey] = key
 	if err := s.client.Update(ctx, secret, client.FieldOwner(cliFieldManager)); err != nil {
 		return nil, fmt.Errorf("writing the Flux key to secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	}
+	// The hub re-reads the keys at once (it would also on the first Flux
+	// request, which fails to verify with the keys it holds).
+	if err := spokectl.MarkKeysUpdated(ctx, s.client, sp, time.Now(), client.FieldOwner(cliFieldManager)); err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(out, "The hub holds a new Flux key for the spoke (Secret %s/%s, %q), separate from the agent's.\n",
 		secret.Namespace, secret.Name, tugboatv1alpha1.SpokeFluxKeySecretKey)

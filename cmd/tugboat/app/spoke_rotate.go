@@ -23,6 +23,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
+	spokectl "tugboat.dev/tugboat/controllers/spoke"
 )
 
 // Where the agent reads its key on the spoke by default (what `tugboat
@@ -114,8 +115,9 @@ two-key rotation:
 
   1. on the hub, the current key moves to "previousKey" ("previousFluxKey") of
      the Spoke's key Secret and a new random key (32 bytes, hex) becomes "key"
-     ("fluxKey"): the hub accepts either from then on, once its key cache
-     (--hub-key-cache-ttl) expired, which the command waits for;
+     ("fluxKey"), and the Spoke is annotated tugboat.dev/keys-updated-at: the
+     hub accepts either from then on (it also re-reads the keys when a request
+     fails to verify with the ones it holds, so the new key works at once);
   2. with --spoke-context or --spoke-kubeconfig, the new key is written to the
      Secret on the spoke that holds it (--key-namespace/--key-secret: by default
      tugboat-system/tugboat-agent-hub-key, key "key", where "tugboat install
@@ -126,8 +128,9 @@ two-key rotation:
      command says how; the key is never printed);
   3. it waits (--timeout) until the hub reports a heartbeat (a Flux event)
      signed with the new key (Spoke status.signingKeyID, or
-     status.lastFluxEvent.keyID), then deletes the previous key: the old key is
-     refused from then on. Flux posts only when a HelmRelease changes: give
+     status.lastFluxEvent.keyID), then deletes the previous key and annotates
+     the Spoke again: every hub replica re-reads the keys as soon as it sees
+     the annotation change, and refuses the old key from then on. Flux posts only when a HelmRelease changes: give
      --flux a --timeout long enough for one, or run it again later.
 
 If it stops before the end (timeout, Ctrl-C), both keys stay valid: running it
@@ -161,7 +164,7 @@ again resumes the rotation under way rather than starting another.`,
 	fl.StringVar(&o.keyNamespace, "key-namespace", "", "namespace of the Secret on the spoke that holds the key (default tugboat-system; with --flux flux-system)")
 	fl.StringVar(&o.keySecret, "key-secret", "", "name of that Secret (default tugboat-agent-hub-key; with --flux tugboat-flux-key)")
 	fl.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for a heartbeat (a Flux event) signed with the new key")
-	fl.DurationVar(&o.hubKeyCacheTTL, "hub-key-cache-ttl", 10*time.Second, "the hub's --spoke-key-cache-ttl: how long after writing the new key the hub may still not know it (the key reaches the spoke only after it)")
+	fl.DurationVar(&o.hubKeyCacheTTL, "hub-key-cache-ttl", 0, "only for a hub older than this command, which neither re-reads keys on a failed verification nor watches tugboat.dev/keys-updated-at: its --spoke-key-cache-ttl (10s then), waited out before the new key reaches the spoke. A current hub knows a new key at once: leave it 0")
 	return cmd
 }
 
@@ -263,10 +266,14 @@ func (o *spokeRotate) run(ctx context.Context, out io.Writer, name string) error
 			return fmt.Errorf("writing the new key to secret %s: %w", secretKey, err)
 		}
 		current = key
+		if err := spokectl.MarkKeysUpdated(ctx, s.client, sp, time.Now(), client.FieldOwner(cliFieldManager)); err != nil {
+			return err
+		}
 		fmt.Fprintf(out, "1/3 The hub accepts the current and a new %s key of spoke %s/%s (Secret %s, %q and %q).\n",
 			k.who, sp.Namespace, name, secretKey, k.current, k.previous)
-		// The hub reads keys through a cache: the spoke must not sign with
-		// the new key before the hub knows it.
+		// A current hub re-reads the keys when a request fails to verify:
+		// it knows the new key from the spoke's first request signed with
+		// it. An older one only when its key cache expires.
 		if o.hubKeyCacheTTL > 0 {
 			fmt.Fprintf(out, "    Waiting %s for the hub's key cache to expire...\n", o.hubKeyCacheTTL)
 			select {
@@ -329,7 +336,10 @@ func (o *spokeRotate) run(ctx context.Context, out io.Writer, name string) error
 	if err := s.client.Update(ctx, secret, client.FieldOwner(cliFieldManager)); err != nil {
 		return fmt.Errorf("removing the previous key from secret %s: %w", secretKey, err)
 	}
-	fmt.Fprintf(out, "3/3 The %s signs with the new key; the previous key is removed and the hub refuses it (within its key cache TTL).\n", k.who)
+	if err := spokectl.MarkKeysUpdated(ctx, s.client, sp, time.Now(), client.FieldOwner(cliFieldManager)); err != nil {
+		return fmt.Errorf("the previous key is removed from secret %s, but %w", secretKey, err)
+	}
+	fmt.Fprintf(out, "3/3 The %s signs with the new key; the previous key is removed and the hub refuses it from now on.\n", k.who)
 	o.result = &keyRotation{Namespace: sp.Namespace, Name: name, KeySecret: secretKey.String(), Key: k.current, KeyID: newID, Delivered: spoke != nil}
 	return nil
 }

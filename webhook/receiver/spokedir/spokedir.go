@@ -1,6 +1,7 @@
 package spokedir
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,24 @@ import (
 // maxCachedSecrets bounds the key cache; it is cleared when full.
 const maxCachedSecrets = 10_000
 
+// MinForcedReadInterval is the least time between two reads of one Spoke's
+// key Secret forced by a request that failed to verify (RefreshKeys).
+const MinForcedReadInterval = time.Second
+
 // Directory implements receiver.SpokeDirectory over the API server.
+//
+// It reads a Spoke's key Secret (uncached: the hub may only get Secrets,
+// never list or watch them) once, then answers from memory until one of:
+//   - the Spoke's tugboat.dev/keys-updated-at annotation changes (whoever
+//     changes the keys sets it; the Spoke comes from the manager's informer,
+//     so every replica sees it within milliseconds): a removed key is
+//     refused from the next request on;
+//   - a request of the Spoke fails to verify (RefreshKeys, at most once a
+//     second per Spoke): a new key works on its first request;
+//   - the TTL passes: the bound for hand edits of the Secret that do not set
+//     the annotation.
+//
+// The steady state of a fleet therefore reads no Secret.
 type Directory struct {
 	// client reads Spokes from the manager's cache, which must have
 	// releasehistory.SpokeNameIndex registered, and patches their status.
@@ -35,21 +53,35 @@ type Directory struct {
 	now func() time.Time
 
 	mu   sync.Mutex
-	keys map[types.NamespacedName]cachedSecret
+	keys map[receiver.SpokeRef]cachedSecret
+	// forcing holds a channel per Spoke whose forced read is under way,
+	// closed when it ends.
+	forcing map[receiver.SpokeRef]chan struct{}
 }
 
+// cachedSecret is what a Spoke's key Secret held when last read.
 type cachedSecret struct {
-	agent, flux receiver.SpokeKeys
-	expires     time.Time
+	// secret is the name of the Secret read (spec.keySecretRef) and
+	// annotation the Spoke's KeysUpdatedAtAnnotation then: a change of
+	// either makes the next request read again.
+	secret, annotation string
+	agent, flux        receiver.SpokeKeys
+	readAt             time.Time
+	// forcedAt is when RefreshKeys last read the Secret.
+	forcedAt time.Time
 }
 
-var _ receiver.SpokeDirectory = (*Directory)(nil)
+var (
+	_ receiver.SpokeDirectory = (*Directory)(nil)
+	_ receiver.KeyRefresher   = (*Directory)(nil)
+)
 
 // New returns a Directory reading Spokes through c (the manager's cached
-// client) and key Secrets through api (its APIReader), keeping keys for ttl
-// (a rotated key is used within it).
+// client) and key Secrets through api (its APIReader), keeping keys for at
+// most ttl (0: read them on every request); see Directory.
 func New(c client.Client, api client.Reader, ttl time.Duration) *Directory {
-	return &Directory{client: c, api: api, ttl: ttl, now: time.Now, keys: make(map[types.NamespacedName]cachedSecret)}
+	return &Directory{client: c, api: api, ttl: ttl, now: time.Now,
+		keys: make(map[receiver.SpokeRef]cachedSecret), forcing: make(map[receiver.SpokeRef]chan struct{})}
 }
 
 // Spokes returns every live Spoke named name, with its keys. A Spoke whose
@@ -69,14 +101,14 @@ func (d *Directory) Spokes(ctx context.Context, name string) ([]receiver.Spoke, 
 		if sp.DeletionTimestamp != nil {
 			continue
 		}
-		agent, flux, err := d.secretKeys(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: sp.Spec.KeySecretRef.Name})
+		c, err := d.secretKeys(ctx, sp)
 		if err != nil {
 			return nil, err
 		}
 		s := receiver.Spoke{
 			SpokeRef:  receiver.SpokeRef{Namespace: sp.Namespace, Name: sp.Name},
-			Keys:      agent,
-			FluxKeys:  flux,
+			Keys:      c.agent,
+			FluxKeys:  c.flux,
 			Suspended: sp.Spec.Suspend,
 		}
 		if t := sp.Status.LastSnapshotTakenAt; t != nil {
@@ -87,35 +119,125 @@ func (d *Directory) Spokes(ctx context.Context, name string) ([]receiver.Spoke, 
 	return out, nil
 }
 
-// secretKeys returns the agent and Flux keys in Secret key, cached for the
-// TTL. The key material is used as stored (surrounding whitespace trimmed);
-// a previous key equal to the current one is dropped.
-func (d *Directory) secretKeys(ctx context.Context, key types.NamespacedName) (agent, flux receiver.SpokeKeys, err error) {
+// RefreshKeys implements receiver.KeyRefresher: it re-reads the key Secret
+// of sp unless it did less than MinForcedReadInterval ago, and reports
+// whether the keys it now holds for sp differ from sp's. A request that
+// comes while such a read is under way waits for it and uses what it read,
+// so the requests an agent sends at once with a new key all verify.
+func (d *Directory) RefreshKeys(ctx context.Context, sp receiver.Spoke) (receiver.Spoke, bool, error) {
+	spoke := &tugboatv1alpha1.Spoke{}
+	if err := d.client.Get(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: sp.Name}, spoke); err != nil {
+		if apierrors.IsNotFound(err) {
+			return sp, false, nil
+		}
+		return sp, false, fmt.Errorf("reading spoke %s: %w", sp.SpokeRef, err)
+	}
 	now := d.now()
 	d.mu.Lock()
-	c, ok := d.keys[key]
-	d.mu.Unlock()
-	if ok && now.Before(c.expires) {
-		return c.agent, c.flux, nil
+	if inflight, ok := d.forcing[sp.SpokeRef]; ok {
+		d.mu.Unlock()
+		select {
+		case <-inflight:
+		case <-ctx.Done():
+			return sp, false, ctx.Err()
+		}
+		return d.cachedIfChanged(sp)
 	}
+	c, ok := d.keys[sp.SpokeRef]
+	switch {
+	case ok && !c.readAt.IsZero() && !sameKeys(c, sp):
+		// Read since sp was given out (another request forced it, or the
+		// annotation changed): no need to read again.
+		d.mu.Unlock()
+		return withKeys(sp, c), true, nil
+	case ok && now.Sub(c.forcedAt) < MinForcedReadInterval:
+		d.mu.Unlock()
+		return sp, false, nil
+	}
+	c.forcedAt = now
+	d.keys[sp.SpokeRef] = c
+	inflight := make(chan struct{})
+	d.forcing[sp.SpokeRef] = inflight
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.forcing, sp.SpokeRef)
+		d.mu.Unlock()
+		close(inflight)
+	}()
+	fresh, err := d.read(ctx, spoke, now)
+	if err != nil {
+		return sp, false, err
+	}
+	return withKeys(sp, fresh), !sameKeys(fresh, sp), nil
+}
+
+// cachedIfChanged returns sp with the keys cached for it, and whether they
+// differ from sp's.
+func (d *Directory) cachedIfChanged(sp receiver.Spoke) (receiver.Spoke, bool, error) {
+	d.mu.Lock()
+	c, ok := d.keys[sp.SpokeRef]
+	d.mu.Unlock()
+	if ok && !c.readAt.IsZero() && !sameKeys(c, sp) {
+		return withKeys(sp, c), true, nil
+	}
+	return sp, false, nil
+}
+
+func sameKeys(c cachedSecret, sp receiver.Spoke) bool {
+	eq := func(a, b receiver.SpokeKeys) bool {
+		return bytes.Equal(a.Current, b.Current) && bytes.Equal(a.Previous, b.Previous)
+	}
+	return eq(c.agent, sp.Keys) && eq(c.flux, sp.FluxKeys)
+}
+
+func withKeys(sp receiver.Spoke, c cachedSecret) receiver.Spoke {
+	sp.Keys, sp.FluxKeys = c.agent, c.flux
+	return sp
+}
+
+// secretKeys returns the agent and Flux keys of sp's key Secret, as read
+// last unless that was under another Secret name or keys annotation, or
+// longer than the TTL ago. The key material is used as stored (surrounding
+// whitespace trimmed); a previous key equal to the current one is dropped.
+func (d *Directory) secretKeys(ctx context.Context, sp *tugboatv1alpha1.Spoke) (cachedSecret, error) {
+	now := d.now()
+	ref := receiver.SpokeRef{Namespace: sp.Namespace, Name: sp.Name}
+	d.mu.Lock()
+	c, ok := d.keys[ref]
+	d.mu.Unlock()
+	if ok && !c.readAt.IsZero() && c.secret == sp.Spec.KeySecretRef.Name &&
+		c.annotation == sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation] && now.Sub(c.readAt) < d.ttl {
+		return c, nil
+	}
+	return d.read(ctx, sp, now)
+}
+
+// read reads sp's key Secret and caches what it holds, keeping the time of
+// the last forced read.
+func (d *Directory) read(ctx context.Context, sp *tugboatv1alpha1.Spoke, now time.Time) (cachedSecret, error) {
+	key := types.NamespacedName{Namespace: sp.Namespace, Name: sp.Spec.KeySecretRef.Name}
+	c := cachedSecret{secret: key.Name, annotation: sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation], readAt: now}
 	secret := &corev1.Secret{}
 	switch err := d.api.Get(ctx, key, secret); {
 	case apierrors.IsNotFound(err):
 		// The Spoke controller generates it; until then the spoke
 		// cannot authenticate.
 	case err != nil:
-		return agent, flux, fmt.Errorf("reading key secret %s: %w", key, err)
+		return c, fmt.Errorf("reading key secret %s: %w", key, err)
 	default:
-		agent = keysOf(secret, tugboatv1alpha1.SpokeKeySecretKey, tugboatv1alpha1.SpokePreviousKeySecretKey)
-		flux = keysOf(secret, tugboatv1alpha1.SpokeFluxKeySecretKey, tugboatv1alpha1.SpokePreviousFluxKeySecretKey)
+		c.agent = keysOf(secret, tugboatv1alpha1.SpokeKeySecretKey, tugboatv1alpha1.SpokePreviousKeySecretKey)
+		c.flux = keysOf(secret, tugboatv1alpha1.SpokeFluxKeySecretKey, tugboatv1alpha1.SpokePreviousFluxKeySecretKey)
 	}
+	ref := receiver.SpokeRef{Namespace: sp.Namespace, Name: sp.Name}
 	d.mu.Lock()
 	if len(d.keys) >= maxCachedSecrets {
 		clear(d.keys)
 	}
-	d.keys[key] = cachedSecret{agent: agent, flux: flux, expires: now.Add(d.ttl)}
+	c.forcedAt = d.keys[ref].forcedAt
+	d.keys[ref] = c
 	d.mu.Unlock()
-	return agent, flux, nil
+	return c, nil
 }
 
 func keysOf(secret *corev1.Secret, current, previous string) receiver.SpokeKeys {

@@ -28,6 +28,10 @@ import (
 var (
 	cluster *harness.Cluster
 	dir     *spokedir.Directory
+	// mgrClient and apiReader are the started manager's cached client and
+	// APIReader, for Directories of other options.
+	mgrClient client.Client
+	apiReader client.Reader
 )
 
 func TestMain(m *testing.M) {
@@ -44,6 +48,7 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		dir = spokedir.New(mgr.GetClient(), mgr.GetAPIReader(), 0)
+		mgrClient, apiReader = mgr.GetClient(), mgr.GetAPIReader()
 		done := make(chan struct{})
 		go func() { defer close(done); _ = mgr.Start(ctx) }()
 		defer func() { cancel(); <-done }()
