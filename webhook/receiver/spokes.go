@@ -69,16 +69,9 @@ func (s *Server) spokeMismatch(w http.ResponseWriter, endpoint, pathSpoke, bodyS
 // serveEvents handles POST /v1/spokes/{spoke}/events.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke string) {
 	const ep = endpointEvents
-	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
-	if !ok {
-		return
-	}
-	sp, authed := s.authenticate(w, r, ep, spoke, raw)
-	c.release()
-	if !authed {
-		return
-	}
-	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
+	sp, body, ok := s.signedBody(w, r, ep, spoke, s.opts.BodyLimit, func(raw []byte) (*Spoke, bool) {
+		return s.authenticate(w, r, ep, spoke, raw)
+	})
 	if !ok {
 		return
 	}
@@ -102,16 +95,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke strin
 // serveState handles POST /v1/spokes/{spoke}/state.
 func (s *Server) serveState(w http.ResponseWriter, r *http.Request, spoke string) {
 	const ep = endpointState
-	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.StateBodyLimit)
-	if !ok {
-		return
-	}
-	sp, authed := s.authenticate(w, r, ep, spoke, raw)
-	c.release()
-	if !authed {
-		return
-	}
-	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
+	sp, body, ok := s.signedBody(w, r, ep, spoke, s.opts.StateBodyLimit, func(raw []byte) (*Spoke, bool) {
+		return s.authenticate(w, r, ep, spoke, raw)
+	})
 	if !ok {
 		return
 	}
