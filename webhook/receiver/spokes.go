@@ -218,21 +218,3 @@ func (s *Server) write(ctx context.Context, ref SpokeRef, events []wire.Event) (
 	}
 	return n, nil
 }
-
-// isDNSLabel reports whether s is an RFC 1123 label, the shape of a spoke
-// name.
-func isDNSLabel(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && i > 0 && i < len(s)-1:
-		default:
-			return false
-		}
-	}
-	return true
-}
