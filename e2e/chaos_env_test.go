@@ -68,6 +68,21 @@ const (
 
 func newChaosEnv(t *testing.T, cfg chaos.Config, versions []string) *chaosEnv {
 	t.Helper()
+	return newChaosFleet(t, cfg, versions, "chaos", func(e *chaosEnv) string {
+		e.startHub()
+		return e.hubProc.addr
+	})
+}
+
+// newChaosFleet starts what the chaos and HA suites share: the helm CLI,
+// the tugboat binary, a chart repository serving versions, the hub control
+// plane with namespace ns and the hub chart installed (the hub runs as its
+// chart's ServiceAccount, with the chart's RBAC), and the spoke clusters.
+// startHubs then starts the hub or hubs and returns the address the
+// spokes' proxies forward to; last, each spoke is registered and gets its
+// proxy and an agent process.
+func newChaosFleet(t *testing.T, cfg chaos.Config, versions []string, ns string, startHubs func(e *chaosEnv) string) *chaosEnv {
+	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
 	root, err := bins.FindRepoRoot(".")
@@ -82,14 +97,13 @@ func newChaosEnv(t *testing.T, cfg chaos.Config, versions []string) *chaosEnv {
 	t.Cleanup(e.repo.Stop)
 
 	hubCluster, clusters := startClusters(t, len(chaosSpokes))
-	e.f = &fleet{t: t, hub: hubCluster, ns: "chaos"}
+	e.f = &fleet{t: t, hub: hubCluster, ns: ns}
 	g.Expect(hubCluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.f.ns}})).To(Succeed())
-	// The hub runs as its chart's ServiceAccount, with the chart's RBAC.
 	installHubChart(t, hubCluster, e.f.ns)
-	e.startHub()
+	upstream := startHubs(e)
 	for i, name := range chaosSpokes {
 		e.spokes[name] = clusters[i]
-		p, err := chaos.NewProxy(e.hubProc.addr)
+		p, err := chaos.NewProxy(upstream)
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { _ = p.Close() })
 		e.proxies[name] = p

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -26,9 +23,7 @@ import (
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/hub"
 	"tugboat.dev/tugboat/controllers/hub/hubtest"
-	"tugboat.dev/tugboat/e2e/bins"
 	"tugboat.dev/tugboat/e2e/chaos"
-	"tugboat.dev/tugboat/e2e/devenv"
 	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/e2e/identity"
 )
@@ -289,39 +284,17 @@ func (e *haEnv) haHubFlags() []string {
 
 func newHAEnv(t *testing.T, cfg chaos.Config, versions []string) *haEnv {
 	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	root, err := bins.FindRepoRoot(".")
-	g.Expect(err).NotTo(HaveOccurred())
-	e := &haEnv{chaosEnv: &chaosEnv{t: t, cfg: cfg, spokes: map[string]*harness.Cluster{}, proxies: map[string]*chaos.Proxy{},
-		keyFiles: map[string]string{}, agents: map[string]*exec.Cmd{}, agentLogs: map[string][]string{}}}
-	e.helmCLI, err = bins.EnsureHelm(ctx, root, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	e.bin = buildHubBinary(t)
-	e.repo, err = devenv.StartChartRepo(t.TempDir(), versions...)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(e.repo.Stop)
-
-	hubCluster, clusters := startClusters(t, len(chaosSpokes))
-	e.f = &fleet{t: t, hub: hubCluster, ns: "ha"}
-	g.Expect(hubCluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.f.ns}})).To(Succeed())
-	installHubChart(t, hubCluster, e.f.ns)
-	// startHubProcess returns once the replica's receiver is Ready: the
-	// second one is, while the first leads.
-	for range 2 {
-		e.hubs = append(e.hubs, startHubProcess(t, e.bin, e.f.hubKubeconfig(), e.haHubFlags()...))
-	}
-	e.lb = newBalancer(t, e.hubs[0].addr, e.hubs[1].addr)
-	for i, name := range chaosSpokes {
-		e.spokes[name] = clusters[i]
-		p, err := chaos.NewProxy(e.lb.Addr())
-		g.Expect(err).NotTo(HaveOccurred())
-		t.Cleanup(func() { _ = p.Close() })
-		e.proxies[name] = p
-		e.keyFiles[name] = filepath.Join(t.TempDir(), name+".key")
-		g.Expect(os.WriteFile(e.keyFiles[name], e.f.registerSpoke(name), 0o600)).To(Succeed())
-		e.startAgent(name)
-	}
+	e := &haEnv{}
+	e.chaosEnv = newChaosFleet(t, cfg, versions, "ha", func(ce *chaosEnv) string {
+		e.chaosEnv = ce
+		// startHubProcess returns once the replica's receiver is Ready: the
+		// second one is, while the first leads.
+		for range 2 {
+			e.hubs = append(e.hubs, startHubProcess(t, e.bin, e.f.hubKubeconfig(), e.haHubFlags()...))
+		}
+		e.lb = newBalancer(t, e.hubs[0].addr, e.hubs[1].addr)
+		return e.lb.Addr()
+	})
 	return e
 }
 

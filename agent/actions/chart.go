@@ -80,6 +80,24 @@ func (e *Executor) credentials(ctx context.Context) (*credentials, error) {
 	return c, nil
 }
 
+// actionChart fetches the chart version action a moves to, with the
+// agent's chart source credentials. A fetch that fails because ctx ended is
+// the action abandoned.
+func (e *Executor) actionChart(ctx context.Context, a wire.Action) (*chart.Chart, error) {
+	creds, err := e.credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := e.fetchChart(ctx, a.Chart, a.Version, creds)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, abandoned(ctx)
+		}
+		return nil, err
+	}
+	return ch, nil
+}
+
 // fetchChart downloads and loads chart src.Name at version from an HTTP
 // Helm repository or an OCI registry, and checks it is what was asked for.
 func (e *Executor) fetchChart(ctx context.Context, src wire.ChartSource, version string, creds *credentials) (*chart.Chart, error) {

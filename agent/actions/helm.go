@@ -64,15 +64,8 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 		return "", 0, err
 	}
 
-	creds, err := e.credentials(ctx)
+	ch, err := e.actionChart(ctx, a)
 	if err != nil {
-		return "", 0, err
-	}
-	ch, err := e.fetchChart(ctx, a.Chart, a.Version, creds)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", 0, abandoned(ctx)
-		}
 		return "", 0, err
 	}
 	if ctx.Err() != nil {
@@ -114,15 +107,8 @@ var errNotInstalled = errors.New("not installed")
 // replaced by settle before this runs, so the action installs once.
 func (e *Executor) install(ctx context.Context, log logr.Logger, cfg *action.Configuration, a wire.Action) (string, int, error) {
 	key := a.Namespace + "/" + a.Release
-	creds, err := e.credentials(ctx)
+	ch, err := e.actionChart(ctx, a)
 	if err != nil {
-		return "", 0, err
-	}
-	ch, err := e.fetchChart(ctx, a.Chart, a.Version, creds)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", 0, abandoned(ctx)
-		}
 		return "", 0, err
 	}
 	in := action.NewInstall(cfg)

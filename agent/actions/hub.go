@@ -3,20 +3,17 @@ package actions
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"tugboat.dev/tugboat/agent/hubhttp"
 	"tugboat.dev/tugboat/agent/keyfile"
 	"tugboat.dev/tugboat/api/wire"
 )
@@ -26,8 +23,6 @@ const (
 	maxActionsBody = 4 << 20
 	// maxErrorBody is how much of an error answer is kept for the log.
 	maxErrorBody = 4 << 10
-	// maxRetryAfter caps a Retry-After the hub asks for.
-	maxRetryAfter = 5 * time.Minute
 )
 
 // Hub says how the agent reaches the hub; the agent fills it from its
@@ -63,34 +58,20 @@ func newHubClient(h Hub, opts Options, log logr.Logger) (*hubClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if h.CAFile != "" {
-		pem, err := os.ReadFile(h.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading hub CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("hub CA file %s holds no PEM certificate", h.CAFile)
-		}
-		tlsConfig.RootCAs = pool
+	httpClient, err := hubhttp.NewClient(h.CAFile)
+	if err != nil {
+		return nil, err
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = tlsConfig
 	version := h.AgentVersion
 	if version == "" {
 		version = "dev"
 	}
 	return &hubClient{
-		base:      strings.TrimSuffix(h.URL, "/"),
-		spoke:     h.Spoke,
-		userAgent: "tugboat-agent/" + version,
-		key:       key,
-		http: &http.Client{
-			Transport: transport,
-			// A redirect would go to a path the signature does not cover.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+		base:           strings.TrimSuffix(h.URL, "/"),
+		spoke:          h.Spoke,
+		userAgent:      "tugboat-agent/" + version,
+		key:            key,
+		http:           httpClient,
 		pollTimeout:    opts.PollTimeout,
 		requestTimeout: opts.RequestTimeout,
 	}, nil
@@ -143,7 +124,7 @@ func (c *hubClient) do(ctx context.Context, method, path string, body []byte, ti
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 		he := &hubError{code: resp.StatusCode, body: errorMessage(msg)}
-		he.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		he.retryAfter, _ = hubhttp.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		return nil, he
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
@@ -209,40 +190,4 @@ func errorMessage(body []byte) string {
 		return er.Error
 	}
 	return strings.TrimSpace(string(body))
-}
-
-// parseRetryAfter reads a Retry-After value (delay-seconds or an HTTP date),
-// capped at maxRetryAfter; 0 when absent or invalid.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseUint(v, 10, 63); err == nil {
-		return min(time.Duration(min(secs, uint64(maxRetryAfter/time.Second)))*time.Second, maxRetryAfter)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return min(max(t.Sub(now), 0), maxRetryAfter)
-	}
-	return 0
-}
-
-// backoff returns the delay before retry number attempt (1 for the first):
-// full jitter, drawn uniformly from [0, ceiling] where the ceiling is
-// initial·2^(attempt-1), capped at maxDelay. rnd(n) returns a number in
-// [0, n).
-func backoff(attempt int, initial, maxDelay time.Duration, rnd func(n int64) int64) time.Duration {
-	ceiling := initial
-	for i := 1; i < attempt && ceiling < maxDelay; i++ {
-		if ceiling > maxDelay/2 {
-			ceiling = maxDelay
-			break
-		}
-		ceiling *= 2
-	}
-	ceiling = min(ceiling, maxDelay)
-	if ceiling <= 0 {
-		return 0
-	}
-	return time.Duration(rnd(int64(ceiling) + 1))
 }

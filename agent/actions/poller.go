@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 
+	"tugboat.dev/tugboat/agent/hubhttp"
 	"tugboat.dev/tugboat/api/wire"
 )
 
@@ -121,7 +122,7 @@ func (p *Poller) Start(ctx context.Context) error {
 				break
 			}
 			failures++
-			d := backoff(failures, p.opts.BackoffInitial, p.opts.BackoffMax, p.rand)
+			d := hubhttp.Backoff(failures, p.opts.BackoffInitial, p.opts.BackoffMax, p.rand)
 			var he *hubError
 			if errors.As(err, &he) && he.retryAfter > d {
 				d = he.retryAfter
@@ -303,7 +304,7 @@ func (p *Poller) report(ctx context.Context, out wire.ActionOutcome) bool {
 			log.Info("Stopping before the outcome was reported; the hub will offer the action again")
 			return false
 		}
-		d := backoff(attempt, p.opts.BackoffInitial, p.opts.BackoffMax, p.rand)
+		d := hubhttp.Backoff(attempt, p.opts.BackoffInitial, p.opts.BackoffMax, p.rand)
 		if he != nil && he.retryAfter > d {
 			d = he.retryAfter
 		}

@@ -2,21 +2,19 @@ package reporter
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"tugboat.dev/tugboat/agent/hubhttp"
 	"tugboat.dev/tugboat/agent/keyfile"
 	"tugboat.dev/tugboat/api/wire"
 )
@@ -92,25 +90,9 @@ func New(opts Options, snapshot SnapshotFunc, logger logr.Logger) (*Reporter, er
 	if err != nil {
 		return nil, err
 	}
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if opts.CAFile != "" {
-		pem, err := os.ReadFile(opts.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading hub CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("hub CA file %s holds no PEM certificate", opts.CAFile)
-		}
-		tlsConfig.RootCAs = pool
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = tlsConfig
-	client := &http.Client{
-		Transport: transport,
-		// A redirect would re-send the body to a path the signature does
-		// not cover: surface the 3xx instead.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	client, err := hubhttp.NewClient(opts.CAFile)
+	if err != nil {
+		return nil, err
 	}
 	return &Reporter{
 		opts:     opts,
@@ -415,7 +397,7 @@ func (r *Reporter) syncState(ctx context.Context) error {
 					return ctx.Err()
 				}
 				snapFailures++
-				d := backoff(snapFailures, r.opts.BackoffInitial, r.opts.BackoffMax, r.rand)
+				d := hubhttp.Backoff(snapFailures, r.opts.BackoffInitial, r.opts.BackoffMax, r.rand)
 				r.log.Error(err, "Cannot take the state snapshot; retrying", "retryIn", d.String())
 				if err := sleep(ctx, d); err != nil {
 					return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"tugboat.dev/tugboat/agent/hubhttp"
 	"tugboat.dev/tugboat/api/wire"
 )
 
@@ -21,8 +22,6 @@ const (
 	// maxDrain is how much of a response body is read to let the connection
 	// be reused.
 	maxDrain = 64 << 10
-	// maxRetryAfter caps a Retry-After the hub asks for.
-	maxRetryAfter = 5 * time.Minute
 )
 
 // outcome is what to do after a request.
@@ -78,7 +77,7 @@ func (r *Reporter) post(ctx context.Context, path string, body []byte) response 
 		out.body, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
-	out.retryAfter, out.hasRetry = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	out.retryAfter, out.hasRetry = hubhttp.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return out
 }
 
@@ -136,7 +135,7 @@ func (r *Reporter) retryDelay(res response) time.Duration {
 	if res.hasRetry && (res.code == http.StatusTooManyRequests || res.code == http.StatusServiceUnavailable) {
 		return res.retryAfter
 	}
-	return backoff(r.failures, r.opts.BackoffInitial, r.opts.BackoffMax, r.rand)
+	return hubhttp.Backoff(r.failures, r.opts.BackoffInitial, r.opts.BackoffMax, r.rand)
 }
 
 // logFailure logs the first failure of a run, and every 401 (a key problem
@@ -172,45 +171,4 @@ func errorDetail(body []byte) (string, []wire.FieldError) {
 		return er.Error, er.Fields
 	}
 	return strings.TrimSpace(string(body)), nil
-}
-
-// backoff returns the delay before retry number attempt (1 for the first):
-// full jitter, uniformly drawn from [0, ceiling] where the ceiling is
-// initial·2^(attempt-1), capped at maxDelay. rnd(n) returns a number in
-// [0, n).
-func backoff(attempt int, initial, maxDelay time.Duration, rnd func(n int64) int64) time.Duration {
-	ceiling := initial
-	for i := 1; i < attempt && ceiling < maxDelay; i++ {
-		if ceiling > maxDelay/2 {
-			ceiling = maxDelay
-			break
-		}
-		ceiling *= 2
-	}
-	ceiling = min(ceiling, maxDelay)
-	if ceiling <= 0 {
-		return 0
-	}
-	return time.Duration(rnd(int64(ceiling) + 1))
-}
-
-// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP date
-// (RFC 9110 §10.2.3), relative to now. The delay is capped at maxRetryAfter;
-// a date in the past means no delay.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.ParseUint(v, 10, 63); err == nil {
-		if secs > uint64(maxRetryAfter/time.Second) {
-			return maxRetryAfter, true
-		}
-		return time.Duration(secs) * time.Second, true
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	return min(max(t.Sub(now), 0), maxRetryAfter), true
 }

@@ -188,7 +188,7 @@ func dnsLabel(fe *fieldErrors, field, s string, required bool) {
 		}
 	case len(s) > 63:
 		fe.add(field, fmt.Sprintf("must be at most 63 characters, got %d", len(s)))
-	case !isDNSLabel(s):
+	case !IsDNSLabel(s):
 		fe.add(field, fmt.Sprintf("invalid value %q: must be a DNS label (lowercase letters, digits and '-', starting and ending with a letter or digit)", clip(s)))
 	}
 }
@@ -292,7 +292,10 @@ func digest(fe *fieldErrors, field, s string) {
 	}
 }
 
-func isDNSLabel(s string) bool {
+// IsDNSLabel reports whether s is an RFC 1123 label (at most 63 lowercase
+// alphanumerics or '-', starting and ending with an alphanumeric): the
+// shape of a spoke name.
+func IsDNSLabel(s string) bool {
 	if len(s) == 0 || len(s) > 63 {
 		return false
 	}
@@ -313,7 +316,7 @@ func isDNSSubdomain(s string) bool {
 		return false
 	}
 	for _, label := range strings.Split(s, ".") {
-		if !isDNSLabel(label) {
+		if !IsDNSLabel(label) {
 			return false
 		}
 	}

@@ -46,7 +46,8 @@ func CABundle() []byte {
 // them. The files' mtime is createdAt (the epoch for the zero time).
 func DefaultBase(createdAt time.Time, arch string) (v1.Image, error) {
 	t := created(createdAt)
-	layer, err := tarLayer(t, []entry{
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	return layerOver(base, t, arch, []entry{
 		{name: "etc/", dir: true, mode: 0o755},
 		{name: "etc/passwd", mode: 0o644, data: []byte(usersFile)},
 		{name: "etc/group", mode: 0o644, data: []byte(groupsFile)},
@@ -58,16 +59,21 @@ func DefaultBase(createdAt time.Time, arch string) (v1.Image, error) {
 		{name: "home/nonroot/", dir: true, mode: 0o700, uid: UID, gid: GID},
 		{name: "root/", dir: true, mode: 0o700},
 		{name: "tmp/", dir: true, mode: 0o1777},
+	}, v1.History{CreatedBy: "tugboat e2e/image: default base (CA certificates, nonroot user)"}, func(cf *v1.ConfigFile) {
+		cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=" + CABundlePath}
 	})
+}
+
+// layerOver lays files over base as one OCI layer created at t, recorded in
+// the image's history as h (at t), and sets the config: linux/arch, created
+// at t, run as User in /, and what configure adds.
+func layerOver(base v1.Image, t time.Time, arch string, files []entry, h v1.History, configure func(*v1.ConfigFile)) (v1.Image, error) {
+	layer, err := tarLayer(t, files)
 	if err != nil {
 		return nil, err
 	}
-	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err := mutate.Append(base, mutate.Addendum{
-		Layer:     layer,
-		History:   v1.History{Created: v1.Time{Time: t}, CreatedBy: "tugboat e2e/image: default base (CA certificates, nonroot user)"},
-		MediaType: types.OCILayer,
-	})
+	h.Created = v1.Time{Time: t}
+	img, err := mutate.Append(base, mutate.Addendum{Layer: layer, History: h, MediaType: types.OCILayer})
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +83,9 @@ func DefaultBase(createdAt time.Time, arch string) (v1.Image, error) {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Created = "linux", arch, v1.Time{Time: t}
-	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=" + CABundlePath}
 	cf.Config.User = User
 	cf.Config.WorkingDir = "/"
+	configure(cf)
 	return mutate.ConfigFile(img, cf)
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -112,41 +111,21 @@ func Build(o Options) (v1.Image, error) {
 		return nil, err
 	}
 	t := created(o.Created)
-	layer, err := tarLayer(t, []entry{
+	return layerOver(base, t, o.Arch, []entry{
 		{name: "usr/", dir: true, mode: 0o755},
 		{name: "usr/local/", dir: true, mode: 0o755},
 		{name: "usr/local/bin/", dir: true, mode: 0o755},
 		{name: BinaryPath[1:], mode: 0o755, data: bin},
+	}, v1.History{CreatedBy: "tugboat e2e/image: COPY tugboat " + BinaryPath, Comment: o.Kind.Name + " " + o.Version}, func(cf *v1.ConfigFile) {
+		cf.Config.Entrypoint = []string{BinaryPath}
+		cf.Config.Cmd = nil
+		if cf.Config.Labels == nil {
+			cf.Config.Labels = map[string]string{}
+		}
+		for k, v := range Labels(o) {
+			cf.Config.Labels[k] = v
+		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.Append(base, mutate.Addendum{
-		Layer:     layer,
-		History:   v1.History{Created: v1.Time{Time: t}, CreatedBy: "tugboat e2e/image: COPY tugboat " + BinaryPath, Comment: o.Kind.Name + " " + o.Version},
-		MediaType: types.OCILayer,
-	})
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", o.Arch
-	cf.Created = v1.Time{Time: t}
-	cf.Config.Entrypoint = []string{BinaryPath}
-	cf.Config.Cmd = nil
-	cf.Config.User = User
-	cf.Config.WorkingDir = "/"
-	if cf.Config.Labels == nil {
-		cf.Config.Labels = map[string]string{}
-	}
-	for k, v := range Labels(o) {
-		cf.Config.Labels[k] = v
-	}
-	return mutate.ConfigFile(img, cf)
 }
 
 // created returns t, or the Unix epoch for the zero time.

@@ -74,14 +74,14 @@ var mutations = []mutation{
 	{Pkg: "webhook/receiver", File: "webhook/receiver/flux.go", Name: "a stale Flux event is accepted",
 		Old: "ev.Timestamp.Time.Before(now.Add(-s.opts.ReplayWindow)) ||", New: "false ||"},
 
-	// agent/reporter: delivery outcomes.
+	// agent/reporter: delivery outcomes (its backoff lives in agent/hubhttp).
 	{Pkg: "agent/reporter", File: "agent/reporter/send.go", Name: "a 5xx counts as accepted",
 		Old: "case res.code >= 200 && res.code < 300:", New: "case res.code >= 200 && res.code < 600:"},
 	{Pkg: "agent/reporter", File: "agent/reporter/send.go", Name: "a 5xx counts as rejected (dropped)",
 		Old: "case res.code == http.StatusBadRequest || res.code == http.StatusRequestEntityTooLarge:", New: "case res.code >= 400 && res.code != http.StatusTooManyRequests:"},
 	{Pkg: "agent/reporter", File: "agent/reporter/send.go", Name: "no resync after an outage",
 		Old: "\t\tr.disconnected = true\n\t\treturn retry, d", New: "\t\treturn retry, d"},
-	{Pkg: "agent/reporter", File: "agent/reporter/send.go", Name: "no exponential backoff",
+	{Pkg: "agent/hubhttp", File: "agent/hubhttp/hubhttp.go", Name: "no exponential backoff",
 		Old: "\t\tceiling *= 2\n", New: "\t\tceiling *= 1\n"},
 	{Pkg: "agent/reporter", File: "agent/reporter/send.go", Name: "Retry-After ignored",
 		Old: "if res.hasRetry && (res.code == http.StatusTooManyRequests || res.code == http.StatusServiceUnavailable) {", New: "if false && res.hasRetry {"},

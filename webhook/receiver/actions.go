@@ -137,16 +137,9 @@ func (s *Server) serveActions(w http.ResponseWriter, r *http.Request, spoke stri
 // one already reported differently.
 func (s *Server) serveActionOutcome(w http.ResponseWriter, r *http.Request, spoke, id string) {
 	const ep = endpointActionOutcome
-	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
-	if !ok {
-		return
-	}
-	sp, authed := s.authenticate(w, r, ep, spoke, raw)
-	c.release()
-	if !authed {
-		return
-	}
-	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
+	sp, body, ok := s.signedBody(w, r, ep, spoke, s.opts.BodyLimit, func(raw []byte) (*Spoke, bool) {
+		return s.authenticate(w, r, ep, spoke, raw)
+	})
 	if !ok {
 		return
 	}

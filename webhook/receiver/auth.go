@@ -139,7 +139,7 @@ type verifyFunc func(id string, keys [keysPerVerification][]byte) error
 // when the request may not go on.
 func (s *Server) identify(w http.ResponseWriter, r *http.Request, endpoint, name string, kind keyKind, verify verifyFunc) (*Spoke, bool) {
 	var candidates []Spoke
-	if isDNSLabel(name) {
+	if wire.IsDNSLabel(name) {
 		var err error
 		candidates, err = s.spokes.Spokes(r.Context(), name)
 		if err != nil {

@@ -225,3 +225,27 @@ func (s *Server) plainBody(w http.ResponseWriter, endpoint, spoke string, raw []
 	}
 	return body, true
 }
+
+// signedBody reads a spoke's request body (readBody, at most limit bytes),
+// lets authenticate check its signature over the raw bytes while the
+// pre-authentication claim is held, releases the claim, and returns the
+// Spoke and the body to parse (plainBody). ok is false once it has
+// answered the request.
+func (s *Server) signedBody(w http.ResponseWriter, r *http.Request, endpoint, spoke string, limit int64,
+	authenticate func(raw []byte) (*Spoke, bool),
+) (sp *Spoke, body []byte, ok bool) {
+	raw, gzipped, c, ok := s.readBody(w, r, endpoint, limit)
+	if !ok {
+		return nil, nil, false
+	}
+	sp, authed := authenticate(raw)
+	c.release()
+	if !authed {
+		return nil, nil, false
+	}
+	body, ok = s.plainBody(w, endpoint, spoke, raw, gzipped)
+	if !ok {
+		return nil, nil, false
+	}
+	return sp, body, true
+}

@@ -144,16 +144,9 @@ func (s *Server) authenticateFlux(w http.ResponseWriter, r *http.Request, name s
 // acknowledged and ignored.
 func (s *Server) serveFlux(w http.ResponseWriter, r *http.Request, spoke string) {
 	const ep = endpointFlux
-	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
-	if !ok {
-		return
-	}
-	sp, authed := s.authenticateFlux(w, r, spoke, raw)
-	c.release()
-	if !authed {
-		return
-	}
-	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
+	sp, body, ok := s.signedBody(w, r, ep, spoke, s.opts.BodyLimit, func(raw []byte) (*Spoke, bool) {
+		return s.authenticateFlux(w, r, spoke, raw)
+	})
 	if !ok {
 		return
 	}

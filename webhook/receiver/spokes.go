@@ -69,16 +69,9 @@ func (s *Server) spokeMismatch(w http.ResponseWriter, endpoint, pathSpoke, bodyS
 // serveEvents handles POST /v1/spokes/{spoke}/events.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke string) {
 	const ep = endpointEvents
-	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.BodyLimit)
-	if !ok {
-		return
-	}
-	sp, authed := s.authenticate(w, r, ep, spoke, raw)
-	c.release()
-	if !authed {
-		return
-	}
-	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
+	sp, body, ok := s.signedBody(w, r, ep, spoke, s.opts.BodyLimit, func(raw []byte) (*Spoke, bool) {
+		return s.authenticate(w, r, ep, spoke, raw)
+	})
 	if !ok {
 		return
 	}
@@ -102,16 +95,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke strin
 // serveState handles POST /v1/spokes/{spoke}/state.
 func (s *Server) serveState(w http.ResponseWriter, r *http.Request, spoke string) {
 	const ep = endpointState
-	raw, gzipped, c, ok := s.readBody(w, r, ep, s.opts.StateBodyLimit)
-	if !ok {
-		return
-	}
-	sp, authed := s.authenticate(w, r, ep, spoke, raw)
-	c.release()
-	if !authed {
-		return
-	}
-	body, ok := s.plainBody(w, ep, spoke, raw, gzipped)
+	sp, body, ok := s.signedBody(w, r, ep, spoke, s.opts.StateBodyLimit, func(raw []byte) (*Spoke, bool) {
+		return s.authenticate(w, r, ep, spoke, raw)
+	})
 	if !ok {
 		return
 	}
@@ -231,22 +217,4 @@ func (s *Server) write(ctx context.Context, ref SpokeRef, events []wire.Event) (
 		}
 	}
 	return n, nil
-}
-
-// isDNSLabel reports whether s is an RFC 1123 label, the shape of a spoke
-// name.
-func isDNSLabel(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && i > 0 && i < len(s)-1:
-		default:
-			return false
-		}
-	}
-	return true
 }

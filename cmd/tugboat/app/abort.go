@@ -3,7 +3,9 @@
 package app
 
 import (
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -43,6 +45,39 @@ func promotionViewOf(pr *tugboatv1alpha1.Promotion) promotionView {
 	return v
 }
 
+// actOnPromotion is the body of the verbs that change one Promotion as the
+// user (approve, reject, abort): it checks -o, opens a session with the hub,
+// asks the hub's API server who the user is, lets act change the Promotion
+// named name as that user, and prints the result: the Promotion with
+// -o json|yaml, else what say writes.
+func actOnPromotion(cmd *cobra.Command, hf *hubFlags, out outputFlag, name string,
+	act func(ctx context.Context, s *hubSession, user string) (*tugboatv1alpha1.Promotion, error),
+	say func(ctx context.Context, w io.Writer, s *hubSession, pr *tugboatv1alpha1.Promotion, user string),
+) error {
+	if err := out.validate(); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	s, err := hf.connect()
+	if err != nil {
+		return err
+	}
+	user, err := s.whoAmI(ctx)
+	if err != nil {
+		return err
+	}
+	pr, err := act(ctx, s, user)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if done, err := out.structured(w, promotionViewOf(pr)); done {
+		return err
+	}
+	say(ctx, w, s, pr, user)
+	return nil
+}
+
 func newAbortCommand() *cobra.Command {
 	var (
 		hf      hubFlags
@@ -70,28 +105,13 @@ nothing. See docs/approvals.md.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePromotionNames(&hf, unfinished),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := out.validate(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			s, err := hf.connect()
-			if err != nil {
-				return err
-			}
-			user, err := s.whoAmI(ctx)
-			if err != nil {
-				return err
-			}
-			pr, err := request.Abort(ctx, s.client, s.namespace, args[0], tugboatv1alpha1.AbortRequest{User: user, Message: message})
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if done, err := out.structured(w, promotionViewOf(pr)); done {
-				return err
-			}
-			fmt.Fprintf(w, "Asked the hub to abort promotion %s (%s into %s), as %s.\n", pr.Name, pr.Spec.Version, pr.Spec.To, pr.Status.AbortRequest.User)
-			return nil
+			return actOnPromotion(cmd, &hf, out, args[0],
+				func(ctx context.Context, s *hubSession, user string) (*tugboatv1alpha1.Promotion, error) {
+					return request.Abort(ctx, s.client, s.namespace, args[0], tugboatv1alpha1.AbortRequest{User: user, Message: message})
+				},
+				func(_ context.Context, w io.Writer, _ *hubSession, pr *tugboatv1alpha1.Promotion, _ string) {
+					fmt.Fprintf(w, "Asked the hub to abort promotion %s (%s into %s), as %s.\n", pr.Name, pr.Spec.Version, pr.Spec.To, pr.Status.AbortRequest.User)
+				})
 		},
 	}
 	hf.bind(cmd)

@@ -3,7 +3,9 @@
 package app
 
 import (
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -50,37 +52,23 @@ harmless, and a decision cannot be changed. See docs/approvals.md.`, verb, effec
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePromotionNames(&hf, awaitingDecision),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := out.validate(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			s, err := hf.connect()
-			if err != nil {
-				return err
-			}
-			user, err := s.whoAmI(ctx)
-			if err != nil {
-				return err
-			}
-			vote := tugboatv1alpha1.ApprovalVote{Decision: decision, User: user, Source: tugboatv1alpha1.ApprovalSourceKubernetes, Message: message}
-			pr, err := request.Decide(ctx, s.client, s.namespace, args[0], vote)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if done, err := out.structured(w, promotionViewOf(pr)); done {
-				return err
-			}
-			fmt.Fprintf(w, "Promotion %s (%s into %s) %s by %s.\n", pr.Name, pr.Spec.Version, pr.Spec.To, done, user)
-			if approve {
-				if p, err := request.GetPipeline(ctx, s.client, pr.Namespace, pr.Spec.Pipeline); err == nil {
-					tally := request.Count(p, pr)
-					if missing := tally.Missing(); missing != "" {
-						fmt.Fprintf(w, "It has %s; waiting for %s.\n", tally.Summary(), missing)
+			return actOnPromotion(cmd, &hf, out, args[0],
+				func(ctx context.Context, s *hubSession, user string) (*tugboatv1alpha1.Promotion, error) {
+					vote := tugboatv1alpha1.ApprovalVote{Decision: decision, User: user, Source: tugboatv1alpha1.ApprovalSourceKubernetes, Message: message}
+					return request.Decide(ctx, s.client, s.namespace, args[0], vote)
+				},
+				func(ctx context.Context, w io.Writer, s *hubSession, pr *tugboatv1alpha1.Promotion, user string) {
+					fmt.Fprintf(w, "Promotion %s (%s into %s) %s by %s.\n", pr.Name, pr.Spec.Version, pr.Spec.To, done, user)
+					if !approve {
+						return
 					}
-				}
-			}
-			return nil
+					if p, err := request.GetPipeline(ctx, s.client, pr.Namespace, pr.Spec.Pipeline); err == nil {
+						tally := request.Count(p, pr)
+						if missing := tally.Missing(); missing != "" {
+							fmt.Fprintf(w, "It has %s; waiting for %s.\n", tally.Summary(), missing)
+						}
+					}
+				})
 		},
 	}
 	hf.bind(cmd)

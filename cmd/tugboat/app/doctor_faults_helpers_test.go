@@ -130,8 +130,9 @@ func failing(path string) func(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // grantRead lets user get and list resources of the tugboat.dev group in
-// ns, and waits until the API server's authorizer knows it.
-func grantRead(t *testing.T, user, ns string, resources ...string) {
+// ns, and waits until the API server's authorizer knows it. It returns the
+// Role, for a test to widen.
+func grantRead(t *testing.T, user, ns string, resources ...string) *rbacv1.Role {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -153,6 +154,41 @@ func grantRead(t *testing.T, user, ns string, resources ...string) {
 		g.Expect(c.List(ctx, &tugboatv1alpha1.PipelineList{}, client.InNamespace(ns))).To(Succeed())
 	}
 	g.Eventually(review).WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	return role
+}
+
+// newCRD creates a namespaced CRD plural.group of kind, serving versions
+// (the first stored) with a schema that keeps every field, and deletes it
+// when t ends.
+func newCRD(t *testing.T, group, plural, kind string, versions ...string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	c := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind},
+		},
+	}
+	for i, v := range versions {
+		c.Spec.Versions = append(c.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
+			Name: v, Served: true, Storage: i == 0,
+			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object", XPreserveUnknownFields: ptrTo(true)}},
+		})
+	}
+	NewWithT(t).Expect(cluster.Client.Create(context.Background(), c)).To(Succeed())
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), c) })
+	return c
+}
+
+// waitCRDCondition waits until CRD name has condition c with status want.
+func waitCRDCondition(t *testing.T, name string, c apiextensionsv1.CustomResourceDefinitionConditionType, want apiextensionsv1.ConditionStatus) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		cur := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, cur)).To(Succeed())
+		g.Expect(cur.Status.Conditions).To(ContainElement(And(HaveField("Type", c), HaveField("Status", want))))
+	}).WithTimeout(20*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(), "CRD %s", name)
 }
 
 // Custom groups whose CRDs the crds faults use (doctor expects its kinds of
@@ -176,44 +212,16 @@ func (f *faultCRDs) ensure() {
 	}
 	f.done = true
 	t := f.t
-	g := NewWithT(t)
-	ctx := context.Background()
-	crd := func(group, plural, kind string, versions ...string) *apiextensionsv1.CustomResourceDefinition {
-		c := &apiextensionsv1.CustomResourceDefinition{
-			ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
-			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-				Group: group, Scope: apiextensionsv1.NamespaceScoped,
-				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind},
-			},
-		}
-		for i, v := range versions {
-			c.Spec.Versions = append(c.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
-				Name: v, Served: true, Storage: i == 0,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptrTo(true)}},
-			})
-		}
-		g.Expect(cluster.Client.Create(ctx, c)).To(Succeed())
-		t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), c) })
-		return c
-	}
-	condition := func(name string, c apiextensionsv1.CustomResourceDefinitionConditionType, want apiextensionsv1.ConditionStatus) {
-		g.Eventually(func(g Gomega) {
-			cur := &apiextensionsv1.CustomResourceDefinition{}
-			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: name}, cur)).To(Succeed())
-			g.Expect(cur.Status.Conditions).To(ContainElement(And(HaveField("Type", c), HaveField("Status", want))))
-		}).WithTimeout(20*time.Second).WithPolling(100*time.Millisecond).Should(Succeed(), "CRD %s", name)
-	}
-	widgets := crd(faultGroup, "widgets", "Widget", "v1alpha1")
-	condition(widgets.Name, apiextensionsv1.Established, apiextensionsv1.ConditionTrue)
+	widgets := newCRD(t, faultGroup, "widgets", "Widget", "v1alpha1")
+	waitCRDCondition(t, widgets.Name, apiextensionsv1.Established, apiextensionsv1.ConditionTrue)
 	// Same kind as widgets: its names are not accepted, so it never becomes
 	// established.
-	gizmos := crd(faultGroup, "gizmos", "Widget", "v1alpha1")
-	condition(gizmos.Name, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionFalse)
-	bolts := crd(faultNewerGroup, "bolts", "Bolt", "v1alpha1")
-	sprockets := crd(faultNewerGroup, "sprockets", "Sprocket", "v1beta1")
-	condition(bolts.Name, apiextensionsv1.Established, apiextensionsv1.ConditionTrue)
-	condition(sprockets.Name, apiextensionsv1.Established, apiextensionsv1.ConditionTrue)
+	gizmos := newCRD(t, faultGroup, "gizmos", "Widget", "v1alpha1")
+	waitCRDCondition(t, gizmos.Name, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionFalse)
+	bolts := newCRD(t, faultNewerGroup, "bolts", "Bolt", "v1alpha1")
+	sprockets := newCRD(t, faultNewerGroup, "sprockets", "Sprocket", "v1beta1")
+	waitCRDCondition(t, bolts.Name, apiextensionsv1.Established, apiextensionsv1.ConditionTrue)
+	waitCRDCondition(t, sprockets.Name, apiextensionsv1.Established, apiextensionsv1.ConditionTrue)
 }
 
 // fleet is a healthy namespace: spokes dev-1, staging-1 and prod-1 report

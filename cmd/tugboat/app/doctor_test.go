@@ -6,18 +6,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/cmd/tugboat/app"
@@ -365,26 +362,13 @@ func TestDoctor_forbiddenReadIsAFinding(t *testing.T) {
 	// doctor-alice may read Pipelines, Promotions and ReleaseHistories in
 	// ns, not Spokes nor Secrets.
 	const user = "doctor-alice"
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tugboat-reader"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"tugboat.dev"}, Resources: []string{"pipelines", "promotions", "releasehistories"},
-			Verbs: []string{"get", "list"}}},
-	}
-	g.Expect(cluster.Client.Create(ctx, role)).To(Succeed())
-	g.Expect(cluster.Client.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tugboat-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	})).To(Succeed())
-	kc, err := clientcmd.LoadFromFile(cluster.KubeconfigPath)
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, a := range kc.AuthInfos {
-		a.Impersonate = user
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	g.Expect(clientcmd.WriteToFile(*kc, path)).To(Succeed())
+	role := grantRead(t, user, ns, "pipelines", "promotions", "releasehistories")
+	path := impersonating(t, user).kubeconfig
 
-	var findings []app.Finding
+	var (
+		findings []app.Finding
+		err      error
+	)
 	// RBAC takes effect once the API server's informers see the binding.
 	g.Eventually(func(g Gomega) {
 		findings, err = doctorJSON(t, path, "-n", ns)
@@ -416,42 +400,14 @@ func TestDoctor_crdsMissingNotEstablishedOrOtherVersion(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	const group = "doctor.tugboat.test"
-	crd := func(plural, kind string, versions ...string) *apiextensionsv1.CustomResourceDefinition {
-		c := &apiextensionsv1.CustomResourceDefinition{
-			ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
-			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-				Group: group, Scope: apiextensionsv1.NamespaceScoped,
-				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind},
-			},
-		}
-		for i, v := range versions {
-			c.Spec.Versions = append(c.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
-				Name: v, Served: true, Storage: i == 0,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptrTo(true)}},
-			})
-		}
-		g.Expect(cluster.Client.Create(ctx, c)).To(Succeed())
-		t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), c) })
-		return c
-	}
-	widgets := crd("widgets", "Widget", "v1alpha1")
-	established := func(name string, c apiextensionsv1.CustomResourceDefinitionConditionType, want apiextensionsv1.ConditionStatus) func(Gomega) {
-		return func(g Gomega) {
-			cur := &apiextensionsv1.CustomResourceDefinition{}
-			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: name}, cur)).To(Succeed())
-			g.Expect(cur.Status.Conditions).To(ContainElement(And(HaveField("Type", c), HaveField("Status", want))))
-		}
-	}
 	// widgets first takes its names, so that gizmos (below) conflicts with it.
-	g.Eventually(established(widgets.Name, apiextensionsv1.Established, apiextensionsv1.ConditionTrue)).
-		WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-	crd("sprockets", "Sprocket", "v1beta1")
+	widgets := newCRD(t, group, "widgets", "Widget", "v1alpha1")
+	waitCRDCondition(t, widgets.Name, apiextensionsv1.Established, apiextensionsv1.ConditionTrue)
+	newCRD(t, group, "sprockets", "Sprocket", "v1beta1")
 	// Same kind as widgets: its names are not accepted, so it never becomes
 	// established.
-	crd("gizmos", "Widget", "v1alpha1")
-	g.Eventually(established("gizmos."+group, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionFalse)).
-		WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	gizmos := newCRD(t, group, "gizmos", "Widget", "v1alpha1")
+	waitCRDCondition(t, gizmos.Name, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionFalse)
 
 	kinds := [][2]string{{"widgets", "Widget"}, {"gadgets", "Gadget"}, {"gizmos", "Gizmo"}, {"sprockets", "Sprocket"}}
 	var findings []app.Finding
@@ -487,13 +443,7 @@ func TestDoctor_crdsMissingNotEstablishedOrOtherVersion(t *testing.T) {
 
 func TestDoctor_unreachableHub(t *testing.T) {
 	g := NewWithT(t)
-	kc, err := clientcmd.LoadFromFile(cluster.KubeconfigPath)
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, c := range kc.Clusters {
-		c.Server = "https://127.0.0.1:1" // nothing listens there
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	g.Expect(clientcmd.WriteToFile(*kc, path)).To(Succeed())
+	path := writeKubeconfig(t, "https://127.0.0.1:1", false, func(*clientcmdapi.AuthInfo) {}) // nothing listens there
 	findings, err := doctorJSON(t, path)
 	g.Expect(err).To(MatchError("doctor found 1 error and 0 warnings"))
 	g.Expect(findings).To(ConsistOf(And(

@@ -2,13 +2,10 @@ package request
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -45,42 +42,19 @@ func Abort(ctx context.Context, c client.Client, namespace, name string, req tug
 	if req.Time.IsZero() {
 		req.Time = metav1.NewTime(time.Now().Truncate(time.Second))
 	}
-	var out *tugboatv1alpha1.Promotion
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		pr, err := GetPromotion(ctx, c, namespace, name)
-		if err != nil {
-			return err
-		}
-		if prev := pr.Status.AbortRequest; prev != nil {
-			if prev.User == req.User {
-				out = pr // asked twice: the first request stands
-				return nil
+	return patchStatus(ctx, c, namespace, name, "asking to abort", NotAllowedError{Promotion: name, User: req.User, Action: "abort"},
+		func(pr *tugboatv1alpha1.Promotion) (bool, error) {
+			if prev := pr.Status.AbortRequest; prev != nil {
+				if prev.User == req.User {
+					return false, nil // asked twice: the first request stands
+				}
+				return false, &PhaseError{Promotion: name, Phase: pr.Status.Phase, Detail: "was already asked to abort by " + prev.User}
 			}
-			return &PhaseError{Promotion: name, Phase: pr.Status.Phase, Detail: "was already asked to abort by " + prev.User}
-		}
-		if pr.Status.Phase.Terminal() {
-			return &PhaseError{Promotion: name, Phase: pr.Status.Phase,
-				Detail: fmt.Sprintf("has already finished (%s): there is nothing to abort", pr.Status.Phase)}
-		}
-		orig := pr.DeepCopy()
-		pr.Status.AbortRequest = &req
-		if err := c.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			switch {
-			case apierrors.IsNotFound(err):
-				return &NotFoundError{Kind: "promotion", Namespace: namespace, Name: name}
-			case apierrors.IsForbidden(err):
-				return &NotAllowedError{Promotion: name, User: req.User, Action: "abort", Detail: err.Error()}
+			if pr.Status.Phase.Terminal() {
+				return false, &PhaseError{Promotion: name, Phase: pr.Status.Phase,
+					Detail: fmt.Sprintf("has already finished (%s): there is nothing to abort", pr.Status.Phase)}
 			}
-			return err
-		}
-		out = pr
-		return nil
-	})
-	if err != nil {
-		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotWaiting) || errors.Is(err, ErrNotAllowed) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("asking to abort promotion %s/%s: %w", namespace, name, err)
-	}
-	return out, nil
+			pr.Status.AbortRequest = &req
+			return true, nil
+		})
 }

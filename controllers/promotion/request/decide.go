@@ -7,9 +7,7 @@ import (
 	"slices"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -56,64 +54,41 @@ func Decide(ctx context.Context, c client.Client, namespace, name string, vote t
 	if vote.Time.IsZero() {
 		vote.Time = metav1.NewTime(time.Now().Truncate(time.Second))
 	}
-	var out *tugboatv1alpha1.Promotion
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		pr, err := GetPromotion(ctx, c, namespace, name)
-		if err != nil {
-			return err
-		}
-		p, err := GetPipeline(ctx, c, pr.Namespace, pr.Spec.Pipeline)
-		if errors.Is(err, ErrNotFound) {
-			p = nil // the controller aborts the Promotion
-		} else if err != nil {
-			return err
-		}
-		if vote.Source != tugboatv1alpha1.ApprovalSourceKubernetes && !MayApprove(p, pr.Spec.To, vote.Source, vote.User) {
-			return &NotAllowedError{Promotion: name, User: vote.User,
-				Detail: fmt.Sprintf("%s identity %s is not an approver of %s (gates.approvers of pipeline %s)", vote.Source, vote.User, pr.Spec.To, pr.Spec.Pipeline)}
-		}
-		if prev := voteOf(pr, vote.Source, vote.User); prev != nil {
-			if prev.Decision == vote.Decision {
-				out = pr // asked twice: the first vote stands
-				return nil
+	return patchStatus(ctx, c, namespace, name, "recording the decision on", NotAllowedError{Promotion: name, User: vote.User},
+		func(pr *tugboatv1alpha1.Promotion) (bool, error) {
+			p, err := GetPipeline(ctx, c, pr.Namespace, pr.Spec.Pipeline)
+			if errors.Is(err, ErrNotFound) {
+				p = nil // the controller aborts the Promotion
+			} else if err != nil {
+				return false, err
 			}
-			return &PhaseError{Promotion: name, Phase: pr.Status.Phase,
-				Detail: fmt.Sprintf("was already %s by %s: a decision cannot be changed", pastTense(prev.Decision), describeVoter(*prev))}
-		}
-		if a := pr.Status.Approval; a != nil {
-			return &PhaseError{Promotion: name, Phase: pr.Status.Phase, Detail: "was already " + describe(a)}
-		}
-		if !waitsForApproval(p, pr) {
-			return &PhaseError{Promotion: name, Phase: pr.Status.Phase}
-		}
-		if vote.Decision == tugboatv1alpha1.DecisionApprove && IsRequester(pr, vote) {
-			return &NotAllowedError{Promotion: name, User: vote.User,
-				Detail: vote.User + " requested this promotion: another person must approve it"}
-		}
-		if len(pr.Status.Approvals) >= MaxVotes {
-			return &PhaseError{Promotion: name, Phase: pr.Status.Phase, Detail: fmt.Sprintf("already records %d decisions, the most it holds", MaxVotes)}
-		}
-		orig := pr.DeepCopy()
-		pr.Status.Approvals = append(slices.Clone(pr.Status.Approvals), vote)
-		if err := c.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			switch {
-			case apierrors.IsNotFound(err):
-				return &NotFoundError{Kind: "promotion", Namespace: namespace, Name: name}
-			case apierrors.IsForbidden(err):
-				return &NotAllowedError{Promotion: name, User: vote.User, Detail: err.Error()}
+			if vote.Source != tugboatv1alpha1.ApprovalSourceKubernetes && !MayApprove(p, pr.Spec.To, vote.Source, vote.User) {
+				return false, &NotAllowedError{Promotion: name, User: vote.User,
+					Detail: fmt.Sprintf("%s identity %s is not an approver of %s (gates.approvers of pipeline %s)", vote.Source, vote.User, pr.Spec.To, pr.Spec.Pipeline)}
 			}
-			return err
-		}
-		out = pr
-		return nil
-	})
-	if err != nil {
-		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotWaiting) || errors.Is(err, ErrNotAllowed) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("recording the decision on promotion %s/%s: %w", namespace, name, err)
-	}
-	return out, nil
+			if prev := voteOf(pr, vote.Source, vote.User); prev != nil {
+				if prev.Decision == vote.Decision {
+					return false, nil // asked twice: the first vote stands
+				}
+				return false, &PhaseError{Promotion: name, Phase: pr.Status.Phase,
+					Detail: fmt.Sprintf("was already %s by %s: a decision cannot be changed", pastTense(prev.Decision), describeVoter(*prev))}
+			}
+			if a := pr.Status.Approval; a != nil {
+				return false, &PhaseError{Promotion: name, Phase: pr.Status.Phase, Detail: "was already " + describe(a)}
+			}
+			if !waitsForApproval(p, pr) {
+				return false, &PhaseError{Promotion: name, Phase: pr.Status.Phase}
+			}
+			if vote.Decision == tugboatv1alpha1.DecisionApprove && IsRequester(pr, vote) {
+				return false, &NotAllowedError{Promotion: name, User: vote.User,
+					Detail: vote.User + " requested this promotion: another person must approve it"}
+			}
+			if len(pr.Status.Approvals) >= MaxVotes {
+				return false, &PhaseError{Promotion: name, Phase: pr.Status.Phase, Detail: fmt.Sprintf("already records %d decisions, the most it holds", MaxVotes)}
+			}
+			pr.Status.Approvals = append(slices.Clone(pr.Status.Approvals), vote)
+			return true, nil
+		})
 }
 
 // validateVote checks a vote's fields against the CRD's rules, naming them
