@@ -22,8 +22,11 @@ import (
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
-// maxCachedSecrets bounds the key cache; it is cleared when full.
-const maxCachedSecrets = 10_000
+// maxCachedSecrets bounds the key cache (a few hundred bytes per Spoke);
+// it is cleared when full. Keys are kept for the TTL (5 min by default), so
+// the bound must exceed the fleet: ten times the 5,000 spokes one hub is
+// measured with (docs/benchmarks.md), or every clear would re-read them all.
+const maxCachedSecrets = 50_000
 
 // MinForcedReadInterval is the least time between two reads of one Spoke's
 // key Secret forced by a request that failed to verify (RefreshKeys).
