@@ -45,6 +45,17 @@ func deploymentCompleted(e tugboatv1alpha1.NotifyEvent) bool {
 // Reconcile sends the deployment notices due for one ReleaseHistory and
 // records them in its status.notifications.
 func (r deploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Which Pipelines target the release follows from its spec, which the
+	// cache holds: most releases of a fleet have none, and their changes
+	// cost no read of the API server.
+	cached := &tugboatv1alpha1.ReleaseHistory{}
+	if err := r.client.Get(ctx, req.NamespacedName, cached); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	pipelines, err := pipeline.PipelinesFor(ctx, r.client, cached)
+	if err != nil || len(pipelines) == 0 {
+		return ctrl.Result{}, err
+	}
 	// Read from the API server, not the cache: the notices already sent are
 	// recorded in this object, and a cache that has not seen the last
 	// record yet would send a notice twice.
@@ -55,10 +66,6 @@ func (r deploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	c := rh.Status.Current
 	if c == nil {
 		return ctrl.Result{}, nil
-	}
-	pipelines, err := pipeline.PipelinesFor(ctx, r.client, rh)
-	if err != nil {
-		return ctrl.Result{}, err
 	}
 	records := map[string]tugboatv1alpha1.DeploymentNotification{}
 	for _, n := range rh.Status.Notifications {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,4 +196,59 @@ func TestDeliver_deploymentNoticesOfAReinstall(t *testing.T) {
 			g.Expect(n.Installation).To(Equal(int32(2)))
 		}
 	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+}
+
+// readCounter counts the Gets of each ReleaseHistory through a reader.
+type readCounter struct {
+	client.Reader
+	mu   sync.Mutex
+	gets map[client.ObjectKey]int
+}
+
+func (r *readCounter) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*tugboatv1alpha1.ReleaseHistory); ok {
+		r.mu.Lock()
+		r.gets[key]++
+		r.mu.Unlock()
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (r *readCounter) of(key client.ObjectKey) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gets[key]
+}
+
+// TestDeliver_untargetedReleasesCostNoAPIRead: the changes of a release no
+// Pipeline targets (most of a fleet's) are not read from the API server;
+// a targeted one's are (its notice records must be fresh).
+func TestDeliver_untargetedReleasesCostNoAPIRead(t *testing.T) {
+	g := NewWithT(t)
+	ns := "notify-untargeted"
+	rcv, url := newReceiver(t)
+	fixture(t, ns, webhookNotifier("deploys", url, "", tugboatv1alpha1.EventDeploymentStarted))
+	counter := &readCounter{gets: map[client.ObjectKey]int{}}
+	startDelivererReading(t, fastOptions(), func(r client.Reader) client.Reader { counter.Reader = r; return counter })
+
+	untargeted := &tugboatv1alpha1.ReleaseHistory{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tugboatv1alpha1.ReleaseHistoryName("dev-1", "apps", "other")},
+		Spec:       tugboatv1alpha1.ReleaseHistorySpec{Spoke: "dev-1", Namespace: "apps", Release: "other"},
+	}
+	must(t, cluster.Client.Create(context.Background(), untargeted))
+	for rev := int32(1); rev <= 3; rev++ {
+		setCurrent(g, untargeted, rev, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthInProgress)
+	}
+	// Changed after the untargeted one: once its notice is out, the
+	// controller has handled the untargeted changes queued before it.
+	targeted := &tugboatv1alpha1.ReleaseHistory{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tugboatv1alpha1.ReleaseHistoryName("dev-1", "apps", "web")},
+		Spec:       tugboatv1alpha1.ReleaseHistorySpec{Spoke: "dev-1", Namespace: "apps", Release: "web"},
+	}
+	must(t, cluster.Client.Create(context.Background(), targeted))
+	setCurrent(g, targeted, 1, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthInProgress)
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"DeploymentStarted"}))
+
+	g.Expect(counter.of(client.ObjectKeyFromObject(targeted))).To(BeNumerically(">", 0), "the targeted release is read from the API server")
+	g.Expect(counter.of(client.ObjectKeyFromObject(untargeted))).To(BeZero(), "the untargeted release is not")
 }

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -44,6 +45,13 @@ var webhookKey = []byte("notify-webhook-key-0123456789abcdef")
 // it, until the returned stop is called or the test ends.
 func startDeliverer(t *testing.T, opts deliver.Options) (stop func()) {
 	t.Helper()
+	return startDelivererReading(t, opts, nil)
+}
+
+// startDelivererReading is startDeliverer with the controller's APIReader
+// wrapped by wrap (nil: as is).
+func startDelivererReading(t *testing.T, opts deliver.Options, wrap func(client.Reader) client.Reader) (stop func()) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(cluster.RESTConfig, ctrl.Options{
 		Scheme:     hub.Scheme(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
@@ -57,7 +65,11 @@ func startDeliverer(t *testing.T, opts deliver.Options) (stop func()) {
 		t.Fatal(err)
 	}
 	b := deliver.NewSecretBuilder(mgr.GetAPIReader(), deliver.SecretBuilderOptions{HTTPClient: egress.Policy{AllowLoopback: true}.Client(5 * time.Second)})
-	if err := (&deliver.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Builder: b, Options: opts}).SetupWithManager(mgr); err != nil {
+	var reader client.Reader = mgr.GetAPIReader()
+	if wrap != nil {
+		reader = wrap(reader)
+	}
+	if err := (&deliver.Reconciler{Client: mgr.GetClient(), APIReader: reader, Builder: b, Options: opts}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
