@@ -50,6 +50,10 @@ type Recorder struct {
 	// last wrote: a cached copy at another version may be behind that
 	// write, so a snapshot is not compared against it (see unchanged).
 	written map[types.NamespacedName]string
+	// recent is the object of each write of the last recentKeep, the
+	// start of the next write while the cache is behind it.
+	recent      map[types.NamespacedName]recentWrite
+	recentSwept time.Time
 
 	stats Stats
 }
@@ -63,6 +67,22 @@ type pending struct {
 	lastWrite time.Time
 	// writing is set while a writer applies ops taken from this entry.
 	writing bool
+}
+
+// recentKeep is how long the recorder keeps the object of each of its
+// writes (recentWrite): longer than its cache lags the API server under
+// any load it still serves, short enough that a busy hub keeps few (100
+// writes a second keep about 6,000 objects, some 25 MiB).
+const recentKeep = time.Minute
+
+// recentWrite is a ReleaseHistory as the API server answered this
+// recorder's last write of it. The next write starts from it when the
+// cache has not caught up yet: under load the informer lags the writes by
+// seconds, and a write from the lagging copy is a conflict (a refused PUT,
+// a GET and the PUT again), which adds to the load that made it lag.
+type recentWrite struct {
+	obj *tugboatv1alpha1.ReleaseHistory
+	at  time.Time
 }
 
 // op changes a status; it reports whether it changed anything.
@@ -91,6 +111,7 @@ func NewRecorder(c client.Client, api client.Reader, opts Options) *Recorder {
 		pending: map[types.NamespacedName]*pending{},
 		keys:    map[string]cachedKeys{},
 		written: map[types.NamespacedName]string{},
+		recent:  map[types.NamespacedName]recentWrite{},
 	}
 }
 
@@ -342,9 +363,10 @@ func (r *Recorder) processNext(ctx context.Context) bool {
 	}
 	ops, waiters, spec, owner := p.ops, p.waiters, p.spec, p.owner
 	p.ops, p.waiters, p.writing = nil, nil, true
+	last := r.recent[key].obj
 	r.mu.Unlock()
 
-	err := r.write(ctx, key, spec, owner, ops)
+	written, err := r.write(ctx, key, spec, owner, ops, last)
 	r.stats.Writes.Add(1)
 	r.stats.WrittenOps.Add(int64(len(ops)))
 	writesTotal.Inc()
@@ -352,6 +374,12 @@ func (r *Recorder) processNext(ctx context.Context) bool {
 
 	r.mu.Lock()
 	p.lastWrite, p.writing = r.now(), false
+	switch {
+	case written != nil:
+		r.remember(key, written)
+	case err != nil:
+		delete(r.recent, key)
+	}
 	r.mu.Unlock()
 	for _, w := range waiters {
 		w <- err
@@ -361,25 +389,61 @@ func (r *Recorder) processNext(ctx context.Context) bool {
 	return true
 }
 
-// write applies ops to the ReleaseHistory key, creating it if needed, and
-// writes its status once. Conflicts are retried on a fresh read.
-func (r *Recorder) write(ctx context.Context, key types.NamespacedName, spec tugboatv1alpha1.ReleaseHistorySpec, owner metav1.OwnerReference, ops []op) error {
-	var reader client.Reader = r.client
-	for attempt := 0; ; attempt++ {
-		err := r.bounded(ctx, func(ctx context.Context) error { return r.tryWrite(ctx, reader, key, spec, owner, ops) })
-		if err == nil || attempt >= 5 || (!apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err)) {
-			if err != nil {
-				return fmt.Errorf("writing ReleaseHistory %s: %w", key, err)
-			}
-			return nil
+// remember keeps obj as the recorder's last write of key, and forgets the
+// writes older than recentKeep (at most once per recentKeep). The caller
+// holds r.mu.
+func (r *Recorder) remember(key types.NamespacedName, obj *tugboatv1alpha1.ReleaseHistory) {
+	now := r.now()
+	r.recent[key] = recentWrite{obj: obj, at: now}
+	if now.Sub(r.recentSwept) < recentKeep {
+		return
+	}
+	r.recentSwept = now
+	for k, w := range r.recent {
+		if now.Sub(w.at) >= recentKeep {
+			delete(r.recent, k)
 		}
-		reader = r.api
 	}
 }
 
-func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types.NamespacedName, spec tugboatv1alpha1.ReleaseHistorySpec, owner metav1.OwnerReference, ops []op) error {
+// write applies ops to the ReleaseHistory key, creating it if needed, and
+// writes its status once. It starts from the cached copy, or from last
+// (what this recorder wrote last) when the cache does not hold that yet.
+// Conflicts are retried on a fresh read from the API server, and so is a
+// history that is gone although last says otherwise. It returns the
+// object as written (nil when nothing was written).
+func (r *Recorder) write(ctx context.Context, key types.NamespacedName, spec tugboatv1alpha1.ReleaseHistorySpec, owner metav1.OwnerReference, ops []op,
+	last *tugboatv1alpha1.ReleaseHistory) (*tugboatv1alpha1.ReleaseHistory, error) {
+	var reader client.Reader = r.client
+	for attempt := 0; ; attempt++ {
+		var written *tugboatv1alpha1.ReleaseHistory
+		err := r.bounded(ctx, func(ctx context.Context) (err error) {
+			written, err = r.tryWrite(ctx, reader, key, spec, owner, ops, last)
+			return err
+		})
+		retry := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (last != nil && apierrors.IsNotFound(err))
+		if err == nil || attempt >= 5 || !retry {
+			if err != nil {
+				return nil, fmt.Errorf("writing ReleaseHistory %s: %w", key, err)
+			}
+			return written, nil
+		}
+		reader, last = r.api, nil
+	}
+}
+
+func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types.NamespacedName, spec tugboatv1alpha1.ReleaseHistorySpec, owner metav1.OwnerReference, ops []op,
+	last *tugboatv1alpha1.ReleaseHistory) (*tugboatv1alpha1.ReleaseHistory, error) {
 	rh := &tugboatv1alpha1.ReleaseHistory{}
 	err := reader.Get(ctx, key, rh)
+	if last != nil && (apierrors.IsNotFound(err) || (err == nil && rh.ResourceVersion != last.ResourceVersion)) {
+		// The cache is behind this recorder's own last write (or another
+		// replica wrote since: the write then conflicts and is retried on
+		// a read from the API server).
+		rh, err = last.DeepCopy(), nil
+		r.stats.FromLastWrite.Add(1)
+		fromLastWriteTotal.Inc()
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		rh = &tugboatv1alpha1.ReleaseHistory{
@@ -398,11 +462,11 @@ func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types
 			o(probe, &rh.Spec)
 		}
 		if err := r.client.Create(ctx, rh); err != nil {
-			return err
+			return nil, err
 		}
 		r.wrote(key, rh.ResourceVersion)
 	case err != nil:
-		return err
+		return nil, err
 	}
 	specBefore := rh.Spec.DeepCopy()
 	before := rh.Status.DeepCopy()
@@ -415,7 +479,7 @@ func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types
 	if !apiequality.Semantic.DeepEqual(specBefore, &rh.Spec) {
 		status := rh.Status.DeepCopy()
 		if err := r.client.Update(ctx, rh); err != nil {
-			return err
+			return nil, err
 		}
 		r.wrote(key, rh.ResourceVersion)
 		rh.Status = *status
@@ -423,13 +487,13 @@ func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types
 	trim(&rh.Status, r.opts.RevisionLimit, r.opts.MaxStatusBytes)
 	setReady(rh)
 	if !changed && apiequality.Semantic.DeepEqual(before, &rh.Status) {
-		return nil
+		return nil, nil
 	}
 	if err := r.client.Status().Update(ctx, rh); err != nil {
-		return err
+		return nil, err
 	}
 	r.wrote(key, rh.ResourceVersion)
-	return nil
+	return rh, nil
 }
 
 // setReady mirrors the current revision's health into the Ready condition.

@@ -39,6 +39,10 @@ type Stats struct {
 	// a newer report (an event, or a later snapshot) changed their history
 	// after the snapshot was taken: a late or replayed snapshot.
 	StaleReleases atomic.Int64
+	// FromLastWrite counts writes that started from the recorder's own
+	// last write of the history because the cache had not caught up with
+	// it (each one a conflict saved).
+	FromLastWrite atomic.Int64
 	// Writes counts ReleaseHistory writes by the write queue (a write that
 	// found nothing to change included), and WrittenOps the ops they
 	// applied (one per event batch or snapshot touching the history): their
@@ -69,6 +73,10 @@ var (
 		Name: "tugboat_recorder_writes_total",
 		Help: "ReleaseHistory writes by the recorder's queue (those that found nothing to change included).",
 	})
+	fromLastWriteTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tugboat_recorder_writes_from_last_write_total",
+		Help: "ReleaseHistory writes that started from the recorder's own last write because the informer cache had not caught up with it (each a conflict saved); a steady rate means the cache lags the API server.",
+	})
 	writtenOpsTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tugboat_recorder_written_ops_total",
 		Help: "Ops (an event batch's or a snapshot's changes to one ReleaseHistory) applied by those writes; ops/writes is the coalescing.",
@@ -76,7 +84,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(unchangedReleasesTotal, staleReleasesTotal, heartbeatsSkippedTotal, heartbeatsTotal, writesTotal, writtenOpsTotal)
+	metrics.Registry.MustRegister(unchangedReleasesTotal, staleReleasesTotal, fromLastWriteTotal, heartbeatsSkippedTotal, heartbeatsTotal, writesTotal, writtenOpsTotal)
 }
 
 // RecordState reconciles the spoke's releases with snap, records the
