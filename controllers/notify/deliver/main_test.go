@@ -65,7 +65,7 @@ func startDelivererReading(t *testing.T, opts deliver.Options, wrap func(client.
 		t.Fatal(err)
 	}
 	b := deliver.NewSecretBuilder(mgr.GetAPIReader(), deliver.SecretBuilderOptions{HTTPClient: egress.Policy{AllowLoopback: true}.Client(5 * time.Second)})
-	var reader client.Reader = mgr.GetAPIReader()
+	reader := mgr.GetAPIReader()
 	if wrap != nil {
 		reader = wrap(reader)
 	}
