@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -106,4 +107,54 @@ func TestRecorder_aLaggingCacheCostsNoConflict(t *testing.T) {
 	g.Expect(rh.Status.Current.Revision).To(Equal(int32(7)))
 	g.Expect(rh.Status.Revisions).To(HaveLen(7))
 	g.Expect(api.count()).To(BeNumerically(">=", 1), "the conflict was retried on a read of the API server")
+}
+
+// forgettingCache is the manager's cached client, except that it does not
+// know any ReleaseHistory (an informer relisting under load), and it
+// counts creates.
+type forgettingCache struct {
+	client.Client
+	mu      sync.Mutex
+	creates int
+}
+
+func (c *forgettingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*tugboatv1alpha1.ReleaseHistory); ok {
+		return apierrors.NewNotFound(tugboatv1alpha1.GroupVersion.WithResource("releasehistories").GroupResource(), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+func (c *forgettingCache) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	c.mu.Lock()
+	c.creates++
+	c.mu.Unlock()
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+// TestRecorder_aCacheThatLostAHistoryItWroteCostsNoCreate: when the cache
+// does not show a history this recorder wrote (and its last write is no
+// longer kept), the recorder reads it from the API server instead of
+// trying to create it again, which the API server would refuse.
+func TestRecorder_aCacheThatLostAHistoryItWroteCostsNoCreate(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sp := newSpoke(t, g, "forgetting")
+	cache := &forgettingCache{Client: manager.GetClient()}
+	opts := releasehistory.NewOptions()
+	opts.WriteInterval = 0
+	rec := releasehistory.NewRecorder(cache, manager.GetAPIReader(), opts)
+	go func() { _ = rec.Start(ctx) }()
+	g.Eventually(rec.Ready).WithTimeout(10 * time.Second).Should(Succeed())
+
+	for rev := 1; rev <= 3; rev++ {
+		rec.ForgetRecentWrites()
+		s := releaseState(rev, fmt.Sprintf("1.0.%d", rev), wire.StatusDeployed, wire.HealthCurrent)
+		g.Expect(rec.RecordEvents(ctx, "forgetting", []wire.Event{releaseEvent("forgetting", s, int64(rev), "UpgradeSucceeded")})).To(Succeed())
+	}
+	g.Expect(getHistory(g, sp, "web").Status.Revisions).To(HaveLen(3))
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	g.Expect(cache.creates).To(Equal(1), "created once, then read from the API server")
 }

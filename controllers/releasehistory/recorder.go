@@ -444,6 +444,12 @@ func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types
 		r.stats.FromLastWrite.Add(1)
 		fromLastWriteTotal.Inc()
 	}
+	if apierrors.IsNotFound(err) && reader != r.api && r.hasWritten(key) {
+		// This recorder wrote it, so the cache is behind (relisting, say):
+		// ask the API server rather than create it blindly, which costs a
+		// refused POST before the same read.
+		err = r.api.Get(ctx, key, rh)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		rh = &tugboatv1alpha1.ReleaseHistory{

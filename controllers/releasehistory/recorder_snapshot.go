@@ -262,6 +262,14 @@ func (r *Recorder) unchanged(ctx context.Context, key types.NamespacedName, o op
 	return apiequality.Semantic.DeepEqual(before.Spec, rh.Spec) && apiequality.Semantic.DeepEqual(before.Status, rh.Status)
 }
 
+// hasWritten reports whether this recorder wrote the ReleaseHistory key.
+func (r *Recorder) hasWritten(key types.NamespacedName) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.written[key]
+	return ok
+}
+
 // wrote remembers the version of a ReleaseHistory this recorder wrote.
 func (r *Recorder) wrote(key types.NamespacedName, rv string) {
 	r.mu.Lock()
