@@ -32,6 +32,10 @@ var (
 	timestampRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 	// ageRE matches a duration as doctor prints an age ("3d4h", "12s").
 	ageRE = regexp.MustCompile(`\b(\d+(\.\d+)?(ms|s|m|h|d))+\b`)
+	// columnGapRE is the padding between a table's columns: its width
+	// follows the longest cell, which may hold an age ("9s" or "10s"), so
+	// it is compared as two spaces.
+	columnGapRE = regexp.MustCompile(`(\S) {2,}`)
 )
 
 // goldenRun runs the CLI with args and renders what it printed, the error
@@ -61,6 +65,7 @@ func goldenRun(ns string, masks map[string]string, args ...string) string {
 	}
 	s = strings.ReplaceAll(s, ns, "NAMESPACE")
 	s = ageRE.ReplaceAllString(s, "AGE")
+	s = columnGapRE.ReplaceAllString(s, "$1  ")
 	return timestampRE.ReplaceAllStringFunc(s, func(ts string) string {
 		if ts == t0.UTC().Format("2006-01-02T15:04:05Z") || ts == t1.UTC().Format("2006-01-02T15:04:05Z") {
 			return ts
