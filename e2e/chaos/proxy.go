@@ -36,6 +36,8 @@ type Stats struct {
 	Dropped int
 	// Held is how many connections arrived while the link was cut.
 	Held int
+	// Open is how many client connections are open now.
+	Open int
 }
 
 // NewProxy listens on a free loopback port and forwards to upstream
@@ -99,7 +101,13 @@ func (p *Proxy) Restore() {
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.stats
+	st := p.stats
+	for c := range p.conns {
+		if _, client := c.(clientConn); client {
+			st.Open++
+		}
+	}
+	return st
 }
 
 // Close stops the proxy and closes every connection.
