@@ -32,6 +32,7 @@ const (
 	envFleetState     = "TUGBOAT_FLEET_STATE"     // snapshot interval (default 30s, the agent's)
 	envFleetTimeScale = "TUGBOAT_FLEET_TIMESCALE" // divides the change, step and snapshot intervals (default 1)
 	envFleetBudget    = "TUGBOAT_FLEET_BUDGET"    // bounds the whole benchmark; past it, it fails and cleans up (default 50m)
+	envFleetWarmup    = "TUGBOAT_FLEET_WARMUP"    // load run before the measured run, after the announce, measured by nothing (default 0)
 )
 
 // BenchmarkHub_fleet runs the real hub (`tugboat hub`, a subprocess) against
@@ -40,8 +41,11 @@ const (
 // few minutes (a rollout of three event batches 2 s apart), a state
 // snapshot every 30 s, both jittered. One sub-benchmark per fleet size
 // (TUGBOAT_FLEET_SPOKES, e.g. 500,1000,2000,5000), in order on the same hub:
-// each size registers the spokes it adds and has every spoke announce its
-// state, then runs the load for TUGBOAT_FLEET_DURATION. It reports the hub's
+// each size registers the spokes it adds (the fleet grows: the spokes of
+// the sizes before go on where they were) and has every spoke announce its
+// state, then runs the load for TUGBOAT_FLEET_WARMUP, unmeasured (the
+// steady state, past the announce's backlog), and for
+// TUGBOAT_FLEET_DURATION, measured. It reports the hub's
 // RSS, Go heap and CPU, the API server's writes per second (its own
 // apiserver_request_total, by verb and resource), the time from sending a
 // sampled event to the watch seeing it in its ReleaseHistory (p50, p99),
@@ -61,6 +65,7 @@ func BenchmarkHub_fleet(b *testing.B) {
 	change := hubBenchDuration(b, envFleetChange, 3*time.Minute) / time.Duration(scale)
 	state := hubBenchDuration(b, envFleetState, loadgen.DefaultStateInterval) / time.Duration(scale)
 	step := loadgen.DefaultStepInterval / time.Duration(scale)
+	warmup := hubBenchDuration(b, envFleetWarmup, 0)
 
 	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
 	// Time-scaled, the hub's heartbeat settings scale too.
@@ -83,6 +88,12 @@ func BenchmarkHub_fleet(b *testing.B) {
 		b.Fatal(err)
 	}
 	w := watchHistories(b, hubCluster, ns)
+	var gen *loadgen.Generator
+	defer func() {
+		if gen != nil {
+			gen.Close()
+		}
+	}()
 
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("spokes=%d", n), func(b *testing.B) {
@@ -92,16 +103,19 @@ func BenchmarkHub_fleet(b *testing.B) {
 				b.Fatal(err)
 			}
 			progress(b, "registered %d spokes in %s", n, time.Since(began).Round(time.Millisecond))
-			gen, err := loadgen.New(loadgen.Options{
-				URL: "http://" + hp.addr, Spokes: spokes, Releases: nReleases,
-				Duration: duration, MaxRequests: 100_000_000, RequestTimeout: 2 * time.Minute,
-				ChangeInterval: change, StepInterval: step, StateInterval: state, AnnounceParallel: 64,
-				SampleEvery: 2, OnSample: w.sample,
-			})
-			if err != nil {
-				b.Fatal(err)
+			if gen == nil {
+				gen, err = loadgen.New(loadgen.Options{
+					URL: "http://" + hp.addr, Spokes: spokes, Releases: nReleases,
+					Duration: duration, MaxRequests: 100_000_000, RequestTimeout: 2 * time.Minute,
+					ChangeInterval: change, StepInterval: step, StateInterval: state, AnnounceParallel: 64,
+					SampleEvery: 2, OnSample: w.sample,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			} else {
+				gen.Grow(spokes)
 			}
-			defer gen.Close()
 			// A large announce takes minutes: say how it goes every 30 s.
 			w.writes.Store(0)
 			w.counting.Store(true)
@@ -127,6 +141,15 @@ func BenchmarkHub_fleet(b *testing.B) {
 				b.Fatal(err)
 			}
 			progress(b, "announce: %s", ann)
+			if warmup > 0 {
+				res, err := gen.RunFor(ctx, warmup)
+				if err != nil {
+					b.Fatal(err)
+				}
+				lost := w.drain(30 * time.Second)
+				w.takeLatencies()
+				progress(b, "warm-up, not measured: %s; %d samples not observed", res, lost)
+			}
 
 			loadBefore := loadAverage()
 			api0 := apiserverRequests(ctx, b, kube)

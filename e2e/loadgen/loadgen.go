@@ -184,22 +184,39 @@ func New(opts Options) (*Generator, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	g := &Generator{
-		opts: opts,
-		base: string(bytes.TrimRight([]byte(opts.URL), "/")),
-		client: &http.Client{Transport: &http.Transport{
-			Proxy:               nil,
-			MaxIdleConns:        len(opts.Spokes) + 16,
-			MaxIdleConnsPerHost: len(opts.Spokes) + 16,
-			IdleConnTimeout:     90 * time.Second,
-			DisableCompression:  true,
-		}},
-	}
-	for i, s := range opts.Spokes {
-		g.sims = append(g.sims, newSpokeSim(i, s, opts.Releases, now))
-	}
+	g := &Generator{opts: opts, base: string(bytes.TrimRight([]byte(opts.URL), "/"))}
+	g.Grow(opts.Spokes)
 	return g, nil
+}
+
+// Grow adds to the fleet the spokes of spokes it does not simulate yet
+// (by name), as a fleet grows: the spokes it already simulates keep their
+// releases, revisions and event sequences, so their next events are new to
+// the hub (a new Generator would start them over, and the hub would answer
+// them as duplicates). Call it between runs, never during Announce or Run;
+// the next Announce has every spoke, old and new, post its state.
+func (g *Generator) Grow(spokes []Spoke) {
+	known := make(map[string]bool, len(g.sims))
+	for _, sim := range g.sims {
+		known[sim.spoke.Name] = true
+	}
+	now := time.Now()
+	for _, s := range spokes {
+		if !known[s.Name] {
+			known[s.Name] = true
+			g.sims = append(g.sims, newSpokeSim(len(g.sims), s, g.opts.Releases, now))
+		}
+	}
+	if g.client != nil {
+		g.client.CloseIdleConnections()
+	}
+	g.client = &http.Client{Transport: &http.Transport{
+		Proxy:               nil,
+		MaxIdleConns:        len(g.sims) + 16,
+		MaxIdleConnsPerHost: len(g.sims) + 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}}
 }
 
 // Close releases the Generator's idle connections.
@@ -257,8 +274,17 @@ func (g *Generator) Announce(ctx context.Context) (*Result, error) {
 // sent, or ctx ended, whichever comes first, and returns what the hub
 // answered. Each spoke has one request in flight at a time.
 func (g *Generator) Run(ctx context.Context) (*Result, error) {
+	return g.RunFor(ctx, g.opts.Duration)
+}
+
+// RunFor is Run for d instead of Options.Duration (at most MaxDuration):
+// a warm-up before the measured Run, for instance.
+func (g *Generator) RunFor(ctx context.Context, d time.Duration) (*Result, error) {
+	if d <= 0 || d > MaxDuration {
+		return nil, fmt.Errorf("loadgen: duration must be positive and at most %s, got %s", MaxDuration, d)
+	}
 	start := time.Now()
-	deadline := start.Add(g.opts.Duration)
+	deadline := start.Add(d)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	var budget atomic.Int64

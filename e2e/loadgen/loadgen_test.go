@@ -3,6 +3,7 @@ package loadgen_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -237,4 +238,51 @@ func TestOptions_refuseNegativeFleetPacing(t *testing.T) {
 	_, err := loadgen.New(loadgen.Options{URL: "http://127.0.0.1:1", Spokes: spokes, Releases: 1, Duration: time.Second, MaxRequests: 1,
 		ChangeInterval: -time.Second, AnnounceParallel: -1})
 	g.Expect(err).To(MatchError(And(ContainSubstring("change and step intervals must not be negative"), ContainSubstring("announce parallelism"))))
+}
+
+// A fleet that grows between runs (BenchmarkHub_fleet's sizes, in order)
+// keeps the spokes it had: their next events are new to the receiver, not
+// duplicates of the first run's, and their releases roll on from where
+// they were.
+func TestGenerator_growsTheFleetWithoutStartingItOver(t *testing.T) {
+	g := NewWithT(t)
+	spokes, keys := fleetOf(4)
+	store := &countingStore{keys: keys, kinds: map[wire.EventKind]int{}, revision: map[string]int{}}
+	hs := receiverFor(t, store)
+	gen, err := loadgen.New(loadgen.Options{
+		URL: hs.URL, Spokes: spokes[:2], Releases: 2, Duration: time.Second, MaxRequests: 10_000,
+		ChangeInterval: 100 * time.Millisecond, StepInterval: 10 * time.Millisecond, StateInterval: 300 * time.Millisecond,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer gen.Close()
+	ann, err := gen.Announce(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ann.Snapshots).To(Equal(2))
+	first, err := gen.Run(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(first.EventsAccepted).To(BeNumerically(">", 0))
+	store.mu.Lock()
+	before := maps.Clone(store.revision)
+	store.mu.Unlock()
+	g.Expect(before).To(HaveLen(4), "both releases of both spokes rolled out")
+
+	gen.Grow(spokes) // the first two again, and two new ones
+	ann, err = gen.Announce(context.Background())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ann.Snapshots).To(Equal(4), "every spoke announces, old and new")
+	second, err := gen.RunFor(context.Background(), time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Log(second)
+	g.Expect(second.Errors()).To(BeEmpty())
+	g.Expect(second.Duplicates).To(BeZero(), "the first spokes' events are new")
+	g.Expect(second.EventsAccepted).To(Equal(second.EventsSent))
+
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	g.Expect(store.revision).To(HaveLen(8))
+	for k, rev := range before {
+		g.Expect(store.revision[k]).To(BeNumerically(">", rev), "%s rolls on from revision %d", k, rev)
+	}
+	_, err = gen.RunFor(context.Background(), 0)
+	g.Expect(err).To(MatchError(ContainSubstring("duration must be positive")))
 }
