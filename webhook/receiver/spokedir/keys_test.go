@@ -2,6 +2,7 @@ package spokedir_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,6 +112,48 @@ func TestDirectory_steadyStateReadsNoSecret(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(spokes[0].Keys.Current).To(Equal(previousKey), "read again after the TTL")
 	g.Expect(reads.gets.Load() - before).To(BeEquivalentTo(1))
+}
+
+// TestDirectory_spreadsTheReadsOfKeysReadTogether: the keys of a fleet read
+// at once (its agents announcing themselves after a hub restart) are not
+// all read again at once when the TTL passes: each read's TTL is shortened
+// by up to a fifth at random, and none outlives the TTL.
+func TestDirectory_spreadsTheReadsOfKeysReadTogether(t *testing.T) {
+	g := NewWithT(t)
+	d, reads, clk := cachingDirectory()
+	const ns, n = "keys-spread", 20
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("spread-%02d", i)
+		create(t, keySecret(ns, names[i], map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: agentKey}), spoke(ns, names[i], false))
+	}
+	requestAll := func() {
+		t.Helper()
+		for _, name := range names {
+			spokes, err := d.Spokes(context.Background(), name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(spokes).To(HaveLen(1))
+			g.Expect(spokes[0].Keys.Current).To(Equal(agentKey))
+		}
+	}
+	g.Eventually(func() ([]receiver.Spoke, error) { return d.Spokes(context.Background(), names[n-1]) }).WithTimeout(10 * time.Second).Should(HaveLen(1))
+	requestAll() // every key read at the same instant
+	before := reads.gets.Load()
+
+	clk.add(testTTL * 4 / 5)
+	requestAll()
+	g.Expect(reads.gets.Load() - before).To(BeZero(), "no read before four fifths of the TTL")
+
+	clk.add(testTTL / 10)
+	requestAll()
+	spread := reads.gets.Load() - before
+	g.Expect(spread).To(BeNumerically(">", 0), "some keys read again at nine tenths of the TTL")
+	g.Expect(spread).To(BeNumerically("<", n), "not all of them")
+
+	clk.add(testTTL / 10)
+	requestAll()
+	g.Expect(reads.gets.Load()-before).To(BeEquivalentTo(n), "every key read again once the TTL passed, each once")
 }
 
 // TestDirectory_refreshesKeysOnAFailedVerification: a key written to the

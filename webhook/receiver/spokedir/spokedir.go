@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -70,6 +71,11 @@ type cachedSecret struct {
 	secret, annotation string
 	agent, flux        receiver.SpokeKeys
 	readAt             time.Time
+	// expiresAt is when the TTL of this read ends: readAt + the TTL,
+	// shortened by up to a fifth at random, so Secrets read together (a
+	// fleet announcing itself after a hub restart) are not read again
+	// all at once.
+	expiresAt time.Time
 	// forcedAt is when RefreshKeys last read the Secret.
 	forcedAt time.Time
 }
@@ -210,7 +216,7 @@ func (d *Directory) secretKeys(ctx context.Context, sp *tugboatv1alpha1.Spoke) (
 	c, ok := d.keys[ref]
 	d.mu.Unlock()
 	if ok && !c.readAt.IsZero() && c.secret == sp.Spec.KeySecretRef.Name &&
-		c.annotation == sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation] && now.Sub(c.readAt) < d.ttl {
+		c.annotation == sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation] && now.Before(c.expiresAt) {
 		return c, nil
 	}
 	return d.read(ctx, sp, now)
@@ -220,7 +226,8 @@ func (d *Directory) secretKeys(ctx context.Context, sp *tugboatv1alpha1.Spoke) (
 // the last forced read.
 func (d *Directory) read(ctx context.Context, sp *tugboatv1alpha1.Spoke, now time.Time) (cachedSecret, error) {
 	key := types.NamespacedName{Namespace: sp.Namespace, Name: sp.Spec.KeySecretRef.Name}
-	c := cachedSecret{secret: key.Name, annotation: sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation], readAt: now}
+	c := cachedSecret{secret: key.Name, annotation: sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation], readAt: now,
+		expiresAt: now.Add(d.ttl - time.Duration(rand.Int64N(int64(d.ttl)/5+1)))} //nolint:gosec // spreads reads; nothing secret
 	secret := &corev1.Secret{}
 	switch err := d.api.Get(ctx, key, secret); {
 	case apierrors.IsNotFound(err):
