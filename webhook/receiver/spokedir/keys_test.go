@@ -143,7 +143,7 @@ func TestDirectory_spreadsTheReadsOfKeysReadTogether(t *testing.T) {
 
 	clk.add(testTTL * 4 / 5)
 	requestAll()
-	g.Expect(reads.gets.Load() - before).To(BeZero(), "no read before four fifths of the TTL")
+	g.Expect(reads.gets.Load()-before).To(BeZero(), "no read before four fifths of the TTL")
 
 	clk.add(testTTL / 10)
 	requestAll()
