@@ -367,20 +367,11 @@ func (hp *hubProcess) memory(b *testing.B) struct{ rss, hwm kib } {
 // from /proc/<pid>/stat, in clock ticks of 1/100 s).
 func (hp *hubProcess) cpu(b *testing.B) time.Duration {
 	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", hp.pid()))
+	d, err := processCPU(hp.pid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Fields after the command name, which is in parentheses: state is
-	// the first, utime the 12th and stime the 13th.
-	rest := string(raw[strings.LastIndexByte(string(raw), ')')+2:])
-	f := strings.Fields(rest)
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		b.Fatalf("parsing /proc/%d/stat: %q", hp.pid(), raw)
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return d
 }
 
 // counter reads one series of the hub's /metrics, e.g.
