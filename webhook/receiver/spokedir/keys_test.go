@@ -92,7 +92,7 @@ func TestDirectory_steadyStateReadsNoSecret(t *testing.T) {
 	const ns, name = "keys-steady", "steady-1"
 	setUpSpoke(t, d, ns, name, map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: agentKey})
 
-	before := reads.gets.Load()
+	before, ttlReads := reads.gets.Load(), spokedir.KeyReads(spokedir.ReadTTL)
 	for range 100 {
 		clk.add(time.Second) // 100 s of requests, far below the TTL
 		spokes, err := d.Spokes(context.Background(), name)
@@ -112,6 +112,7 @@ func TestDirectory_steadyStateReadsNoSecret(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(spokes[0].Keys.Current).To(Equal(previousKey), "read again after the TTL")
 	g.Expect(reads.gets.Load() - before).To(BeEquivalentTo(1))
+	g.Expect(spokedir.KeyReads(spokedir.ReadTTL)-ttlReads).To(BeEquivalentTo(1), "tugboat_receiver_key_reads_total{reason=\"ttl\"}")
 }
 
 // TestDirectory_spreadsTheReadsOfKeysReadTogether: the keys of a fleet read
@@ -139,7 +140,7 @@ func TestDirectory_spreadsTheReadsOfKeysReadTogether(t *testing.T) {
 	}
 	g.Eventually(func() ([]receiver.Spoke, error) { return d.Spokes(context.Background(), names[n-1]) }).WithTimeout(10 * time.Second).Should(HaveLen(1))
 	requestAll() // every key read at the same instant
-	before := reads.gets.Load()
+	before, ttlReads := reads.gets.Load(), spokedir.KeyReads(spokedir.ReadTTL)
 
 	clk.add(testTTL * 4 / 5)
 	requestAll()
@@ -154,6 +155,7 @@ func TestDirectory_spreadsTheReadsOfKeysReadTogether(t *testing.T) {
 	clk.add(testTTL / 10)
 	requestAll()
 	g.Expect(reads.gets.Load()-before).To(BeEquivalentTo(n), "every key read again once the TTL passed, each once")
+	g.Expect(spokedir.KeyReads(spokedir.ReadTTL) - ttlReads).To(BeEquivalentTo(n))
 }
 
 // TestDirectory_refreshesKeysOnAFailedVerification: a key written to the
@@ -174,7 +176,7 @@ func TestDirectory_refreshesKeysOnAFailedVerification(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(spokes[0].Keys).To(Equal(stale.Keys), "cached: the Secret is not read per request")
 
-	before := reads.gets.Load()
+	before, forced := reads.gets.Load(), spokedir.KeyReads(spokedir.ReadVerificationFailed)
 	fresh, changed, err := d.RefreshKeys(ctx, stale)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(changed).To(BeTrue())
@@ -206,6 +208,7 @@ func TestDirectory_refreshesKeysOnAFailedVerification(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(changed).To(BeFalse(), "the keys did not change")
 	g.Expect(reads.gets.Load()-before).To(BeEquivalentTo(2), "one more read once the interval passed")
+	g.Expect(spokedir.KeyReads(spokedir.ReadVerificationFailed)-forced).To(BeEquivalentTo(2), "tugboat_receiver_key_reads_total{reason=\"verification_failed\"}")
 }
 
 // TestDirectory_refusesARemovedKeyOnceTheSpokeIsAnnotated: removing the
@@ -225,7 +228,7 @@ func TestDirectory_refusesARemovedKeyOnceTheSpokeIsAnnotated(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(spokes[0].Keys.Previous).To(Equal(previousKey), "cached until the Spoke says the keys changed")
 
-	before := reads.gets.Load()
+	before, changedReads := reads.gets.Load(), spokedir.KeyReads(spokedir.ReadKeysChanged)
 	obj := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	patch := []byte(`{"metadata":{"annotations":{"` + tugboatv1alpha1.KeysUpdatedAtAnnotation + `":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}}}`)
 	g.Expect(cluster.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
@@ -237,6 +240,7 @@ func TestDirectory_refusesARemovedKeyOnceTheSpokeIsAnnotated(t *testing.T) {
 		return spokes[0].Keys, nil
 	}).WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(receiver.SpokeKeys{Current: agentKey}))
 	g.Expect(reads.gets.Load()-before).To(BeEquivalentTo(1), "one read for the annotation's change")
+	g.Expect(spokedir.KeyReads(spokedir.ReadKeysChanged)-changedReads).To(BeEquivalentTo(1), "tugboat_receiver_key_reads_total{reason=\"keys_changed\"}")
 	// And none after it.
 	_, err = d.Spokes(ctx, name)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -11,12 +11,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/releasehistory"
@@ -32,6 +34,31 @@ const maxCachedSecrets = 50_000
 // MinForcedReadInterval is the least time between two reads of one Spoke's
 // key Secret forced by a request that failed to verify (RefreshKeys).
 const MinForcedReadInterval = time.Second
+
+// Why a key Secret was read: the reason label of
+// tugboat_receiver_key_reads_total.
+const (
+	// ReadFirst: the Spoke's keys were never read (or were evicted).
+	ReadFirst = "first"
+	// ReadKeysChanged: the Spoke's keys annotation or Secret name changed.
+	ReadKeysChanged = "keys_changed"
+	// ReadVerificationFailed: a request of the Spoke failed to verify.
+	ReadVerificationFailed = "verification_failed"
+	// ReadTTL: --spoke-key-cache-ttl passed since the last read.
+	ReadTTL = "ttl"
+)
+
+var keyReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "tugboat_receiver_key_reads_total",
+	Help: "Spoke key Secrets read from the API server, by reason: first, keys_changed, verification_failed, ttl.",
+}, []string{"reason"})
+
+func init() {
+	for _, r := range []string{ReadFirst, ReadKeysChanged, ReadVerificationFailed, ReadTTL} {
+		keyReadsTotal.WithLabelValues(r)
+	}
+	metrics.Registry.MustRegister(keyReadsTotal)
+}
 
 // Directory implements receiver.SpokeDirectory over the API server.
 //
@@ -174,6 +201,7 @@ func (d *Directory) RefreshKeys(ctx context.Context, sp receiver.Spoke) (receive
 		d.mu.Unlock()
 		close(inflight)
 	}()
+	keyReadsTotal.WithLabelValues(ReadVerificationFailed).Inc()
 	fresh, err := d.read(ctx, spoke, now)
 	if err != nil {
 		return sp, false, err
@@ -215,10 +243,16 @@ func (d *Directory) secretKeys(ctx context.Context, sp *tugboatv1alpha1.Spoke) (
 	d.mu.Lock()
 	c, ok := d.keys[ref]
 	d.mu.Unlock()
-	if ok && !c.readAt.IsZero() && c.secret == sp.Spec.KeySecretRef.Name &&
-		c.annotation == sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation] && now.Before(c.expiresAt) {
+	reason := ReadTTL
+	switch {
+	case !ok || c.readAt.IsZero():
+		reason = ReadFirst
+	case c.secret != sp.Spec.KeySecretRef.Name || c.annotation != sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation]:
+		reason = ReadKeysChanged
+	case now.Before(c.expiresAt):
 		return c, nil
 	}
+	keyReadsTotal.WithLabelValues(reason).Inc()
 	return d.read(ctx, sp, now)
 }
 
