@@ -14,6 +14,7 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/releasehistory"
+	"tugboat.dev/tugboat/e2e/harness"
 )
 
 // laggingCache is the manager's cached client, except that it serves each
@@ -43,28 +44,6 @@ func (c *laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client
 	return nil
 }
 
-// countingReader counts the ReleaseHistory reads that go to the API server.
-type countingReader struct {
-	client.Reader
-	mu   sync.Mutex
-	gets int
-}
-
-func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*tugboatv1alpha1.ReleaseHistory); ok {
-		r.mu.Lock()
-		r.gets++
-		r.mu.Unlock()
-	}
-	return r.Reader.Get(ctx, key, obj, opts...)
-}
-
-func (r *countingReader) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.gets
-}
-
 // TestRecorder_aLaggingCacheCostsNoConflict: when the cache has not caught
 // up with the recorder's own last write of a history, the next write
 // starts from what that write returned instead of the stale copy, which
@@ -76,7 +55,7 @@ func TestRecorder_aLaggingCacheCostsNoConflict(t *testing.T) {
 	defer cancel()
 	sp := newSpoke(t, g, "lagging")
 	cache := &laggingCache{Client: manager.GetClient(), frozen: map[client.ObjectKey]*tugboatv1alpha1.ReleaseHistory{}}
-	api := &countingReader{Reader: manager.GetAPIReader()}
+	api := harness.CountGets[*tugboatv1alpha1.ReleaseHistory](manager.GetAPIReader())
 	opts := releasehistory.NewOptions()
 	opts.WriteInterval = 0
 	rec := releasehistory.NewRecorder(cache, api, opts)
@@ -92,7 +71,7 @@ func TestRecorder_aLaggingCacheCostsNoConflict(t *testing.T) {
 	rh := getHistory(g, sp, "web")
 	g.Expect(rh.Status.Current.Revision).To(Equal(int32(5)))
 	g.Expect(rh.Status.Revisions).To(HaveLen(5))
-	g.Expect(api.count()).To(BeZero(), "no write conflicted and was retried on a read of the API server")
+	g.Expect(api.Total()).To(BeZero(), "no write conflicted and was retried on a read of the API server")
 	// The cache may still have caught up with the first write (it freezes
 	// at the first copy it serves); the three after it started from the
 	// recorder's own last write.
@@ -106,7 +85,7 @@ func TestRecorder_aLaggingCacheCostsNoConflict(t *testing.T) {
 	rh = getHistory(g, sp, "web")
 	g.Expect(rh.Status.Current.Revision).To(Equal(int32(7)))
 	g.Expect(rh.Status.Revisions).To(HaveLen(7))
-	g.Expect(api.count()).To(BeNumerically(">=", 1), "the conflict was retried on a read of the API server")
+	g.Expect(api.Total()).To(BeNumerically(">=", 1), "the conflict was retried on a read of the API server")
 }
 
 // forgettingCache is the manager's cached client, except that it does not

@@ -27,7 +27,7 @@ import (
 // the key Secret GETs it makes, and its clock can be moved ahead.
 var (
 	cluster *harness.Cluster
-	reads   = &countingReader{gets: map[types.NamespacedName]int{}}
+	reads   = harness.CountGets[*corev1.Secret](nil)
 	clk     = &clock{}
 )
 
@@ -58,28 +58,6 @@ func TestMain(m *testing.M) {
 		defer func() { cancel(); <-done }()
 		return m.Run()
 	}))
-}
-
-// countingReader counts the Secret GETs made through the real APIReader.
-type countingReader struct {
-	client.Reader
-	mu   sync.Mutex
-	gets map[types.NamespacedName]int
-}
-
-func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*corev1.Secret); ok {
-		c.mu.Lock()
-		c.gets[key]++
-		c.mu.Unlock()
-	}
-	return c.Reader.Get(ctx, key, obj, opts...)
-}
-
-func (c *countingReader) count(key types.NamespacedName) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.gets[key]
 }
 
 // clock is the real time plus an offset tests move ahead.
@@ -143,33 +121,33 @@ func TestReconciler_readsTheKeySecretOnlyWhenSomethingChanged(t *testing.T) {
 		g.Expect(cluster.Client.Patch(ctx, get(), client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 	}
 	g.Eventually(func() int64 { return get().Status.ObservedGeneration }).WithTimeout(10 * time.Second).Should(BeEquivalentTo(1))
-	g.Expect(reads.count(secretKey)).To(Equal(1), "the first reconcile checks the Secret")
+	g.Expect(reads.Of(secretKey)).To(Equal(1), "the first reconcile checks the Secret")
 
 	for _, v := range []string{"v1", "v2", "v3", "v4", "v5"} {
 		heartbeat(v)
 	}
-	g.Expect(reads.count(secretKey)).To(Equal(1), "heartbeats read no Secret")
+	g.Expect(reads.Of(secretKey)).To(Equal(1), "heartbeats read no Secret")
 
 	// A spec change: one read.
 	obj := get()
 	obj.Spec.Suspend = true
 	g.Expect(cluster.Client.Update(ctx, obj)).To(Succeed())
 	g.Eventually(func() int64 { return get().Status.ObservedGeneration }).WithTimeout(10 * time.Second).Should(BeEquivalentTo(2))
-	g.Expect(reads.count(secretKey)).To(Equal(2), "a spec change reads the Secret")
+	g.Expect(reads.Of(secretKey)).To(Equal(2), "a spec change reads the Secret")
 	heartbeat("v6")
-	g.Expect(reads.count(secretKey)).To(Equal(2))
+	g.Expect(reads.Of(secretKey)).To(Equal(2))
 
 	// The keys annotation: one read.
 	annotate("t1")
-	g.Eventually(func() int { return reads.count(secretKey) }).WithTimeout(10 * time.Second).Should(Equal(3))
+	g.Eventually(func() int { return reads.Of(secretKey) }).WithTimeout(10 * time.Second).Should(Equal(3))
 	heartbeat("v7")
-	g.Expect(reads.count(secretKey)).To(Equal(3))
+	g.Expect(reads.Of(secretKey)).To(Equal(3))
 
 	// A Secret deleted behind the controller's back is regenerated once
 	// the recheck bound passed (here at the next heartbeat).
 	g.Expect(cluster.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretKey.Name}})).To(Succeed())
 	heartbeat("v8")
-	g.Expect(reads.count(secretKey)).To(Equal(3), "within the bound, not read")
+	g.Expect(reads.Of(secretKey)).To(Equal(3), "within the bound, not read")
 	clk.add(recheck)
 	heartbeat("v9")
 	g.Eventually(func() error { return cluster.Client.Get(ctx, secretKey, &corev1.Secret{}) }).WithTimeout(10 * time.Second).Should(Succeed())
@@ -191,9 +169,9 @@ func TestReconciler_readsTheKeySecretOnlyWhenSomethingChanged(t *testing.T) {
 		return c.Message
 	}
 	g.Eventually(stalled).WithTimeout(10 * time.Second).Should(ContainSubstring(`key "key" holds 5 bytes`))
-	before := reads.count(secretKey)
+	before := reads.Of(secretKey)
 	patch := []byte(`{"status":{"lastSeen":"` + clk.now().UTC().Format(time.RFC3339) + `","agentVersion":"v10"}}`)
 	g.Expect(cluster.Client.Status().Patch(ctx, get(), client.RawPatch(types.MergePatchType, patch))).To(Succeed())
-	g.Eventually(func() int { return reads.count(secretKey) }).WithTimeout(10*time.Second).Should(BeNumerically(">", before), "a broken Secret is read again")
+	g.Eventually(func() int { return reads.Of(secretKey) }).WithTimeout(10*time.Second).Should(BeNumerically(">", before), "a broken Secret is read again")
 	g.Expect(stalled()).To(ContainSubstring(`key "key" holds 5 bytes`))
 }

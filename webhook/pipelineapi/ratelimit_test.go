@@ -2,32 +2,17 @@ package pipelineapi_test
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/webhook/pipelineapi"
 )
-
-// countingReader counts the reads that reach the real API server.
-type countingReader struct {
-	client.Reader
-	secrets atomic.Int32
-}
-
-func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*corev1.Secret); ok {
-		c.secrets.Add(1)
-	}
-	return c.Reader.Get(ctx, key, obj, opts...)
-}
 
 // from is an anonymous promotion request of Pipeline web in ns from addr.
 func from(ns, addr string) *http.Request {
@@ -77,14 +62,14 @@ func TestPipelineAPI_rateLimitsEachClient(t *testing.T) {
 func TestPipelineAPI_anonymousRequestsAreServedFromTheCache(t *testing.T) {
 	g := NewWithT(t)
 	f := newFixture(t, "api-cache")
-	reader := &countingReader{Reader: cluster.Client}
+	reader := harness.CountGets[*corev1.Secret](cluster.Client)
 	h := pipelineapi.New(cluster.Client, reader, pipelineapi.Options{RateBurst: 1000, Registerer: f.reg})
 	for range 50 {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, from(f.ns, "198.51.100.7:4000"))
 		g.Expect(rec.Code).To(Equal(http.StatusUnauthorized))
 	}
-	g.Expect(reader.secrets.Load()).To(BeEquivalentTo(1))
+	g.Expect(reader.Total()).To(BeEquivalentTo(1))
 	// The token still works.
 	rec := f.do(call{path: f.path("web", "promotions"), body: []byte(`{"environment":"staging","version":"1.0.0"}`), auth: bearer(webToken)})
 	g.Expect(rec.Code).To(Equal(http.StatusCreated), rec.Body.String())

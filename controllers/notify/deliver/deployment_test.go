@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/e2e/harness"
 )
 
 // setCurrent sets the current revision of a ReleaseHistory as the
@@ -198,28 +198,6 @@ func TestDeliver_deploymentNoticesOfAReinstall(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 }
 
-// readCounter counts the Gets of each ReleaseHistory through a reader.
-type readCounter struct {
-	client.Reader
-	mu   sync.Mutex
-	gets map[client.ObjectKey]int
-}
-
-func (r *readCounter) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*tugboatv1alpha1.ReleaseHistory); ok {
-		r.mu.Lock()
-		r.gets[key]++
-		r.mu.Unlock()
-	}
-	return r.Reader.Get(ctx, key, obj, opts...)
-}
-
-func (r *readCounter) of(key client.ObjectKey) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.gets[key]
-}
-
 // TestDeliver_untargetedReleasesCostNoAPIRead: the changes of a release no
 // Pipeline targets (most of a fleet's) are not read from the API server;
 // a targeted one's are (its notice records must be fresh).
@@ -228,7 +206,7 @@ func TestDeliver_untargetedReleasesCostNoAPIRead(t *testing.T) {
 	ns := "notify-untargeted"
 	rcv, url := newReceiver(t)
 	fixture(t, ns, webhookNotifier("deploys", url, "", tugboatv1alpha1.EventDeploymentStarted))
-	counter := &readCounter{gets: map[client.ObjectKey]int{}}
+	counter := harness.CountGets[*tugboatv1alpha1.ReleaseHistory](nil)
 	startDelivererReading(t, fastOptions(), func(r client.Reader) client.Reader { counter.Reader = r; return counter })
 
 	untargeted := &tugboatv1alpha1.ReleaseHistory{
@@ -249,6 +227,6 @@ func TestDeliver_untargetedReleasesCostNoAPIRead(t *testing.T) {
 	setCurrent(g, targeted, 1, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthInProgress)
 	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"DeploymentStarted"}))
 
-	g.Expect(counter.of(client.ObjectKeyFromObject(targeted))).To(BeNumerically(">", 0), "the targeted release is read from the API server")
-	g.Expect(counter.of(client.ObjectKeyFromObject(untargeted))).To(BeZero(), "the untargeted release is not")
+	g.Expect(counter.Of(client.ObjectKeyFromObject(targeted))).To(BeNumerically(">", 0), "the targeted release is read from the API server")
+	g.Expect(counter.Of(client.ObjectKeyFromObject(untargeted))).To(BeZero(), "the untargeted release is not")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,22 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/webhook/receiver"
 	"tugboat.dev/tugboat/webhook/receiver/spokedir"
 )
-
-// countingReader counts the Secret GETs made through the real APIReader.
-type countingReader struct {
-	client.Reader
-	gets atomic.Int64
-}
-
-func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*corev1.Secret); ok {
-		c.gets.Add(1)
-	}
-	return c.Reader.Get(ctx, key, obj, opts...)
-}
 
 // clock is a settable clock.
 type clock struct {
@@ -49,8 +36,8 @@ const testTTL = 5 * time.Minute
 
 // cachingDirectory returns a Directory with the default-like TTL, a
 // settable clock and a count of its Secret GETs.
-func cachingDirectory() (*spokedir.Directory, *countingReader, *clock) {
-	reads := &countingReader{Reader: apiReader}
+func cachingDirectory() (*spokedir.Directory, *harness.GetCounter[*corev1.Secret], *clock) {
+	reads := harness.CountGets[*corev1.Secret](apiReader)
 	clk := &clock{t: time.Now()}
 	d := spokedir.New(mgrClient, reads, testTTL)
 	spokedir.SetClock(d, clk.now)
@@ -92,7 +79,7 @@ func TestDirectory_steadyStateReadsNoSecret(t *testing.T) {
 	const ns, name = "keys-steady", "steady-1"
 	setUpSpoke(t, d, ns, name, map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: agentKey})
 
-	before, ttlReads := reads.gets.Load(), spokedir.KeyReads(spokedir.ReadTTL)
+	before, ttlReads := reads.Total(), spokedir.KeyReads(spokedir.ReadTTL)
 	for range 100 {
 		clk.add(time.Second) // 100 s of requests, far below the TTL
 		spokes, err := d.Spokes(context.Background(), name)
@@ -100,7 +87,7 @@ func TestDirectory_steadyStateReadsNoSecret(t *testing.T) {
 		g.Expect(spokes).To(HaveLen(1))
 		g.Expect(spokes[0].Keys.Current).To(Equal(agentKey))
 	}
-	g.Expect(reads.gets.Load()-before).To(BeZero(), "Secret GETs in the steady state")
+	g.Expect(reads.Total()-before).To(BeZero(), "Secret GETs in the steady state")
 
 	// A hand edit that does not touch the Spoke takes effect within the TTL.
 	updateSecret(t, ns, name, map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: previousKey})
@@ -111,7 +98,7 @@ func TestDirectory_steadyStateReadsNoSecret(t *testing.T) {
 	spokes, err = d.Spokes(context.Background(), name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(spokes[0].Keys.Current).To(Equal(previousKey), "read again after the TTL")
-	g.Expect(reads.gets.Load() - before).To(BeEquivalentTo(1))
+	g.Expect(reads.Total() - before).To(BeEquivalentTo(1))
 	g.Expect(spokedir.KeyReads(spokedir.ReadTTL)-ttlReads).To(BeEquivalentTo(1), "tugboat_receiver_key_reads_total{reason=\"ttl\"}")
 }
 
@@ -140,21 +127,21 @@ func TestDirectory_spreadsTheReadsOfKeysReadTogether(t *testing.T) {
 	}
 	g.Eventually(func() ([]receiver.Spoke, error) { return d.Spokes(context.Background(), names[n-1]) }).WithTimeout(10 * time.Second).Should(HaveLen(1))
 	requestAll() // every key read at the same instant
-	before, ttlReads := reads.gets.Load(), spokedir.KeyReads(spokedir.ReadTTL)
+	before, ttlReads := reads.Total(), spokedir.KeyReads(spokedir.ReadTTL)
 
 	clk.add(testTTL * 4 / 5)
 	requestAll()
-	g.Expect(reads.gets.Load()-before).To(BeZero(), "no read before four fifths of the TTL")
+	g.Expect(reads.Total()-before).To(BeZero(), "no read before four fifths of the TTL")
 
 	clk.add(testTTL / 10)
 	requestAll()
-	spread := reads.gets.Load() - before
+	spread := reads.Total() - before
 	g.Expect(spread).To(BeNumerically(">", 0), "some keys read again at nine tenths of the TTL")
 	g.Expect(spread).To(BeNumerically("<", n), "not all of them")
 
 	clk.add(testTTL / 10)
 	requestAll()
-	g.Expect(reads.gets.Load()-before).To(BeEquivalentTo(n), "every key read again once the TTL passed, each once")
+	g.Expect(reads.Total()-before).To(BeEquivalentTo(n), "every key read again once the TTL passed, each once")
 	g.Expect(spokedir.KeyReads(spokedir.ReadTTL) - ttlReads).To(BeEquivalentTo(n))
 }
 
@@ -176,13 +163,13 @@ func TestDirectory_refreshesKeysOnAFailedVerification(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(spokes[0].Keys).To(Equal(stale.Keys), "cached: the Secret is not read per request")
 
-	before, forced := reads.gets.Load(), spokedir.KeyReads(spokedir.ReadVerificationFailed)
+	before, forced := reads.Total(), spokedir.KeyReads(spokedir.ReadVerificationFailed)
 	fresh, changed, err := d.RefreshKeys(ctx, stale)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(changed).To(BeTrue())
 	g.Expect(fresh.Keys).To(Equal(receiver.SpokeKeys{Current: newKey, Previous: agentKey}))
 	g.Expect(fresh.SpokeRef).To(Equal(stale.SpokeRef))
-	g.Expect(reads.gets.Load() - before).To(BeEquivalentTo(1))
+	g.Expect(reads.Total() - before).To(BeEquivalentTo(1))
 
 	// Later requests get the new keys from the cache.
 	spokes, err = d.Spokes(ctx, name)
@@ -194,7 +181,7 @@ func TestDirectory_refreshesKeysOnAFailedVerification(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(changed).To(BeTrue())
 	g.Expect(again.Keys).To(Equal(fresh.Keys))
-	g.Expect(reads.gets.Load() - before).To(BeEquivalentTo(1))
+	g.Expect(reads.Total() - before).To(BeEquivalentTo(1))
 
 	// Bad signatures with the current keys: one read per interval at most.
 	for range 50 {
@@ -202,12 +189,12 @@ func TestDirectory_refreshesKeysOnAFailedVerification(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(changed).To(BeFalse())
 	}
-	g.Expect(reads.gets.Load()-before).To(BeEquivalentTo(1), "forced reads within one interval")
+	g.Expect(reads.Total()-before).To(BeEquivalentTo(1), "forced reads within one interval")
 	clk.add(spokedir.MinForcedReadInterval)
 	_, changed, err = d.RefreshKeys(ctx, fresh)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(changed).To(BeFalse(), "the keys did not change")
-	g.Expect(reads.gets.Load()-before).To(BeEquivalentTo(2), "one more read once the interval passed")
+	g.Expect(reads.Total()-before).To(BeEquivalentTo(2), "one more read once the interval passed")
 	g.Expect(spokedir.KeyReads(spokedir.ReadVerificationFailed)-forced).To(BeEquivalentTo(2), "tugboat_receiver_key_reads_total{reason=\"verification_failed\"}")
 }
 
@@ -228,7 +215,7 @@ func TestDirectory_refusesARemovedKeyOnceTheSpokeIsAnnotated(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(spokes[0].Keys.Previous).To(Equal(previousKey), "cached until the Spoke says the keys changed")
 
-	before, changedReads := reads.gets.Load(), spokedir.KeyReads(spokedir.ReadKeysChanged)
+	before, changedReads := reads.Total(), spokedir.KeyReads(spokedir.ReadKeysChanged)
 	obj := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	patch := []byte(`{"metadata":{"annotations":{"` + tugboatv1alpha1.KeysUpdatedAtAnnotation + `":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}}}`)
 	g.Expect(cluster.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
@@ -239,12 +226,12 @@ func TestDirectory_refusesARemovedKeyOnceTheSpokeIsAnnotated(t *testing.T) {
 		}
 		return spokes[0].Keys, nil
 	}).WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(receiver.SpokeKeys{Current: agentKey}))
-	g.Expect(reads.gets.Load()-before).To(BeEquivalentTo(1), "one read for the annotation's change")
+	g.Expect(reads.Total()-before).To(BeEquivalentTo(1), "one read for the annotation's change")
 	g.Expect(spokedir.KeyReads(spokedir.ReadKeysChanged)-changedReads).To(BeEquivalentTo(1), "tugboat_receiver_key_reads_total{reason=\"keys_changed\"}")
 	// And none after it.
 	_, err = d.Spokes(ctx, name)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(reads.gets.Load() - before).To(BeEquivalentTo(1))
+	g.Expect(reads.Total() - before).To(BeEquivalentTo(1))
 }
 
 // TestDirectory_concurrentRequestsWithANewKeyAllVerify: the requests an
@@ -260,7 +247,7 @@ func TestDirectory_concurrentRequestsWithANewKeyAllVerify(t *testing.T) {
 	newKey := []byte("concurrent-new-key-0123456789abcdef0")
 	updateSecret(t, ns, name, map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: newKey, tugboatv1alpha1.SpokePreviousKeySecretKey: agentKey})
 
-	before := reads.gets.Load()
+	before := reads.Total()
 	const n = 20
 	type result struct {
 		keys    receiver.SpokeKeys
@@ -284,5 +271,5 @@ func TestDirectory_concurrentRequestsWithANewKeyAllVerify(t *testing.T) {
 		g.Expect(r.changed).To(BeTrue())
 		g.Expect(r.keys).To(Equal(receiver.SpokeKeys{Current: newKey, Previous: agentKey}))
 	}
-	g.Expect(reads.gets.Load()-before).To(BeEquivalentTo(1), "one read for all of them")
+	g.Expect(reads.Total()-before).To(BeEquivalentTo(1), "one read for all of them")
 }
