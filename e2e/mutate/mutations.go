@@ -74,6 +74,15 @@ var mutations = []mutation{
 	{Pkg: "webhook/receiver", File: "webhook/receiver/flux.go", Name: "a stale Flux event is accepted",
 		Old: "ev.Timestamp.Time.Before(now.Add(-s.opts.ReplayWindow)) ||", New: "false ||"},
 
+	// webhook/receiver/spokedir: when the hub reads a Spoke's keys again.
+	{Pkg: "webhook/receiver/spokedir", File: "webhook/receiver/spokedir/spokedir.go", Name: "a removed key outlives the keys annotation",
+		Old: "case c.secret != sp.Spec.KeySecretRef.Name || c.annotation != sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation]:",
+		New: "case c.secret != sp.Spec.KeySecretRef.Name:"},
+	{Pkg: "webhook/receiver/spokedir", File: "webhook/receiver/spokedir/spokedir.go", Name: "keys kept past the TTL",
+		Old: "case now.Before(c.expiresAt):", New: "case !now.IsZero():"},
+	{Pkg: "webhook/receiver/spokedir", File: "webhook/receiver/spokedir/spokedir.go", Name: "a failed verification reads no new key",
+		Old: "case ok && now.Sub(c.forcedAt) < MinForcedReadInterval:", New: "case ok:"},
+
 	// agent/reporter: delivery outcomes (its backoff lives in agent/hubhttp).
 	{Pkg: "agent/reporter", File: "agent/reporter/send.go", Name: "a 5xx counts as accepted",
 		Old: "case res.code >= 200 && res.code < 300:", New: "case res.code >= 200 && res.code < 600:"},
