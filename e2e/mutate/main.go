@@ -2,9 +2,10 @@
 // targeted, deliberate bugs to the rules of controllers/pipeline,
 // controllers/releasehistory, webhook/receiver, webhook/receiver/spokedir,
 // agent/reporter and agent/hubhttp, one at a time, runs that package's
-// tests, and counts the bugs the tests catch and the ones that survive. Every file is restored after each mutation, and on
-// interrupt. A mutation whose code is no longer there (the code moved on) is
-// reported as skipped: update its row.
+// tests, and counts the bugs the tests catch and the ones that survive.
+// Every file is restored after each mutation, and on interrupt. A mutation
+// whose code is no longer there (the code moved on) is reported as
+// skipped: update its row.
 //
 // It is not part of `make test`: it runs each package's tests once per
 // mutation.
