@@ -9,6 +9,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -93,9 +94,12 @@ func BenchmarkAPIServer_heartbeatWrite(b *testing.B) {
 			err := c.Client.Update(ctx, l)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				delete(leases, name) // a conflict: read it again next time
+			if apierrors.IsConflict(err) {
+				delete(leases, name) // another writer's copy is newer: read it again next time
 				return nil
+			}
+			if err != nil {
+				return err
 			}
 			leases[name] = l
 			return nil

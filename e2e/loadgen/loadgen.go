@@ -121,11 +121,17 @@ func (o *Options) Validate() error {
 	if len(o.Spokes) == 0 {
 		errs = append(errs, errors.New("loadgen: at least one spoke is required"))
 	}
+	seen := make(map[string]bool, len(o.Spokes))
 	for _, s := range o.Spokes {
 		if s.Name == "" || len(s.Key) < wire.MinKeySize {
 			errs = append(errs, fmt.Errorf("loadgen: spoke %q needs a name and a key of at least %d bytes", s.Name, wire.MinKeySize))
 			break
 		}
+		if seen[s.Name] {
+			errs = append(errs, fmt.Errorf("loadgen: spoke %q is listed twice", s.Name))
+			break
+		}
+		seen[s.Name] = true
 	}
 	if o.Releases < 1 || o.Releases > wire.MaxReleasesPerSnapshot {
 		errs = append(errs, fmt.Errorf("loadgen: releases per spoke must be between 1 and %d, got %d", wire.MaxReleasesPerSnapshot, o.Releases))

@@ -176,6 +176,8 @@ func TestOptions_refuseAnythingButLoopback(t *testing.T) {
 	}
 	_, err := loadgen.New(loadgen.Options{URL: "http://127.0.0.1:1", Spokes: spokes, Releases: 1})
 	g.Expect(err).To(MatchError(And(ContainSubstring("duration"), ContainSubstring("max requests"))))
+	_, err = loadgen.New(loadgen.Options{URL: "http://127.0.0.1:1", Spokes: append(spokes, spokes[0]), Releases: 1, Duration: time.Second, MaxRequests: 1})
+	g.Expect(err).To(MatchError(ContainSubstring(`spoke "lg-000" is listed twice`)))
 }
 
 // TestGenerator_fleetPacing: with a change interval the generator sends
