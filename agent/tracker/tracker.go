@@ -276,11 +276,12 @@ func (t *Tracker) ObserveStorage(obj any, initial bool) {
 		}
 	}
 	var events []wire.Event
+	replay := false
 	sk := statusKey{rel.Revision, rel.Status}
 	if !e.seen[sk] {
 		e.seen[sk] = true
 		if initial {
-			e.replay = append(e.replay, sk)
+			e.replay, replay = append(e.replay, sk), true
 		} else {
 			events = append(events, t.statusEventLocked(e, rel))
 		}
@@ -293,11 +294,18 @@ func (t *Tracker) ObserveStorage(obj any, initial bool) {
 	if appeared {
 		t.releasesChanged()
 	}
-	if latestChanged {
+	switch {
+	case latestChanged:
 		t.queue.Add(key)
 		if e.latest.Status == wire.StatusDeployed && !initial {
 			t.queue.AddAfter(key, t.opts.Settle+10*time.Millisecond)
 		}
+	case replay:
+		// An older revision listed after the health worker already judged
+		// the release (the informer's initial list runs beside the worker,
+		// in any order): only a recompute announces what it replays, and
+		// nothing else would ask for one while the release stays as it is.
+		t.queue.Add(key)
 	}
 }
 

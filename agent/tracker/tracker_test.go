@@ -441,3 +441,35 @@ func TestTracker_announcesWhatItListsAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestTracker_announcesAnOlderRevisionListedAfterTheReleaseWasJudged: the
+// informer's initial list runs beside the health worker, in any order. A
+// superseded revision listed after the worker already judged the release
+// (and announced the deployed one) is still announced, although the
+// release's latest revision does not change (the flake of
+// TestTracker_announcesWhatItListsAtStart, made certain here: a restarted
+// agent could leave the hub without a revision's Superseded status).
+func TestTracker_announcesAnOlderRevisionListedAfterTheReleaseWasJudged(t *testing.T) {
+	g := NewWithT(t)
+	noObjects := func(context.Context, release.Key) ([]*unstructured.Unstructured, error) { return nil, nil }
+	announced := func(r *recorder) []string {
+		var out []string
+		for _, e := range r.all() {
+			if e.Kind == wire.EventReleaseStatus {
+				out = append(out, fmt.Sprintf("%d %s", e.Revision, e.Reason))
+			}
+		}
+		return out
+	}
+	rec := &recorder{}
+	tr := New(Options{Spoke: "spoke-1", Settle: time.Millisecond}, rec, noObjects)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = tr.Start(ctx) }()
+
+	tr.ObserveStorage(releaseSecret("web", 2, "deployed", "uid-2"), true)
+	g.Eventually(func() []string { return announced(rec) }).WithTimeout(10 * time.Second).Should(ConsistOf("2 Deployed"))
+
+	tr.ObserveStorage(releaseSecret("web", 1, "superseded", "uid-1"), true)
+	g.Eventually(func() []string { return announced(rec) }).WithTimeout(10 * time.Second).Should(ConsistOf("2 Deployed", "1 Superseded"))
+}
