@@ -68,7 +68,6 @@ func minimalPromotion(name string) *tugboatv1.Promotion {
 			From:        "staging",
 			To:          "production",
 			Version:     "1.4.0",
-			Strategy:    tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyKubernetes},
 			RequestedBy: tugboatv1.RequestedByAuto,
 		},
 	}
@@ -375,14 +374,10 @@ func testRoundTrips(ctx context.Context, t *testing.T, c client.Client) {
 	webhookPromotion.Spec.Version = "1.4.1"
 	webhookPromotion.Spec.RequestedBy = tugboatv1.RequestedByCI
 	webhookPromotion.Spec.Requester = "https://ci.example.com/jobs/42"
-	webhookPromotion.Spec.Strategy = tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyWebhook, Webhook: &tugboatv1.WebhookStrategy{
-		URL: "https://ci.example.com/promote", SecretRef: &tugboatv1.LocalSecretReference{Name: "ci"},
-	}}
 	notifyPromotion := minimalPromotion("web-staging-1.4.0")
 	notifyPromotion.Spec.From = ""
 	notifyPromotion.Spec.To = "staging"
 	notifyPromotion.Spec.RequestedBy = tugboatv1.RequestedByUser
-	notifyPromotion.Spec.Strategy = tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyNotification, Notification: &tugboatv1.NotificationStrategy{}}
 
 	spoke := minimalSpoke("staging-1")
 	spoke.Spec.KubeConfigSecretRef = &tugboatv1.SecretKeyReference{Name: "staging-1-kubeconfig", Key: "config"}

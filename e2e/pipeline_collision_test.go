@@ -93,7 +93,7 @@ func TestPipeline_collidingPromotionNamesBothPromote(t *testing.T) {
 			g.Expect(c.Create(ctx, &tugboatv1alpha1.Promotion{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 				Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "other", To: "elsewhere", Version: "2.0.0",
-					Strategy: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification}, RequestedBy: tugboatv1alpha1.RequestedByUser},
+					RequestedBy: tugboatv1alpha1.RequestedByUser},
 			})).To(Succeed())
 		}
 		p := newPipeline("d", "z", "e")

@@ -17,8 +17,10 @@ const (
 	RequestedByCI Requester = "ci"
 )
 
-// PromotionSpec says what to promote, where, and how. It is immutable: a
-// Promotion is a record of one decision.
+// PromotionSpec says what to promote and where. It is immutable: a
+// Promotion is a record of one decision. How is not the requester's to say:
+// the hub runs the strategy the Pipeline defines for the destination
+// environment, and records it in status.strategy.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(self.from) || self.from != self.to",message="from and to must differ",fieldPath=".to"
 type PromotionSpec struct {
@@ -51,12 +53,6 @@ type PromotionSpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[0-9A-Za-z][0-9A-Za-z.+_-]*$`
 	Version string `json:"version"`
-
-	// strategy is the strategy resolved when the Promotion was created (the
-	// destination environment's, else the Pipeline's), copied so later edits
-	// of the Pipeline do not change a running Promotion.
-	// +required
-	Strategy PromotionStrategy `json:"strategy"`
 
 	// requestedBy is auto, user or ci.
 	// +required
@@ -409,6 +405,16 @@ type PromotionStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	Attempts int32 `json:"attempts,omitempty"`
 
+	// strategy is the strategy the hub runs for this Promotion: the
+	// destination environment's, else the Pipeline's. The hub resolves it
+	// from the Pipeline the first time it reconciles the Promotion and keeps
+	// it, so later edits of the Pipeline do not change a running Promotion.
+	// Whoever creates a Promotion cannot choose it: a strategy names where the
+	// hub sends credentials and requests, which only those who may edit the
+	// Pipeline decide (docs/security.md).
+	// +optional
+	Strategy *PromotionStrategy `json:"strategy,omitempty"`
+
 	// strategyResult is what the strategy last reported.
 	// +optional
 	StrategyResult *StrategyResult `json:"strategyResult,omitempty"`
@@ -482,13 +488,22 @@ type Promotion struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// spec says what to promote, where, and how.
+	// spec says what to promote, and where.
 	// +required
 	Spec PromotionSpec `json:"spec"`
 
 	// status is the Promotion's progress.
 	// +optional
 	Status PromotionStatus `json:"status,omitempty"`
+}
+
+// StrategyType is the type of the strategy the hub resolved for the
+// Promotion (status.strategy), or "" before it did.
+func (pr *Promotion) StrategyType() StrategyType {
+	if pr.Status.Strategy == nil {
+		return ""
+	}
+	return pr.Status.Strategy.Type
 }
 
 // PromotionList is a list of Promotions.

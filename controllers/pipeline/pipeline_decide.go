@@ -220,7 +220,7 @@ func (r *Reconciler) createPromotion(ctx context.Context, p *tugboatv1alpha1.Pip
 			},
 			Spec: tugboatv1alpha1.PromotionSpec{
 				Pipeline: p.Name, From: from, To: dst.Name, Version: version,
-				Strategy: StrategyFor(p, dst), RequestedBy: tugboatv1alpha1.RequestedByAuto,
+				RequestedBy: tugboatv1alpha1.RequestedByAuto,
 			},
 		}
 		err := r.Client.Create(ctx, pr)

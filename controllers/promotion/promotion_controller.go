@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	defer func() {
 		pr.Status.ObservedGeneration = pr.Generation
 		patch := client.MergeFrom(orig)
-		if pr.Spec.Strategy.Type == tugboatv1alpha1.StrategyHelm {
+		if pr.StrategyType() == tugboatv1alpha1.StrategyHelm {
 			// The hub's receiver writes the agents' actions too: never
 			// overwrite an outcome with a stale copy of the targets.
 			patch = client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
@@ -162,6 +163,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 	env := &p.Spec.Environments[idx]
+	if pr.Status.Strategy == nil {
+		// Resolved by the hub, never taken from the requester (a strategy
+		// names where the hub sends credentials and requests), and kept, so
+		// later edits of the Pipeline do not change this Promotion.
+		s := pipeline.StrategyFor(p, env)
+		pr.Status.Strategy = s.DeepCopy()
+	}
 
 	switch pr.Status.Phase {
 	case "", tugboatv1alpha1.PromotionPending:
@@ -257,7 +265,7 @@ func (r *Reconciler) start(ctx context.Context, pr *tugboatv1alpha1.Promotion, p
 	}
 	now := metav1.NewTime(r.Now())
 	pr.Status.StartedAt = &now
-	msg := fmt.Sprintf("promoting %s into %s with strategy %s", pr.Spec.Version, pr.Spec.To, pr.Spec.Strategy.Type)
+	msg := fmt.Sprintf("promoting %s into %s with strategy %s", pr.Spec.Version, pr.Spec.To, pr.StrategyType())
 	if a := pr.Status.Approval; a != nil && a.ApprovedBy != "" {
 		msg += " (approved by " + a.ApprovedBy + ")"
 	}
@@ -296,12 +304,21 @@ func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	if res, done := r.checkTimeout(ctx, pr, p, env); done {
 		return res, nil
 	}
-	s, err := r.Registry.Get(pr.Spec.Strategy.Type)
+	s, err := r.Registry.Get(pr.StrategyType())
 	if err == nil {
 		var result strategy.Result
 		var req strategy.Request
 		req, err = r.request(ctx, pr, p, env)
 		if err == nil {
+			if suspended := suspendedSpokes(req.Targets); len(suspended) > 0 {
+				// Whoever asked (the Pipeline, a person, CI) and whoever
+				// approved, a suspended Spoke is not promoted into: wait
+				// until it is resumed, or the timeout.
+				r.setPhase(pr, tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.SuspendedReason,
+					fmt.Sprintf("waiting to promote %s into %s: spoke %s is suspended (spec.suspend); the strategy runs once it is resumed",
+						pr.Spec.Version, pr.Spec.To, strings.Join(suspended, ", ")))
+				return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+			}
 			result, err = s.Promote(ctx, req)
 		}
 		if err == nil {
@@ -312,13 +329,24 @@ func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 		}
 	}
 	pr.Status.Attempts++
-	msg := fmt.Sprintf("strategy %s failed (attempt %d): %v", pr.Spec.Strategy.Type, pr.Status.Attempts, err)
+	msg := fmt.Sprintf("strategy %s failed (attempt %d): %v", pr.StrategyType(), pr.Status.Attempts, err)
 	if strategy.IsTerminal(err) || pr.Status.Attempts >= r.Options.MaxAttempts {
 		r.finish(pr, tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.StrategyFailedReason, msg)
 		return ctrl.Result{}, nil
 	}
 	r.setPhase(pr, tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.StrategyFailedReason, msg+"; retrying")
 	return ctrl.Result{RequeueAfter: r.backoff(pr.Status.Attempts)}, nil
+}
+
+// suspendedSpokes names the targets' Spokes with spec.suspend, once each.
+func suspendedSpokes(targets []strategy.Target) []string {
+	var out []string
+	for _, t := range targets {
+		if t.Spoke != nil && t.Spoke.Spec.Suspend && !slices.Contains(out, t.SpokeName) {
+			out = append(out, t.SpokeName)
+		}
+	}
+	return out
 }
 
 func (r *Reconciler) backoff(attempts int32) time.Duration {
@@ -332,7 +360,7 @@ func (r *Reconciler) backoff(attempts int32) time.Duration {
 // request builds the strategy's input.
 func (r *Reconciler) request(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (strategy.Request, error) {
 	req := strategy.Request{
-		Promotion: pr, Pipeline: p, Environment: env, Version: pr.Spec.Version, Strategy: pr.Spec.Strategy,
+		Promotion: pr, Pipeline: p, Environment: env, Version: pr.Spec.Version, Strategy: *pr.Status.Strategy,
 		Hub: r.APIReader, HubWriter: r.Client,
 	}
 	targets, err := r.promotionTargets(ctx, pr, p, env)

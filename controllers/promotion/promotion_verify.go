@@ -98,7 +98,7 @@ func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion
 			now := metav1.NewTime(r.Now())
 			ts.LastTransitionTime = &now
 		}
-		if pr.Spec.Strategy.Type == tugboatv1alpha1.StrategyHelm {
+		if pr.StrategyType() == tugboatv1alpha1.StrategyHelm {
 			r.trackAction(pr, prev[id].Action, &ts)
 		}
 		if !ts.Done {

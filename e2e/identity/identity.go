@@ -213,6 +213,6 @@ func probe() *tugboatv1alpha1.Promotion {
 	return &tugboatv1alpha1.Promotion{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "identity-probe"},
 		Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "probe", To: "production", Version: "1.0.0",
-			Strategy: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification}, RequestedBy: tugboatv1alpha1.RequestedByAuto},
+			RequestedBy: tugboatv1alpha1.RequestedByAuto},
 	}
 }

@@ -313,7 +313,7 @@ func newPromotion(t *testing.T, ns, name, from, to string, by tugboatv1alpha1.Re
 	pr := &tugboatv1alpha1.Promotion{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"tugboat.dev/pipeline": "web", "tugboat.dev/environment": to}},
 		Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "web", From: from, To: to, Version: "1.4.0",
-			Strategy: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification}, RequestedBy: by, Requester: requester},
+			RequestedBy: by, Requester: requester},
 	}
 	if err := hubc.Create(context.Background(), pr); err != nil {
 		t.Fatal(err)

@@ -127,7 +127,7 @@ func timeline(pr *tugboatv1alpha1.Promotion) []entry {
 		out = append(out, e)
 	}
 	if pr.Status.StartedAt != nil {
-		e := entry{Time: pr.Status.StartedAt, Kind: "started", Title: fmt.Sprintf("Started (%s strategy)", pr.Spec.Strategy.Type)}
+		e := entry{Time: pr.Status.StartedAt, Kind: "started", Title: fmt.Sprintf("Started (%s strategy)", pr.StrategyType())}
 		if pr.Status.Attempts > 1 {
 			e.Detail = fmt.Sprintf("%d attempts", pr.Status.Attempts)
 		}

@@ -141,7 +141,7 @@ func Promotion(ns, pipeline, from, to, version string, phase tugboatv1alpha1.Pro
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pipeline + "-" + to + "-" + version},
 		Spec: tugboatv1alpha1.PromotionSpec{
 			Pipeline: pipeline, From: from, To: to, Version: version,
-			Strategy: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification}, RequestedBy: tugboatv1alpha1.RequestedByAuto,
+			RequestedBy: tugboatv1alpha1.RequestedByAuto,
 		},
 		Status: tugboatv1alpha1.PromotionStatus{Phase: phase, StartedAt: &metav1.Time{Time: completed.Add(-time.Minute)}, CompletedAt: &metav1.Time{Time: completed}},
 	}

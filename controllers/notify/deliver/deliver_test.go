@@ -28,7 +28,7 @@ func newPromotion(t *testing.T, ns string) *tugboatv1alpha1.Promotion {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-production-1.4.0"},
 		Spec: tugboatv1alpha1.PromotionSpec{
 			Pipeline: "web", From: "dev", To: "production", Version: "1.4.0",
-			Strategy: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification}, RequestedBy: tugboatv1alpha1.RequestedByAuto,
+			RequestedBy: tugboatv1alpha1.RequestedByAuto,
 		},
 	}
 	must(t, cluster.Client.Create(context.Background(), pr))

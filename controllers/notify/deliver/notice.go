@@ -22,7 +22,7 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 	s := &pr.Status
 	info := &notify.Promotion{
 		Name: pr.Name, From: pr.Spec.From, To: pr.Spec.To, Version: pr.Spec.Version, Phase: s.Phase,
-		Strategy: pr.Spec.Strategy.Type, RequestedBy: pr.Spec.RequestedBy, Requester: pr.Spec.Requester,
+		Strategy: pr.StrategyType(), RequestedBy: pr.Spec.RequestedBy, Requester: pr.Spec.Requester,
 		Votes: s.Approvals, Created: pr.CreationTimestamp.Time,
 	}
 	if c := apimeta.FindStatusCondition(s.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil {
@@ -168,7 +168,7 @@ func (r *deliverer) promotionTimeline(ctx context.Context, p *tugboatv1alpha1.Pi
 		add(v.Time.Time, "hub", "%s by %s via %s%s", verb, who, v.Source, msg)
 	}
 	if s.StartedAt != nil {
-		add(s.StartedAt.Time, "hub", "strategy %s started", pr.Spec.Strategy.Type)
+		add(s.StartedAt.Time, "hub", "strategy %s started", pr.StrategyType())
 	}
 	if sr := s.StrategyResult; sr != nil {
 		t := pr.CreationTimestamp.Time

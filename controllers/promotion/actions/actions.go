@@ -86,7 +86,7 @@ func (s *Store) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 // an action.
 func indexSpokes(o client.Object) []string {
 	pr, ok := o.(*tugboatv1alpha1.Promotion)
-	if !ok || pr.Spec.Strategy.Type != tugboatv1alpha1.StrategyHelm {
+	if !ok || pr.StrategyType() != tugboatv1alpha1.StrategyHelm {
 		return nil
 	}
 	var spokes []string
@@ -137,7 +137,7 @@ func (s *Store) Wait(spoke string) <-chan struct{} {
 // offered reports whether pr's actions may be handed out: a helm Promotion
 // that is Verifying.
 func offered(pr *tugboatv1alpha1.Promotion) bool {
-	return pr.Spec.Strategy.Type == tugboatv1alpha1.StrategyHelm &&
+	return pr.StrategyType() == tugboatv1alpha1.StrategyHelm &&
 		pr.Status.Phase == tugboatv1alpha1.PromotionVerifying && pr.DeletionTimestamp.IsZero()
 }
 
@@ -248,11 +248,14 @@ func action(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion,
 	if !found {
 		return wire.Action{}, fmt.Errorf("pipeline %s no longer has the target %s/%s/%s in %s", p.Name, t.Spoke, t.Namespace, t.Release, pr.Spec.To)
 	}
-	src, err := helm.ChartSource(pr.Spec.Strategy.Helm, t.Release, hr != nil)
+	if pr.Status.Strategy == nil {
+		return wire.Action{}, fmt.Errorf("promotion %s has no strategy resolved yet", pr.Name)
+	}
+	src, err := helm.ChartSource(pr.Status.Strategy.Helm, t.Release, hr != nil)
 	if err != nil {
 		return wire.Action{}, err
 	}
-	values, err := helm.ValuesPolicy(pr.Spec.Strategy.Helm)
+	values, err := helm.ValuesPolicy(pr.Status.Strategy.Helm)
 	if err != nil {
 		return wire.Action{}, err
 	}
@@ -328,7 +331,7 @@ var phases = map[string]tugboatv1alpha1.ActionPhase{
 
 // target returns pr's target on spoke whose action has id, or nil.
 func target(pr *tugboatv1alpha1.Promotion, spoke, id string) *tugboatv1alpha1.PromotionTargetStatus {
-	if pr.Spec.Strategy.Type != tugboatv1alpha1.StrategyHelm {
+	if pr.StrategyType() != tugboatv1alpha1.StrategyHelm {
 		return nil
 	}
 	for i := range pr.Status.Targets {

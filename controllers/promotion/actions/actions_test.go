@@ -199,7 +199,7 @@ func TestActions_agentsPromoteThroughTheHub(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "web-staging-6.6.6"},
 		Spec: tugboatv1alpha1.PromotionSpec{
 			Pipeline: "web", From: "dev", To: "staging", Version: "6.6.6",
-			Strategy: op.Spec.Promotion, RequestedBy: tugboatv1alpha1.RequestedByUser,
+			RequestedBy: tugboatv1alpha1.RequestedByUser,
 		},
 	})).To(Succeed())
 	g.Eventually(actionPhases(other, "web-staging-6.6.6")).WithTimeout(30 * time.Second).

@@ -81,8 +81,8 @@ func Create(ctx context.Context, c client.Client, p *tugboatv1alpha1.Pipeline, e
 // Ensure is Create that also reports whether it created the Promotion.
 //
 // The Promotion is named like the Pipeline controller's
-// (pipeline.PromotionName), labeled the same and owned by the Pipeline,
-// and its strategy is resolved the same way (pipeline.StrategyFor); from is
+// (pipeline.PromotionName), labeled the same and owned by the Pipeline
+// (its strategy is the hub's to resolve: status.strategy); from is
 // the environment before env, if any. When a Promotion of another
 // (pipeline, environment, version) holds that name, the first attempt uses
 // pipeline.AlternatePromotionName, as the controller does. Asking twice is
@@ -238,7 +238,7 @@ func newPromotion(p *tugboatv1alpha1.Pipeline, idx int, version string, by tugbo
 		},
 		Spec: tugboatv1alpha1.PromotionSpec{
 			Pipeline: p.Name, From: from, To: dst.Name, Version: version,
-			Strategy: pipeline.StrategyFor(p, dst), RequestedBy: by, Requester: requester,
+			RequestedBy: by, Requester: requester,
 		},
 	}
 }

@@ -39,7 +39,6 @@ func TestEnsure_createsAManualPromotionLikeTheController(t *testing.T) {
 	}))
 	g.Expect(got.Spec).To(Equal(tugboatv1alpha1.PromotionSpec{
 		Pipeline: "web", From: "dev", To: "staging", Version: "1.4.0+build.7",
-		Strategy:    tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyKubernetes},
 		RequestedBy: tugboatv1alpha1.RequestedByUser, Requester: "alice",
 	}))
 
@@ -52,7 +51,6 @@ func TestEnsure_createsAManualPromotionLikeTheController(t *testing.T) {
 	first, err := request.Create(ctx, hubc, p, "dev", "2.0.0", tugboatv1alpha1.RequestedByCI, "")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(first.Spec.From).To(BeEmpty(), "the first environment has no source")
-	g.Expect(first.Spec.Strategy.Type).To(Equal(tugboatv1alpha1.StrategyNotification), "the Pipeline's default strategy")
 	g.Expect(promotions(t, ns)).To(HaveLen(2))
 }
 
@@ -65,7 +63,7 @@ func TestEnsure_returnsTheControllersUnfinishedPromotion(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pipeline.PromotionName("web", "production", "1.4.0"),
 			Labels: map[string]string{pipeline.LabelPipeline: "web", pipeline.LabelEnvironment: "production", pipeline.LabelVersion: "1.4.0"}},
 		Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "web", From: "staging", To: "production", Version: "1.4.0",
-			Strategy: p.Spec.Promotion, RequestedBy: tugboatv1alpha1.RequestedByAuto},
+			RequestedBy: tugboatv1alpha1.RequestedByAuto},
 	}
 	g.Expect(hubc.Create(ctx, auto)).To(Succeed())
 	setPhase(t, auto, tugboatv1alpha1.PromotionWaitingApproval)
@@ -119,7 +117,7 @@ func TestEnsure_usesTheAlternateNameWhenAnotherPipelineHoldsTheName(t *testing.T
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: primary,
 			Labels: map[string]string{pipeline.LabelPipeline: "other", pipeline.LabelEnvironment: "production", pipeline.LabelVersion: "1.4.0"}},
 		Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "other", From: "staging", To: "production", Version: "1.4.0",
-			Strategy: p.Spec.Promotion, RequestedBy: tugboatv1alpha1.RequestedByAuto},
+			RequestedBy: tugboatv1alpha1.RequestedByAuto},
 	}
 	g.Expect(hubc.Create(ctx, foreign)).To(Succeed())
 

@@ -1,5 +1,5 @@
 // Package strategy defines how a Promotion is carried out: a Strategy per
-// spec.strategy.type, looked up in a Registry. The Promotion reconciler
+// status.strategy.type (the Pipeline's, resolved by the hub), looked up in a Registry. The Promotion reconciler
 // calls Promote from its Running phase (never from an HTTP handler); the
 // strategy starts the change and returns, and the reconciler then verifies
 // that the destination's targets report the version healthy.
@@ -44,7 +44,7 @@ type Request struct {
 	Targets []Target
 	// Version to promote.
 	Version string
-	// Strategy is the resolved strategy (the Promotion's spec.strategy).
+	// Strategy is the strategy the hub resolved from the Pipeline (the Promotion's status.strategy).
 	Strategy tugboatv1alpha1.PromotionStrategy
 	// Hub reads Secrets (and other objects) on the hub, in the Pipeline's
 	// namespace. It is an uncached reader for Secrets.

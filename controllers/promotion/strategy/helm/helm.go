@@ -18,7 +18,7 @@ var _ strategy.Strategy = (*Strategy)(nil)
 // New returns the helm strategy.
 func New() *Strategy { return &Strategy{} }
 
-// Promote checks spec.strategy.helm against every target (a terminal error
+// Promote checks promotion.helm against every target (a terminal error
 // names the field) and reports the actions the agents will be offered. It
 // changes nothing: the Promotion reconciler queues the actions.
 func (s *Strategy) Promote(_ context.Context, req strategy.Request) (strategy.Result, error) {
@@ -41,7 +41,7 @@ func (s *Strategy) Promote(_ context.Context, req strategy.Request) (strategy.Re
 
 // ChartSource returns where the agent of a target whose release is named
 // release fetches the chart from, or an error naming the field of
-// spec.strategy.helm that is wrong.
+// promotion.helm that is wrong.
 //
 //   - repository must be an http://, https:// or oci:// URL. It may be
 //     empty only for a target managed by a Flux HelmRelease
@@ -56,7 +56,7 @@ func ChartSource(cfg *tugboatv1alpha1.HelmStrategy, release string, hasHelmRelea
 	if cfg != nil {
 		repo, chart = cfg.Repository, cfg.Chart
 	}
-	const prefix = "spec.strategy.helm."
+	const prefix = "promotion.helm."
 	switch {
 	case repo == "" && !hasHelmRelease:
 		return wire.ChartSource{}, fmt.Errorf("%srepository: required for a target without a helmRelease", prefix)
@@ -101,6 +101,6 @@ func ValuesPolicy(cfg *tugboatv1alpha1.HelmStrategy) (string, error) {
 	case tugboatv1alpha1.ValuesPolicyResetThenReuse:
 		return wire.ValuesResetThenReuse, nil
 	}
-	return "", fmt.Errorf("spec.strategy.helm.valuesPolicy: must be %s or %s, got %q",
+	return "", fmt.Errorf("promotion.helm.valuesPolicy: must be %s or %s, got %q",
 		tugboatv1alpha1.ValuesPolicyReuse, tugboatv1alpha1.ValuesPolicyResetThenReuse, cfg.ValuesPolicy)
 }

@@ -42,10 +42,10 @@ func TestStrategy_rejectsBadConfigurationTerminally(t *testing.T) {
 		cfg  *tugboatv1alpha1.HelmStrategy
 		want string
 	}{
-		"no repository for a plain release": {nil, "target staging/apps/web: spec.strategy.helm.repository: required"},
-		"ftp repository":                    {&tugboatv1alpha1.HelmStrategy{Repository: "ftp://charts"}, "spec.strategy.helm.repository: must start with http://, https:// or oci://"},
-		"oci without a chart":               {&tugboatv1alpha1.HelmStrategy{Repository: "oci://registry"}, "spec.strategy.helm.repository: \"oci://registry\" names no chart"},
-		"unknown values policy":             {&tugboatv1alpha1.HelmStrategy{Repository: "https://c", ValuesPolicy: "merge"}, "spec.strategy.helm.valuesPolicy: must be reuse or reset-then-reuse"},
+		"no repository for a plain release": {nil, "target staging/apps/web: promotion.helm.repository: required"},
+		"ftp repository":                    {&tugboatv1alpha1.HelmStrategy{Repository: "ftp://charts"}, "promotion.helm.repository: must start with http://, https:// or oci://"},
+		"oci without a chart":               {&tugboatv1alpha1.HelmStrategy{Repository: "oci://registry"}, "promotion.helm.repository: \"oci://registry\" names no chart"},
+		"unknown values policy":             {&tugboatv1alpha1.HelmStrategy{Repository: "https://c", ValuesPolicy: "merge"}, "promotion.helm.valuesPolicy: must be reuse or reset-then-reuse"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)

@@ -264,7 +264,7 @@ func (p promotion) request() strategy.Request {
 			SecretRef: tugboatv1alpha1.LocalSecretReference{Name: "git-credentials"},
 		},
 	}
-	prom.Spec.Strategy = st
+	prom.Status.Strategy = &st
 	return strategy.Request{
 		Promotion:   prom,
 		Pipeline:    pl,

@@ -23,7 +23,7 @@ import (
 // WithTimeout says otherwise.
 const DefaultTimeout = 5 * time.Minute
 
-// DefaultBranch is the base branch when spec.strategy.pullRequest.branch is
+// DefaultBranch is the base branch when promotion.pullRequest.branch is
 // empty.
 const DefaultBranch = "main"
 
@@ -241,7 +241,7 @@ func resolve(req strategy.Request) (settings, error) {
 	}
 	spec := req.Strategy.PullRequest
 	if spec == nil {
-		return cfg, configErrorf("pullRequest strategy: spec.strategy.pullRequest is not set")
+		return cfg, configErrorf("pullRequest strategy: promotion.pullRequest is not set")
 	}
 	u, err := url.Parse(spec.URL)
 	if err != nil || u.Host == "" {

@@ -111,7 +111,7 @@ func New(httpClient *http.Client) *Strategy {
 func (s *Strategy) Promote(ctx context.Context, req strategy.Request) (strategy.Result, error) {
 	cfg := req.Strategy.Webhook
 	if cfg == nil {
-		return strategy.Result{}, strategy.Terminal(errors.New("the webhook strategy needs spec.strategy.webhook"))
+		return strategy.Result{}, strategy.Terminal(errors.New("the webhook strategy needs promotion.webhook"))
 	}
 	if req.Promotion == nil || req.Pipeline == nil {
 		return strategy.Result{}, strategy.Terminal(errors.New("no Promotion or Pipeline given"))
