@@ -122,7 +122,7 @@ func installHubChart(t *testing.T, c *harness.Cluster, spokeNamespaces ...string
 	for _, ns := range spokeNamespaces {
 		namespaces = append(namespaces, ns)
 	}
-	target := config.Target{Kubeconfig: c.KubeconfigPath, Namespace: "tugboat-system"}
+	target := config.Target{Kubeconfig: c.KubeconfigPath, Namespace: hubReleaseNamespace}
 	_, err := config.Apply(context.Background(), target, config.HubChart, map[string]any{
 		"replicas": 0, "crds": map[string]any{"install": false}, "spokeNamespaces": namespaces,
 		"approvals": map[string]any{"policy": false},

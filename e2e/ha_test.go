@@ -44,6 +44,11 @@ const (
 // haLeaseName is the hub's Lease (controllers/hub LeaderElectionID).
 const haLeaseName = "tugboat-hub.tugboat.dev"
 
+// hubReleaseNamespace is the namespace installHubChart installs the hub
+// chart into: the hub's Lease lives there, the only namespace where the
+// chart's RBAC lets the hub hold one (Role tugboat-hub-leader-election).
+const hubReleaseNamespace = "tugboat-system"
+
 // haOptions are an in-process hub replica's options: leader election on,
 // its Lease in namespace.
 func haOptions(namespace string) hub.Options {
@@ -141,7 +146,7 @@ func TestHA_replicasReceiveActiveActiveAndRecordARedeliveryOnce(t *testing.T) {
 	var addrs []string
 	var stops []func()
 	for range 2 {
-		opts := haOptions(f.ns)
+		opts := haOptions(hubReleaseNamespace)
 		opts.Receiver.BindAddress = freeAddr(t)
 		h, stop := hubtest.Start(t, identity.HubConfig(hubCluster.RESTConfig), opts)
 		replicas, addrs, stops = append(replicas, h), append(addrs, opts.Receiver.BindAddress), append(stops, stop)
@@ -157,7 +162,7 @@ func TestHA_replicasReceiveActiveActiveAndRecordARedeliveryOnce(t *testing.T) {
 	g.Consistently(func() bool { return elected(replicas[follower]) }).WithTimeout(2 * haRetryPeriod).Should(BeFalse())
 	g.Expect(readyz(addrs[follower])).To(Equal(http.StatusOK), "the follower is Ready without leading")
 	var lease coordinationv1.Lease
-	g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: haLeaseName}, &lease)).To(Succeed())
+	g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: hubReleaseNamespace, Name: haLeaseName}, &lease)).To(Succeed())
 	g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil(), "the Lease names its holder")
 
 	// The leader's Spoke controller generates the spokes' keys.
@@ -249,11 +254,11 @@ func TestHA_replicasReceiveActiveActiveAndRecordARedeliveryOnce(t *testing.T) {
 
 	// A leader that stops (a rollout, SIGTERM) hands the Lease over instead
 	// of letting it run out: once it stopped, the Lease no longer names it.
-	g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: haLeaseName}, &lease)).To(Succeed())
+	g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: hubReleaseNamespace, Name: haLeaseName}, &lease)).To(Succeed())
 	g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
 	was := *lease.Spec.HolderIdentity
 	stops[leader]()
-	g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: haLeaseName}, &lease)).To(Succeed())
+	g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: hubReleaseNamespace, Name: haLeaseName}, &lease)).To(Succeed())
 	g.Expect(lease.Spec.HolderIdentity).To(Or(BeNil(), HaveValue(Not(Equal(was)))), "the stopped leader released the Lease")
 	// The other replica takes over and runs the controllers: its Spoke
 	// controller generates a new spoke's key.
@@ -276,7 +281,7 @@ type haEnv struct {
 
 // haHubFlags are a replica's flags on top of the chaos suite's.
 func (e *haEnv) haHubFlags() []string {
-	return append(e.hubFlags(), "--leader-elect=true", "--leader-election-namespace", e.f.ns,
+	return append(e.hubFlags(), "--leader-elect=true", "--leader-election-namespace", hubReleaseNamespace,
 		"--leader-election-lease-duration", haLeaseDuration.String(),
 		"--leader-election-renew-deadline", haRenewDeadline.String(),
 		"--leader-election-retry-period", haRetryPeriod.String())

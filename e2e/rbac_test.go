@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +24,9 @@ import (
 // TestHub_readsNoSecretOutsideTheNamespacesItServes: as the hub chart's
 // ServiceAccount, with the chart serving the namespace fleet, the hub may
 // get and create Secrets in fleet and in its own namespace, and may do
-// nothing with Secrets anywhere else, nor list them anywhere.
+// nothing with Secrets anywhere else, nor list them anywhere. The Secrets it
+// may create are a Spoke's key only (no ServiceAccount token), and it holds
+// Leases only in its own namespace (security review 3, medium 4).
 func TestHub_readsNoSecretOutsideTheNamespacesItServes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -41,12 +44,36 @@ func TestHub_readsNoSecretOutsideTheNamespacesItServes(t *testing.T) {
 	g.Eventually(func() error {
 		return hub.Get(ctx, client.ObjectKey{Namespace: "fleet", Name: "creds"}, &corev1.Secret{})
 	}).WithTimeout(hubWait).Should(Succeed())
-	g.Expect(hub.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "key"}}, client.DryRunAll)).To(Succeed())
-	g.Expect(hub.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tugboat-system", Name: "key"}}, client.DryRunAll)).To(Succeed())
+	// The Secret the hub creates: a Spoke's key, labelled and owned by it.
+	keySecret := func(ns string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key",
+			Labels:          map[string]string{"tugboat.dev/spoke": "prod-1"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "tugboat.dev/v1alpha1", Kind: "Spoke", Name: "prod-1", UID: "1b4e28ba-2fa1-11d2-883f-0016d3cca427"}},
+		}, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"key": []byte("k")}}
+	}
 
 	forbidden := func(err error) { g.ExpectWithOffset(1, apierrors.IsForbidden(err)).To(BeTrue(), "%v", err) }
 	forbidden(hub.Get(ctx, client.ObjectKey{Namespace: "other", Name: "creds"}, &corev1.Secret{}))
-	forbidden(hub.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "key"}}, client.DryRunAll))
+	forbidden(hub.Create(ctx, keySecret("other"), client.DryRunAll))
+	// Where it may create Secrets, it cannot mint a ServiceAccount token
+	// (the token controller fills in a Secret of that type), nor create
+	// any Secret but a Spoke's key (policy tugboat-hub-secrets).
+	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "minted",
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken}
+	// The API server enforces a policy once its informer has it.
+	g.Eventually(func() error { return hub.Create(ctx, token.DeepCopy(), client.DryRunAll) }).WithTimeout(hubWait).
+		Should(MatchError(ContainSubstring("the tugboat hub creates only Opaque Secrets")))
+	g.Expect(hub.Create(ctx, keySecret("fleet"), client.DryRunAll)).To(Succeed())
+	g.Expect(hub.Create(ctx, keySecret("tugboat-system"), client.DryRunAll)).To(Succeed())
+	g.Expect(hub.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "loose"}}, client.DryRunAll)).
+		To(MatchError(ContainSubstring("the tugboat hub creates only a Spoke's key Secret")))
+	// Its Lease (leader election) only in its own namespace.
+	lease := func(ns string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tugboat-hub.tugboat.dev"}}
+	}
+	g.Eventually(func() error { return hub.Create(ctx, lease("tugboat-system"), client.DryRunAll) }).WithTimeout(hubWait).Should(Succeed())
+	forbidden(hub.Create(ctx, lease("fleet"), client.DryRunAll))
+	forbidden(hub.List(ctx, &coordinationv1.LeaseList{}))
 	forbidden(hub.List(ctx, &corev1.SecretList{}, client.InNamespace("fleet")))
 	forbidden(hub.List(ctx, &corev1.SecretList{}))
 	forbidden(hub.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "creds"}}, client.DryRunAll))
