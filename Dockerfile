@@ -17,7 +17,7 @@ ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
 # The Go build runs on the builder's own platform and cross-compiles.
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS source
 WORKDIR /src
-ENV GOTOOLCHAIN=local CGO_ENABLED=0
+ENV GOTOOLCHAIN=go1.26.10 CGO_ENABLED=0
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY api api

@@ -2,6 +2,8 @@ module tugboat.dev/tugboat
 
 go 1.26.0
 
+toolchain go1.26.10
+
 require (
 	code.gitea.io/sdk/gitea v0.25.1
 	github.com/Masterminds/semver/v3 v3.5.0

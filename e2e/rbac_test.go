@@ -150,3 +150,80 @@ func deployment(namespace, name string) *appsv1.Deployment {
 		},
 	}
 }
+
+// agentClient installs the agent chart with values on c and returns a client
+// acting as the agent's ServiceAccount.
+func agentClient(t *testing.T, c *harness.Cluster, values map[string]any) client.Client {
+	t.Helper()
+	values["spoke"], values["hub"], values["replicas"] = "rbac-1", map[string]any{"url": "https://hub.invalid"}, 0
+	if _, err := config.Apply(context.Background(), config.Target{Kubeconfig: c.KubeconfigPath, Namespace: "tugboat-system"}, config.AgentChart, values, hubWait); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:tugboat-system:tugboat-agent"}
+	agent, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agent
+}
+
+// TestAgent_readsAndBackfillsOnlyTheNamespacesItWatches: with watchNamespaces
+// [apps], the agent chart's ServiceAccount lists Secrets (Helm's storage) and
+// patches labels (the backfill) in apps only, not cluster-wide; and where
+// the agent does not keep its webhook certificate itself (here: no
+// webhooks), it may not update its webhook configurations (security review
+// 3, medium 5: the reads were bound cluster-wide whatever watchNamespaces
+// said, the backfill too, and the update was granted in every mode).
+func TestAgent_readsAndBackfillsOnlyTheNamespacesItWatches(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := harness.StartT(t, harness.Options{Name: "spoke-rbac-watch", ControlPlaneOnly: true})
+	for _, ns := range []string{"apps", "web"} {
+		g.Expect(c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		g.Expect(c.Client.Create(ctx, deployment(ns, "existing"))).To(Succeed())
+	}
+	own := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "tugboat-agent"}}
+	g.Expect(c.Client.Create(ctx, own)).To(Succeed())
+	agent := agentClient(t, c, map[string]any{"watchNamespaces": []any{"apps"}, "webhook": map[string]any{"enabled": false}})
+	label := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"tugboat.dev/release":"x"}}}`))
+
+	g.Eventually(func() error {
+		return agent.List(ctx, &corev1.SecretList{}, client.InNamespace("apps"))
+	}).WithTimeout(hubWait).Should(Succeed(), "Helm's storage informers list Secrets where the agent watches")
+	g.Eventually(func() error {
+		return agent.Patch(ctx, deployment("apps", "existing"), label, client.DryRunAll)
+	}).WithTimeout(hubWait).Should(Succeed(), "the backfill labels where the agent watches")
+
+	forbidden := func(err error, what string) {
+		g.ExpectWithOffset(1, apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", what, err)
+	}
+	forbidden(agent.List(ctx, &corev1.SecretList{}), "list Secrets cluster-wide")
+	forbidden(agent.List(ctx, &corev1.SecretList{}, client.InNamespace("web")), "list Secrets in web")
+	forbidden(agent.Patch(ctx, deployment("web", "existing"), label, client.DryRunAll), "patch a Deployment in web")
+	g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(own), own)).To(Succeed())
+	forbidden(agent.Update(ctx, own, client.DryRunAll), "update its own webhook configuration when it keeps no certificate")
+}
+
+// TestAgent_neverWritesInTheSystemNamespaces: watching every namespace, the
+// backfill's patch is bound cluster-wide; the policy
+// tugboat-agent-protected-namespaces still refuses the agent's patches in
+// kube-system (security review 3, medium 5), and allows them elsewhere.
+func TestAgent_neverWritesInTheSystemNamespaces(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := harness.StartT(t, harness.Options{Name: "spoke-rbac-system", ControlPlaneOnly: true})
+	g.Expect(c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "web"}})).To(Succeed())
+	for _, ns := range []string{"web", "kube-system"} {
+		g.Expect(c.Client.Create(ctx, deployment(ns, "existing"))).To(Succeed())
+	}
+	agent := agentClient(t, c, map[string]any{})
+	label := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"tugboat.dev/release":"x"}}}`))
+	g.Eventually(func() error {
+		return agent.Patch(ctx, deployment("web", "existing"), label, client.DryRunAll)
+	}).WithTimeout(hubWait).Should(Succeed())
+	// The API server enforces a policy once its informer has it.
+	g.Eventually(func() error {
+		return agent.Patch(ctx, deployment("kube-system", "existing"), label, client.DryRunAll)
+	}).WithTimeout(hubWait).Should(MatchError(ContainSubstring("the tugboat agent does not write in kube-system")))
+}
