@@ -109,7 +109,7 @@ func TestReconciler_runsThePipelinesStrategyNotTheOneThePromotionNames(t *testin
 	// Unless asked strictly, the API server drops the field...
 	g.Eventually(func() error {
 		return mallory.Create(ctx, promotion("web-production-6.6.6"), client.FieldValidation(metav1.FieldValidationIgnore))
-	}).WithTimeout(30 * time.Second).Should(Succeed(), "RBAC takes effect once the API server's informers have the binding")
+	}).WithTimeout(30*time.Second).Should(Succeed(), "RBAC takes effect once the API server's informers have the binding")
 	// ...and asked strictly (kubectl's default), it refuses it.
 	err = mallory.Create(ctx, promotion("web-production-strict"), client.FieldValidation(metav1.FieldValidationStrict))
 	g.Expect(err).To(MatchError(ContainSubstring(`unknown field "spec.strategy"`)))
@@ -118,7 +118,7 @@ func TestReconciler_runsThePipelinesStrategyNotTheOneThePromotionNames(t *testin
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), ran...)
-	}).WithTimeout(30 * time.Second).Should(Equal([]string{"web-production-6.6.6 notification"}), "the Pipeline's strategy runs")
+	}).WithTimeout(30*time.Second).Should(Equal([]string{"web-production-6.6.6 notification"}), "the Pipeline's strategy runs")
 	pr := &tugboatv1alpha1.Promotion{}
 	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "web-production-6.6.6"}, pr)).To(Succeed())
 	g.Expect(pr.Status.Strategy).To(Equal(&tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification}))

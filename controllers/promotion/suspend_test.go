@@ -76,6 +76,6 @@ func TestReconciler_neverPromotesIntoASuspendedSpoke(t *testing.T) {
 	patch := client.MergeFrom(spoke.DeepCopy())
 	spoke.Spec.Suspend = false
 	g.Expect(cluster.Client.Patch(ctx, spoke, patch)).To(Succeed())
-	g.Eventually(calls).WithTimeout(30 * time.Second).Should(Equal(1), "resumed, the strategy runs")
+	g.Eventually(calls).WithTimeout(30*time.Second).Should(Equal(1), "resumed, the strategy runs")
 	g.Eventually(ready).WithTimeout(30 * time.Second).Should(HavePrefix("Verifying"))
 }
