@@ -289,7 +289,8 @@ type RolloutStatus struct {
 // WaveStatus counts one wave's targets by state.
 type WaveStatus struct {
 	// name is "canary", "wave-<n>" (n from 1, for spec.waves[n-1]) or
-	// "final"; "all" for the one wave of an environment without a rollout.
+	// "final" (every target left); "all" when it is the only wave (no
+	// rollout, or one without canary and waves).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=16
