@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -488,4 +489,39 @@ func judge(t *Target, in Input, spec waveSpec, done bool, next func(time.Time)) 
 	}
 	next(deadline)
 	return tp
+}
+
+// WaveStatuses returns the plan's per-wave counts as status.rollout.waves
+// holds them (without times: the controller keeps startedAt and
+// completedAt from the status it read).
+func (p *Plan) WaveStatuses() []tugboatv1alpha1.WaveStatus {
+	out := make([]tugboatv1alpha1.WaveStatus, len(p.Waves))
+	for i, w := range p.Waves {
+		out[i] = tugboatv1alpha1.WaveStatus{
+			Name: w.Name, Targets: count32(len(w.Targets)),
+			Pending: count32(w.Pending), InProgress: count32(w.InProgress), Succeeded: count32(w.Succeeded), Failed: count32(w.Failed),
+		}
+	}
+	return out
+}
+
+// count32 converts a count for the API, which stores int32.
+func count32(n int) int32 { return int32(min(max(n, 0), math.MaxInt32)) }
+
+// FailedTargets returns the first MaxFailedTargets failing targets as
+// status.rollout.failedTargets holds them, messages cut to the schema's
+// limit (without since: the controller keeps it from the status it read).
+func (p *Plan) FailedTargets() []tugboatv1alpha1.FailedTarget {
+	var out []tugboatv1alpha1.FailedTarget
+	for _, f := range p.Failed[:min(len(p.Failed), tugboatv1alpha1.MaxFailedTargets)] {
+		msg := f.Message
+		if r := []rune(msg); len(r) > 512 {
+			msg = string(r[:511]) + "…"
+		}
+		out = append(out, tugboatv1alpha1.FailedTarget{
+			Spoke: f.Spoke, Namespace: f.Namespace, Release: f.Release, Wave: p.Waves[f.Wave].Name,
+			Reason: f.Failure, Revision: f.Rev.Number, Message: msg,
+		})
+	}
+	return out
 }

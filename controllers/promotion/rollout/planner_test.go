@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -550,4 +551,54 @@ func TestPlanner_isDeterministic(t *testing.T) {
 	g.Expect(pa.Waves[1].Targets).To(HaveLen(4))  // 10% of 40
 	g.Expect(pa.Waves[2].Targets).To(HaveLen(12)) // 30% of 40
 	g.Expect(pa.Waves[3].Targets).To(HaveLen(21))
+}
+
+func TestPlan_statusIsBoundedWhateverTheTargets(t *testing.T) {
+	// 5,000 targets, a canary of 10 and 10% waves; 30 failed in wave-1
+	// within a budget of 1%: the status lists 20 of them and counts all.
+	g := NewWithT(t)
+	r := &tugboatv1alpha1.Rollout{
+		Canary:      &tugboatv1alpha1.CanaryWave{Count: ptr.To[int32](10)},
+		MaxFailures: ptr.To(intstr.FromString("1%")),
+	}
+	for range 9 {
+		r.Waves = append(r.Waves, tugboatv1alpha1.Wave{Size: intstr.FromString("10%")})
+	}
+	ts := numbered(5000)
+	for i := range ts {
+		ts[i].Spoke = fmt.Sprintf("s%04d", i+1)
+	}
+	for i := range 510 {
+		wave, rep := 0, healthy(7)
+		if i >= 10 {
+			wave = 1
+			if i < 40 {
+				rep = report(7, version, tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthFailed)
+				rep.Reason = strings.Repeat("x", 600)
+			}
+		}
+		ts = acted(ts, ts[i].Spoke, wave, rep)
+	}
+	plan, err := rollout.New(rollout.Input{Rollout: r, Version: version, Targets: ts, CompletedWaves: 1, Now: t0.Add(2 * time.Minute)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(plan.Budget.Allowed).To(Equal(50))
+	g.Expect(plan.Budget.Used).To(Equal(30))
+	g.Expect(plan.Current).To(Equal(2))
+
+	waves := plan.WaveStatuses()
+	g.Expect(waves).To(HaveLen(11))
+	g.Expect(waves[0]).To(Equal(tugboatv1alpha1.WaveStatus{Name: "canary", Targets: 10, Succeeded: 10}))
+	g.Expect(waves[1]).To(Equal(tugboatv1alpha1.WaveStatus{Name: "wave-1", Targets: 500, Succeeded: 470, Failed: 30}))
+	g.Expect(waves[2]).To(Equal(tugboatv1alpha1.WaveStatus{Name: "wave-2", Targets: 500, Pending: 500}))
+	g.Expect(waves[10]).To(Equal(tugboatv1alpha1.WaveStatus{Name: "final", Targets: 5000 - 10 - 9*500, Pending: 490}))
+	g.Expect(plan.ActNow).To(HaveLen(500))
+
+	failed := plan.FailedTargets()
+	g.Expect(failed).To(HaveLen(tugboatv1alpha1.MaxFailedTargets))
+	g.Expect(failed[0]).To(MatchFields(IgnoreExtras, Fields{
+		"Spoke": Equal("s0011"), "Wave": Equal("wave-1"), "Reason": Equal(tugboatv1alpha1.TargetHealthFailed), "Revision": Equal(int32(7)),
+	}))
+	for _, f := range failed {
+		g.Expect([]rune(f.Message)).To(HaveLen(512))
+	}
 }
