@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,6 +85,16 @@ func pipelineWith(name string, mutate func(p *tugboatv1.Pipeline)) client.Object
 	p := minimalPipeline(name)
 	mutate(p)
 	return p
+}
+
+// rolloutWith is a valid Pipeline whose production environment has a
+// rollout (a canary of one spoke) that mutate breaks.
+func rolloutWith(name string, mutate func(r *tugboatv1.Rollout)) client.Object {
+	return pipelineWith(name, func(p *tugboatv1.Pipeline) {
+		r := &tugboatv1.Rollout{Canary: &tugboatv1.CanaryWave{Spokes: []string{"prod-1"}}}
+		mutate(r)
+		p.Spec.Environments[1].Rollout = r
+	})
 }
 
 func testRejectsInvalid(ctx context.Context, t *testing.T, c client.Client) {
@@ -297,6 +308,99 @@ func testRejectsInvalid(ctx context.Context, t *testing.T, c client.Client) {
 			}(),
 			want: []string{"spec.version"},
 		},
+		// Rollouts (issue 24): one problem per row, in the production
+		// environment's rollout.
+		{
+			name: "canary naming both spokes and a count",
+			obj: rolloutWith("canary-two", func(r *tugboatv1.Rollout) {
+				r.Canary = &tugboatv1.CanaryWave{Spokes: []string{"prod-1"}, Count: ptr.To[int32](1)}
+			}),
+			want: []string{"spec.environments[1].rollout.canary", "a canary names exactly one of spokes, spokeSelector and count"},
+		},
+		{
+			name: "canary naming nothing",
+			obj: rolloutWith("canary-none", func(r *tugboatv1.Rollout) {
+				r.Canary = &tugboatv1.CanaryWave{SoakTime: &metav1.Duration{Duration: time.Minute}}
+			}),
+			want: []string{"spec.environments[1].rollout.canary", "a canary names exactly one of spokes, spokeSelector and count"},
+		},
+		{
+			name: "canary with an empty spokeSelector",
+			obj: rolloutWith("canary-empty-sel", func(r *tugboatv1.Rollout) {
+				r.Canary = &tugboatv1.CanaryWave{SpokeSelector: &metav1.LabelSelector{}}
+			}),
+			want: []string{"spec.environments[1].rollout.canary.spokeSelector", "canary spokeSelector must not be empty"},
+		},
+		{
+			name: "canary count of 0",
+			obj: rolloutWith("canary-zero", func(r *tugboatv1.Rollout) {
+				r.Canary = &tugboatv1.CanaryWave{Count: ptr.To[int32](0)}
+			}),
+			want: []string{"spec.environments[1].rollout.canary.count", "greater than or equal to 1"},
+		},
+		{
+			name: "canary spoke that is not a DNS label",
+			obj: rolloutWith("canary-bad-name", func(r *tugboatv1.Rollout) {
+				r.Canary = &tugboatv1.CanaryWave{Spokes: []string{"Prod_1"}}
+			}),
+			want: []string{"spec.environments[1].rollout.canary.spokes[0]", "should match"},
+		},
+		{
+			name: "wave of 0 targets",
+			obj:  rolloutWith("wave-zero", func(r *tugboatv1.Rollout) { r.Waves = []tugboatv1.Wave{{Size: intstr.FromInt32(0)}} }),
+			want: []string{"spec.environments[1].rollout.waves[0].size", "size must be a count of at least 1 or a percentage from 1% to 100%"},
+		},
+		{
+			name: "wave of 0%",
+			obj:  rolloutWith("wave-zero-pct", func(r *tugboatv1.Rollout) { r.Waves = []tugboatv1.Wave{{Size: intstr.FromString("0%")}} }),
+			want: []string{"spec.environments[1].rollout.waves[0].size", "from 1% to 100%"},
+		},
+		{
+			name: "wave over 100%",
+			obj:  rolloutWith("wave-150-pct", func(r *tugboatv1.Rollout) { r.Waves = []tugboatv1.Wave{{Size: intstr.FromString("150%")}} }),
+			want: []string{"spec.environments[1].rollout.waves[0].size", "from 1% to 100%"},
+		},
+		{
+			name: "wave size that is neither a count nor a percentage",
+			obj:  rolloutWith("wave-words", func(r *tugboatv1.Rollout) { r.Waves = []tugboatv1.Wave{{Size: intstr.FromString("ten")}} }),
+			want: []string{"spec.environments[1].rollout.waves[0].size", "size must be a count"},
+		},
+		{
+			name: "more than 20 waves",
+			obj: rolloutWith("waves-21", func(r *tugboatv1.Rollout) {
+				for range tugboatv1.MaxWaves + 1 {
+					r.Waves = append(r.Waves, tugboatv1.Wave{Size: intstr.FromInt32(1)})
+				}
+			}),
+			want: []string{"spec.environments[1].rollout.waves", "must have at most 20 items"},
+		},
+		{
+			name: "negative soak time of a wave",
+			obj: rolloutWith("wave-neg-soak", func(r *tugboatv1.Rollout) {
+				r.Waves = []tugboatv1.Wave{{Size: intstr.FromString("50%"), SoakTime: &metav1.Duration{Duration: -time.Minute}}}
+			}),
+			want: []string{"spec.environments[1].rollout.waves[0].soakTime", "soakTime must not be negative"},
+		},
+		{
+			name: "zero progress deadline",
+			obj:  rolloutWith("zero-deadline", func(r *tugboatv1.Rollout) { r.ProgressDeadline = &metav1.Duration{} }),
+			want: []string{"spec.environments[1].rollout.progressDeadline", "progressDeadline must be positive"},
+		},
+		{
+			name: "negative failure budget",
+			obj:  rolloutWith("budget-neg", func(r *tugboatv1.Rollout) { r.MaxFailures = ptr.To(intstr.FromInt32(-1)) }),
+			want: []string{"spec.environments[1].rollout.maxFailures", "maxFailures must be a count of at least 0 or a percentage from 0% to 100%"},
+		},
+		{
+			name: "failure budget over 100%",
+			obj:  rolloutWith("budget-101", func(r *tugboatv1.Rollout) { r.MaxFailures = ptr.To(intstr.FromString("101%")) }),
+			want: []string{"spec.environments[1].rollout.maxFailures", "from 0% to 100%"},
+		},
+		{
+			name: "unknown action when the budget is spent",
+			obj:  rolloutWith("on-failure", func(r *tugboatv1.Rollout) { r.OnFailure = "Retry" }),
+			want: []string{"spec.environments[1].rollout.onFailure", `Unsupported value: "Retry"`},
+		},
 		{
 			name: "release history with a release name over 53 characters",
 			obj: func() client.Object {
@@ -346,6 +450,20 @@ func fullPipeline(name string) *tugboatv1.Pipeline {
 						{Spoke: "prod-2", Namespace: "apps", Release: "web-eu"},
 					},
 					Gates: tugboatv1.Gates{SoakTime: &metav1.Duration{}, RequireApproval: true, RequireHealthy: ptr.To(false)},
+					Rollout: &tugboatv1.Rollout{
+						Canary: &tugboatv1.CanaryWave{
+							SpokeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}},
+							SoakTime:      &metav1.Duration{Duration: 30 * time.Minute}, ProgressDeadline: &metav1.Duration{Duration: 5 * time.Minute},
+						},
+						Waves: []tugboatv1.Wave{
+							{Size: intstr.FromString("10%"), SoakTime: &metav1.Duration{Duration: 15 * time.Minute}},
+							{Size: intstr.FromInt32(100), ProgressDeadline: &metav1.Duration{Duration: 20 * time.Minute}},
+						},
+						SoakTime:         &metav1.Duration{Duration: 10 * time.Minute},
+						ProgressDeadline: &metav1.Duration{Duration: 15 * time.Minute},
+						MaxFailures:      ptr.To(intstr.FromString("5%")),
+						OnFailure:        tugboatv1.RolloutRollback,
+					},
 				},
 			},
 			Promotion: tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyPullRequest, PullRequest: &tugboatv1.PullRequestStrategy{
@@ -445,6 +563,29 @@ func testStatusRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 			},
 			Approval:  &tugboatv1.Approval{ApprovedBy: "alice", Time: *at(2), Message: "ship it"},
 			StartedAt: at(1),
+			Rollout: &tugboatv1.RolloutStatus{
+				Phase: tugboatv1.RolloutProgressing,
+				Resolved: &tugboatv1.Rollout{
+					Canary:           &tugboatv1.CanaryWave{Spokes: []string{"prod-1"}},
+					Waves:            []tugboatv1.Wave{{Size: intstr.FromString("50%")}},
+					ProgressDeadline: &metav1.Duration{Duration: 10 * time.Minute},
+					MaxFailures:      ptr.To(intstr.FromInt32(1)),
+					OnFailure:        tugboatv1.RolloutPause,
+				},
+				CurrentWave: 1,
+				Waves: []tugboatv1.WaveStatus{
+					{Name: "canary", Targets: 1, Succeeded: 1, StartedAt: at(3), CompletedAt: at(9)},
+					{Name: "wave-1", Targets: 2, InProgress: 1, Failed: 1, StartedAt: at(10)},
+					{Name: "final", Targets: 1, Pending: 1},
+				},
+				MaxFailures: 1,
+				Failed:      1,
+				FailedTargets: []tugboatv1.FailedTarget{{
+					Spoke: "prod-2", Namespace: "apps", Release: "web", Wave: "wave-1", Reason: tugboatv1.TargetHealthFailed,
+					Revision: 13, Message: "Deployment web: ProgressDeadlineExceeded", Since: at(25),
+				}},
+				Message: "wave-1: 1 of 2 targets in progress; 1 of 1 allowed failures used",
+			},
 		}
 		want := p.Status.DeepCopy()
 		g.Expect(c.Status().Update(ctx, p)).To(Succeed())
@@ -468,6 +609,20 @@ func testStatusRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 		err := c.Status().Update(ctx, bad)
 		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
 		g.Expect(err.Error()).To(ContainSubstring(`status.phase: Unsupported value: "Exploded"`))
+
+		bad = p.DeepCopy()
+		bad.Status.Rollout = &tugboatv1.RolloutStatus{Phase: "Sideways"}
+		err = c.Status().Update(ctx, bad)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring(`status.rollout.phase: Unsupported value: "Sideways"`))
+
+		bad = p.DeepCopy()
+		bad.Status.Rollout = &tugboatv1.RolloutStatus{FailedTargets: []tugboatv1.FailedTarget{{
+			Spoke: "prod-2", Namespace: "apps", Release: "web", Wave: "wave-1", Reason: "Unlucky",
+		}}}
+		err = c.Status().Update(ctx, bad)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring(`status.rollout.failedTargets[0].reason: Unsupported value: "Unlucky"`))
 
 		bad = p.DeepCopy()
 		bad.Status.Phase = tugboatv1.PromotionFailed
@@ -519,6 +674,7 @@ func testDefaults(ctx context.Context, t *testing.T, c client.Client) {
 		URL: "https://git.example.com/org/fleet.git", Provider: tugboatv1.GitProviderGitHub, SecretRef: tugboatv1.LocalSecretReference{Name: "git"},
 	}}
 	p.Spec.Environments[1].Promotion = &tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyHelm, Helm: &tugboatv1.HelmStrategy{}}
+	p.Spec.Environments[1].Rollout = &tugboatv1.Rollout{Canary: &tugboatv1.CanaryWave{Count: ptr.To[int32](1)}}
 	g.Expect(c.Create(ctx, p)).To(Succeed())
 	t.Cleanup(func() { _ = c.Delete(ctx, p) })
 
@@ -528,6 +684,15 @@ func testDefaults(ctx context.Context, t *testing.T, c client.Client) {
 	g.Expect(got.Spec.HistoryLimit).To(Equal(ptr.To[int32](10)))
 	g.Expect(got.Spec.Promotion.PullRequest.Branch).To(Equal("main"))
 	g.Expect(got.Spec.Environments[1].Promotion.Helm.ValuesPolicy).To(Equal(tugboatv1.ValuesPolicyReuse))
+	// No rollout stays no rollout (one wave, as before); a rollout gets a
+	// 10m progress deadline, no failure budget, and pauses when it fails.
+	g.Expect(got.Spec.Environments[0].Rollout).To(BeNil())
+	g.Expect(got.Spec.Environments[1].Rollout).To(Equal(&tugboatv1.Rollout{
+		Canary:           &tugboatv1.CanaryWave{Count: ptr.To[int32](1)},
+		ProgressDeadline: &metav1.Duration{Duration: 10 * time.Minute},
+		MaxFailures:      ptr.To(intstr.FromInt32(0)),
+		OnFailure:        tugboatv1.RolloutPause,
+	}))
 	for _, env := range got.Spec.Environments {
 		g.Expect(env.Gates.RequireHealthy).To(Equal(ptr.To(true)), "environment %s", env.Name)
 		g.Expect(env.Gates.RequireApproval).To(BeFalse())

@@ -111,6 +111,13 @@ type Environment struct {
 	// this environment.
 	// +optional
 	Promotion *PromotionStrategy `json:"promotion,omitempty"`
+
+	// rollout makes a promotion into this environment reach its targets in
+	// waves: a canary, then counts or percentages of the targets, each with
+	// a soak, under one failure budget (see Rollout). Without it, every
+	// target is acted on at once, as one wave.
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // Target is one Helm release on one spoke, or on every spoke a label

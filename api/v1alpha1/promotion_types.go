@@ -466,6 +466,12 @@ type PromotionStatus struct {
 	// completedAt is when the Promotion reached a terminal phase.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+
+	// rollout is where the rollout into the destination's targets stands:
+	// per-wave counts and the failing targets, bounded. Written by the
+	// Promotion controller; see RolloutStatus.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // Promotion is one attempt to move one chart version into one environment of a
