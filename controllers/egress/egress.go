@@ -31,12 +31,54 @@ type Policy struct {
 	Allow []netip.Prefix
 }
 
-// metadata ranges outside link-local: AWS's IPv6 instance metadata service.
-var metadata = []netip.Prefix{netip.MustParsePrefix("fd00:ec2::254/128")}
+// metadata are the cloud metadata services outside link-local: AWS's and
+// GCP's IPv6 addresses, and Alibaba Cloud's 100.100.100.200.
+var metadata = []netip.Prefix{
+	netip.MustParsePrefix("fd00:ec2::254/128"),
+	netip.MustParsePrefix("fd20:ce::254/128"),
+	netip.MustParsePrefix("100.100.100.200/32"),
+}
 
-// Check returns an error naming why addr is refused, or nil.
+// Translated IPv6 prefixes that carry an IPv4 address, which a gateway on
+// the way may turn back into that address: NAT64's well-known prefix
+// (RFC 6052; the IPv4 address in the last 32 bits) and its local-use
+// prefix (RFC 8215), and 6to4 (RFC 3056; the IPv4 address in bits 16-47).
+var (
+	nat64      = []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48")}
+	sixToFour  = netip.MustParsePrefix("2002::/16")
+	ipv4Compat = netip.MustParsePrefix("::/96")
+)
+
+// embeddedIPv4 returns the IPv4 address a translated IPv6 address carries.
+func embeddedIPv4(addr netip.Addr) (netip.Addr, bool) {
+	if !addr.Is6() {
+		return netip.Addr{}, false
+	}
+	b := addr.As16()
+	for _, p := range nat64 {
+		if p.Contains(addr) {
+			return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+		}
+	}
+	if sixToFour.Contains(addr) {
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	if ipv4Compat.Contains(addr) && !addr.IsUnspecified() && !addr.IsLoopback() {
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+	}
+	return netip.Addr{}, false
+}
+
+// Check returns an error naming why addr is refused, or nil. An IPv6
+// address that carries an IPv4 one (NAT64, 6to4, IPv4-mapped or
+// -compatible) is judged as that IPv4 address too.
 func (p Policy) Check(addr netip.Addr) error {
 	addr = addr.Unmap()
+	if v4, ok := embeddedIPv4(addr); ok {
+		if err := p.Check(v4); err != nil {
+			return fmt.Errorf("destination %s carries %s: %w", addr, v4, err)
+		}
+	}
 	for _, a := range p.Allow {
 		if a.Contains(addr) {
 			return nil
@@ -71,11 +113,20 @@ func (p Policy) Control(_, address string, _ syscall.RawConn) error {
 	return p.Check(ap.Addr())
 }
 
+// Dialer returns a dialer whose connections obey p, with a connection
+// timeout (10 s when timeout is 0).
+func (p Policy) Dialer(timeout time.Duration) *net.Dialer {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second, Control: p.Control}
+}
+
 // Client returns an HTTP client whose connections obey p, with timeout,
 // no proxy (a proxy would dial on the hub's behalf, past the check) and no
 // redirects (a redirect would carry a signed body elsewhere).
 func (p Policy) Client(timeout time.Duration) *http.Client {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: p.Control}
+	d := p.Dialer(0)
 	tr := &http.Transport{
 		DialContext:           d.DialContext,
 		ForceAttemptHTTP2:     true,

@@ -34,6 +34,21 @@ func TestPolicy_Check(t *testing.T) {
 		{egress.Policy{}, "203.0.113.9", ""},
 		{allowLink, "169.254.10.3", ""},
 		{allowLink, "169.254.169.254", "link-local"},
+		// Metadata services outside link-local (security review 3).
+		{egress.Policy{}, "fd20:ce::254", "metadata"},
+		{egress.Policy{}, "100.100.100.200", "metadata"},
+		{egress.Policy{}, "100.100.100.201", ""},
+		// IPv6 addresses that carry a refused IPv4 one.
+		{egress.Policy{}, "64:ff9b::a9fe:a9fe", "link-local"},       // NAT64 of 169.254.169.254
+		{egress.Policy{}, "64:ff9b::6464:64c8", "metadata"},         // NAT64 of 100.100.100.200
+		{egress.Policy{}, "64:ff9b:1::a9fe:a9fe", "link-local"},     // local-use NAT64
+		{egress.Policy{}, "64:ff9b::7f00:1", "loopback"},            // NAT64 of 127.0.0.1
+		{egress.Policy{}, "2002:a9fe:a9fe::1", "link-local"},        // 6to4 of 169.254.169.254
+		{egress.Policy{}, "2002:6464:64c8::", "metadata"},           // 6to4 of 100.100.100.200
+		{egress.Policy{}, "::a9fe:a9fe", "link-local"},              // IPv4-compatible
+		{egress.Policy{AllowLoopback: true}, "64:ff9b::7f00:1", ""}, // loopback allowed, through NAT64 too
+		{egress.Policy{}, "64:ff9b::cb00:7109", ""},                 // NAT64 of 203.0.113.9
+		{egress.Policy{}, "2002:cb00:7109::1", ""},                  // 6to4 of 203.0.113.9
 	} {
 		err := tc.policy.Check(netip.MustParseAddr(tc.addr))
 		switch {

@@ -275,7 +275,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	builder := opts.NotifyBuilder
 	if builder == nil {
 		builder = deliver.NewSecretBuilder(mgr.GetAPIReader(), deliver.SecretBuilderOptions{
-			SlackAPIURL: opts.SlackAPIURL, HTTPClient: opts.Egress.Client(opts.Notify.Timeout),
+			SlackAPIURL: opts.SlackAPIURL, HTTPClient: opts.Egress.Client(opts.Notify.Timeout), Dial: opts.Egress.Dialer(0).DialContext,
 			NotificationControllerAddress: opts.NotificationControllerAddress,
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,6 +29,9 @@ type SecretBuilderOptions struct {
 	SlackAPIURL string
 	// HTTPClient sends every notifier request (the hub's egress policy).
 	HTTPClient *http.Client
+	// Dial connects the email notifier to its server (the hub's egress
+	// policy).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// NotificationControllerAddress is the default address of Flux
 	// notifiers.
 	NotificationControllerAddress string
@@ -141,6 +145,7 @@ func (b *SecretBuilder) build(p *tugboatv1alpha1.Pipeline, n *tugboatv1alpha1.No
 		o := email.Options{
 			Server: n.Email.Server, From: n.Email.From, To: n.Email.To, InsecureSkipTLS: n.Email.InsecureSkipTLS,
 			Username: val(EmailUsernameKey), Password: string(data[EmailPasswordKey]), CA: data[EmailCAKey],
+			Dial: b.opts.Dial,
 		}
 		return email.New(o)
 	case tugboatv1alpha1.NotifierWebhook:

@@ -69,7 +69,17 @@ type Options struct {
 	Timeout time.Duration
 	// HELO is the name the client greets with. Defaults to go-mail's.
 	HELO string
+	// Dial connects to the server; the hub passes its egress policy's
+	// dialer (controllers/egress), so a Pipeline's email.server cannot
+	// point the hub at itself, the node or a metadata service. Defaults to
+	// a plain dialer.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
+
+// maxReply bounds the server's words in an error, which reaches the
+// Promotion's status: a server the Pipeline's author chose must not copy a
+// page of its own into a status many people read.
+const maxReply = 200
 
 // Notifier sends notices by email. It is safe for concurrent use: each
 // Notify opens its own connection.
@@ -140,7 +150,7 @@ func (e *Notifier) Notify(ctx context.Context, n notify.Notice, _ string) (notif
 		return notify.Delivered{}, notify.Permanentf("email: %w", err)
 	}
 	if err := client.DialAndSendWithContext(ctx, msg); err != nil {
-		return notify.Delivered{}, classify(fmt.Errorf("email via %s: %w", e.opts.Server, err))
+		return notify.Delivered{}, bounded(classify(err), fmt.Sprintf("email via %s", e.opts.Server))
 	}
 	return notify.Delivered{}, nil
 }
@@ -212,7 +222,23 @@ func (e *Notifier) client() (*mail.Client, error) {
 			opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthAutoDiscover))
 		}
 	}
+	if e.opts.Dial != nil {
+		opts = append(opts, mail.WithDialContextFunc(e.opts.Dial))
+	}
 	return mail.NewClient(e.host, opts...)
+}
+
+// bounded is err, classified, with its text cut to maxReply printable
+// characters after prefix.
+func bounded(err error, prefix string) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", prefix, err)
+	}
+	msg := prefix + ": " + notify.Printable(err.Error(), maxReply)
+	if notify.IsPermanent(err) {
+		return notify.Permanent(errors.New(msg))
+	}
+	return errors.New(msg)
 }
 
 // classify sorts a sending error: network errors, a server hanging up and

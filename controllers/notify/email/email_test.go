@@ -10,6 +10,7 @@ import (
 	"mime/quotedprintable"
 	"net"
 	netmail "net/mail"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/notify"
 	"tugboat.dev/tugboat/controllers/notify/email"
 	"tugboat.dev/tugboat/controllers/notify/notifytest"
@@ -219,6 +221,17 @@ func TestEmail_replies(t *testing.T) {
 		g.Expect(notify.IsPermanent(err)).To(BeTrue(), "%v", err)
 	})
 
+	t.Run("the server's words in an error are bounded", func(t *testing.T) {
+		g := NewWithT(t)
+		ms := notifytest.StartMailServer(t, ca.ServerTLS(), false)
+		ms.SetRcptError(&smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: strings.Repeat("internal data ", 300)})
+		e := newNotifier(t, email.Options{Server: ms.Addr, CA: ca.PEM})
+		_, err := e.Notify(ctx, n, "")
+		g.Expect(notify.IsPermanent(err)).To(BeTrue(), "%v", err)
+		g.Expect(len(err.Error())).To(BeNumerically("<", 260), "a status holds at most 200 characters of what the server said: %v", err)
+		g.Expect(err.Error()).To(HavePrefix("email via " + ms.Addr + ": "))
+	})
+
 	t.Run("unreachable is retried", func(t *testing.T) {
 		g := NewWithT(t)
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -244,4 +257,27 @@ func TestEmail_replies(t *testing.T) {
 			g.Expect(notify.IsPermanent(err)).To(BeTrue(), "%+v", o)
 		}
 	})
+}
+
+// TestEmail_dialsThroughTheEgressPolicy: the hub passes its egress policy's
+// dialer, so a Pipeline's email.server on loopback (the hub itself, the
+// node) is refused before a byte is sent, and allowed where the policy
+// allows loopback (security review 3: the email notifier dialled
+// email.server directly).
+func TestEmail_dialsThroughTheEgressPolicy(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	n := notifytest.Deployment(tugboatv1alpha1.EventDeploymentFailed)
+	ca := notifytest.NewTestCA(t)
+	ms := notifytest.StartMailServer(t, ca.ServerTLS(), false)
+
+	refused := newNotifier(t, email.Options{Server: ms.Addr, CA: ca.PEM, Dial: egress.Policy{}.Dialer(0).DialContext})
+	_, err := refused.Notify(ctx, n, "")
+	g.Expect(err).To(MatchError(ContainSubstring("loopback")))
+	g.Expect(ms.Messages()).To(BeEmpty())
+
+	allowed := newNotifier(t, email.Options{Server: ms.Addr, CA: ca.PEM, Dial: egress.Policy{AllowLoopback: true}.Dialer(0).DialContext})
+	_, err = allowed.Notify(ctx, n, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ms.Messages()).To(HaveLen(1))
 }
