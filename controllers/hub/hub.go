@@ -88,8 +88,15 @@ type Options struct {
 	// SlackAPIURL is the base URL of Slack's Web API (tests and the dev
 	// environment point it at a stand-in).
 	SlackAPIURL string
-	// Egress is the destination policy of notifier requests.
+	// Egress is the destination policy of every request the hub makes to
+	// an address a user wrote: notifiers, the webhook, notification and
+	// pullRequest strategies (git and the providers' APIs), the email
+	// server, and spokes' kubeconfigs (kubernetes strategy, agent bootstrap).
 	Egress egress.Policy
+	// PullRequestAllowHTTP lets the pullRequest strategy use plain http://
+	// repositories, which send the git credentials in clear (local
+	// development). Off by default.
+	PullRequestAllowHTTP bool
 	// ResponseURLAllowed overrides which Slack response_url the hub posts
 	// decisions to (tests). Not a flag; nil allows https on slack.com.
 	ResponseURLAllowed func(*url.URL) bool
@@ -147,6 +154,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "interval between the candidates' attempts on the Lease")
 	fs.StringVar(&o.SlackAPIURL, "slack-api-url", o.SlackAPIURL, "base URL of Slack's Web API, for Slack notifiers with a bot token")
 	fs.BoolVar(&o.Egress.AllowLoopback, "egress-allow-loopback", o.Egress.AllowLoopback, "let notifiers and the webhook and notification strategies reach loopback addresses (refused by default; for local development)")
+	fs.BoolVar(&o.PullRequestAllowHTTP, "pull-request-allow-http", o.PullRequestAllowHTTP, "let the pullRequest strategy reach plain http:// repositories, sending git credentials in clear (refused by default; for local development)")
 	fs.Var(&cidrs{&o.Egress.Allow}, "egress-allow-cidr", "address range notifiers and strategies may reach despite the default refusal of loopback, link-local and metadata addresses (repeatable)")
 	fs.Int32Var(&o.Notify.MaxAttempts, "notify-max-attempts", o.Notify.MaxAttempts, "attempts before a notice is given up (recorded Failed)")
 	fs.DurationVar(&o.Notify.RetryMax, "notify-retry-max", o.Notify.RetryMax, "longest wait between two attempts of a notice")
@@ -242,7 +250,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	spokeOpts := opts.Spoke
 	spokeOpts.KeySecretRecheck = opts.History.KeyCacheTTL
 	if err := (&spoke.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: spokeOpts,
-		Bootstrap: spoke.BootstrapOptions{Version: opts.Version, Timeout: opts.BootstrapTimeout}}).SetupWithManager(mgr); err != nil {
+		Bootstrap: spoke.BootstrapOptions{Version: opts.Version, Timeout: opts.BootstrapTimeout, Egress: opts.Egress}}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	// SpokeClasses need Cluster API's Clusters on the hub: without them the

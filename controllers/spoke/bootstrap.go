@@ -19,6 +19,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/config"
+	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
 )
 
@@ -39,6 +40,9 @@ type BootstrapOptions struct {
 	Version string
 	// Timeout bounds each request to the spoke and the chart's install.
 	Timeout time.Duration
+	// Egress is the policy the connections to the spoke obey: its
+	// kubeconfig is written by whoever can write the Secret.
+	Egress egress.Policy
 }
 
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
@@ -122,7 +126,7 @@ func (r *Reconciler) installAgent(ctx context.Context, sp *tugboatv1alpha1.Spoke
 	if err != nil {
 		return installed{}, err
 	}
-	cfg = rest.CopyConfig(cfg)
+	cfg = spokeaccess.Guard(rest.CopyConfig(cfg), r.Bootstrap.Egress)
 	cfg.Timeout = r.Bootstrap.Timeout
 	key := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: sp.Spec.KeySecretRef.Name}, key); err != nil {

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
 	spokectl "tugboat.dev/tugboat/controllers/spoke"
 	"tugboat.dev/tugboat/webhook/receiver"
@@ -278,5 +279,9 @@ func (f *fluxSetup) spokeConfig(ctx context.Context, s *hubSession, sp *tugboatv
 	if err != nil {
 		return nil, fmt.Errorf("reaching Cluster %s/%s: %w", sp.Namespace, f.cluster, err)
 	}
-	return cfg, nil
+	// The kubeconfig is whatever the Cluster's Secret holds: never a
+	// metadata or link-local address, never through a proxy. Loopback
+	// stays allowed: a local management cluster's workload clusters (kind,
+	// Docker) listen there.
+	return spokeaccess.Guard(cfg, egress.Policy{AllowLoopback: true}), nil
 }

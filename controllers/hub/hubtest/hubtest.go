@@ -26,6 +26,8 @@ func Options() hub.Options {
 	// Every destination of a test (webhooks, Slack and Flux stand-ins)
 	// listens on loopback.
 	opts.Egress.AllowLoopback = true
+	// The tests' Gitea serves git over plain http on loopback.
+	opts.PullRequestAllowHTTP = true
 	return opts
 }
 

@@ -311,6 +311,8 @@ func (p promotion) run(t *testing.T) (strategy.Result, error) {
 	work := t.TempDir()
 	s := pullrequest.New(p.hub(),
 		pullrequest.WithWorkDir(work),
+		// The test's Gitea serves git over plain http on loopback.
+		pullrequest.WithAllowHTTP(true),
 		// Every run commits at a later time, so a second push of the same
 		// change would show as a new commit on the branch.
 		pullrequest.WithClock(clocktesting.NewFakePassiveClock(nextCommitTime())),

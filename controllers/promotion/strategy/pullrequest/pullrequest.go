@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	gitclient "github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,9 +38,30 @@ func WithWorkDir(dir string) Option { return func(s *Strategy) { s.workDir = dir
 // WithClock sets the clock that dates commits.
 func WithClock(c clock.PassiveClock) Option { return func(s *Strategy) { s.clock = c } }
 
-// WithHTTPClient sets the HTTP client of the providers' API calls. Git
-// itself uses go-git's HTTP transport (environment proxies, system roots).
+// WithHTTPClient sets the HTTP client of the providers' API calls (the
+// hub passes its egress policy's). Git itself uses go-git's HTTP transport,
+// which is process-wide: see InstallGitTransport.
 func WithHTTPClient(c *http.Client) Option { return func(s *Strategy) { s.httpClient = c } }
+
+// WithAllowHTTP accepts repository URLs over plain http://, which send the
+// git credentials in clear (local development and tests: a hub started with
+// --pull-request-allow-http). By default only https:// is accepted.
+func WithAllowHTTP(allow bool) Option { return func(s *Strategy) { s.allowHTTP = allow } }
+
+// InstallGitTransport makes go-git reach every http:// and https://
+// repository through c (the hub passes its egress policy's client: no
+// loopback, link-local or metadata address, no proxy, no redirect), or
+// through go-git's default client when c is nil. go-git chooses a
+// transport per URL scheme for the whole process, so this applies to every
+// Strategy of the process; the hub calls it once when it is assembled.
+func InstallGitTransport(c *http.Client) {
+	t := githttp.DefaultClient
+	if c != nil {
+		t = githttp.NewClient(c)
+	}
+	gitclient.InstallProtocol("https", t)
+	gitclient.InstallProtocol("http", t)
+}
 
 // WithProviderFactory replaces NewProvider, e.g. to observe or fake the
 // pull-request API in tests.
@@ -56,6 +78,7 @@ type Strategy struct {
 	httpClient *http.Client
 	providers  ProviderFactory
 	timeout    time.Duration
+	allowHTTP  bool
 }
 
 var _ strategy.Strategy = (*Strategy)(nil)
@@ -105,6 +128,10 @@ func (s *Strategy) Promote(ctx context.Context, req strategy.Request) (strategy.
 	cfg, err := resolve(req)
 	if err != nil {
 		return strategy.Result{}, err
+	}
+	if cfg.repoURL.Scheme == "http" && !s.allowHTTP {
+		return strategy.Result{}, configErrorf("pullRequest strategy: url %s is plain http://, which would send the git credentials in clear; use https:// (a hub started with --pull-request-allow-http accepts http://, for local development)",
+			redactURL(cfg.repoURL))
 	}
 	hub := s.hub
 	if hub == nil {
@@ -250,6 +277,7 @@ func resolve(req strategy.Request) (settings, error) {
 	if u.Scheme != "https" && u.Scheme != "http" {
 		return cfg, configErrorf("pullRequest strategy: url scheme %q is not supported; use https://", u.Scheme)
 	}
+
 	u.User = nil
 	u.RawQuery, u.Fragment = "", ""
 	if spec.SecretRef.Name == "" {

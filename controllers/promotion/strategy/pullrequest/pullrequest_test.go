@@ -10,7 +10,9 @@ import (
 	. "github.com/onsi/gomega"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
+	"tugboat.dev/tugboat/controllers/promotion/strategy/pullrequest"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/pullrequest/giteatest"
 )
 
@@ -332,4 +334,38 @@ func TestPromote_gitlab_opensAMergeRequest(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(api.Creates()).To(Equal(1))
 	g.Expect(api.Open()).To(HaveLen(1))
+}
+
+// TestPromote_plainHTTPIsRefusedByDefault: a repository over plain http://
+// would receive the git credentials in clear; unless the hub allows it
+// (--pull-request-allow-http, local development), the strategy refuses it,
+// terminally, before reading the credentials (security review 3, medium 9).
+func TestPromote_plainHTTPIsRefusedByDefault(t *testing.T) {
+	g := NewWithT(t)
+	p := promotion{provider: tugboatv1alpha1.GitProviderGitea, url: "http://git.example.com/acme/fleet", version: "1.3.0",
+		secret: map[string]string{"token": "s3cr3t"}}
+	s := pullrequest.New(p.hub(), pullrequest.WithWorkDir(t.TempDir()))
+	_, err := s.Promote(context.Background(), p.request())
+	g.Expect(strategy.IsTerminal(err)).To(BeTrue(), "%v", err)
+	g.Expect(err).To(MatchError(ContainSubstring("url http://git.example.com/acme/fleet is plain http://, which would send the git credentials in clear")))
+}
+
+// TestPromote_gitGoesThroughTheEgressPolicy: go-git reaches repositories
+// through the transport the hub installs (its egress policy's client), so a
+// repository on loopback (the hub's own node) is refused before any
+// credential is sent, nothing pushed and no pull request opened (security review 3,
+// medium 9: git used a plain client).
+func TestPromote_gitGoesThroughTheEgressPolicy(t *testing.T) {
+	g := NewWithT(t)
+	srv := gitea(t)
+	repo := newRepo(t, srv, seedFiles())
+	pullrequest.InstallGitTransport(egress.Policy{}.Client(0))
+	t.Cleanup(func() { pullrequest.InstallGitTransport(nil) })
+	p := promotion{provider: tugboatv1alpha1.GitProviderGitea, url: repo.url, path: "clusters", version: "1.3.0",
+		secret: map[string]string{"token": srv.Token}}
+
+	_, err := p.run(t)
+	// Refused at the clone, the first request: nothing pushed, no pull
+	// request opened, no credential sent.
+	g.Expect(err).To(MatchError(And(ContainSubstring("cloning branch main"), ContainSubstring("is a loopback address"))))
 }

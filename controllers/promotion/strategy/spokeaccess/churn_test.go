@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
 )
 
@@ -32,7 +33,7 @@ func TestCache_boundedUnderChurn(t *testing.T) {
 	secret(g, ns, "kc", map[string][]byte{"value": kubeconfig(g)})
 	cache := spokeaccess.NewCache(func(cfg *rest.Config) (client.Client, error) {
 		return client.New(cfg, client.Options{})
-	})
+	}).WithEgress(egress.Policy{AllowLoopback: true})
 	// Warm up the shared transport and the client packages.
 	_, err := cache.Client(ctx, cluster.Client, spoke(ns, tugboatv1alpha1.SpokeSpec{KubeConfigSecretRef: &tugboatv1alpha1.SecretKeyReference{Name: "kc"}}))
 	g.Expect(err).NotTo(HaveOccurred())

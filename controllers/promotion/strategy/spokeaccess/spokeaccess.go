@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 )
 
@@ -154,6 +157,10 @@ func selfContained(raw *clientcmdapi.Config) error {
 	if cluster.CertificateAuthority != "" {
 		return errors.New("the kubeconfig refers to a CA file; embed certificate-authority-data instead")
 	}
+	if cluster.ProxyURL != "" {
+		// A proxy would dial on the hub's behalf, past its egress policy.
+		return errors.New("the kubeconfig sets proxy-url, which the hub does not follow: it connects to the spoke's API server directly")
+	}
 	user, ok := raw.AuthInfos[kctx.AuthInfo]
 	if !ok {
 		if kctx.AuthInfo == "" {
@@ -172,6 +179,17 @@ func selfContained(raw *clientcmdapi.Config) error {
 		return errors.New("the kubeconfig refers to a token file; embed the token instead")
 	}
 	return nil
+}
+
+// Guard makes cfg's connections obey the egress policy p: every dial is
+// checked on the address actually dialled (a kubeconfig's server: is
+// written by whoever can write the Secret, a tenant), and no proxy is used,
+// the environment's included (a proxy would dial past the check). It
+// returns cfg.
+func Guard(cfg *rest.Config, p egress.Policy) *rest.Config {
+	cfg.Dial = p.Dialer(0).DialContext
+	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+	return cfg
 }
 
 // secretVersion identifies one version of a kubeconfig Secret.
@@ -196,6 +214,7 @@ const DefaultMaxClients = 64
 type Cache struct {
 	newClient NewClientFunc
 	max       int
+	egress    egress.Policy
 
 	mu      sync.Mutex
 	clients map[types.NamespacedName]*cached
@@ -210,12 +229,23 @@ type cached struct {
 
 // NewCache returns a Cache that builds clients with newClient; nil means
 // client.New with client-go's scheme (enough for unstructured objects). It
-// keeps DefaultMaxClients clients at most.
+// keeps DefaultMaxClients clients at most, and its clients' connections
+// obey the default egress policy (no loopback, link-local or metadata
+// address) until WithEgress says otherwise.
 func NewCache(newClient NewClientFunc) *Cache {
 	if newClient == nil {
 		newClient = func(cfg *rest.Config) (client.Client, error) { return client.New(cfg, client.Options{}) }
 	}
 	return &Cache{newClient: newClient, max: DefaultMaxClients, clients: map[types.NamespacedName]*cached{}}
+}
+
+// WithEgress sets the egress policy c's clients' connections obey and
+// returns c. Clients already built keep theirs.
+func (c *Cache) WithEgress(p egress.Policy) *Cache {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.egress = p
+	return c
 }
 
 // WithMaxClients sets how many clients c keeps (at least 1) and returns c.
@@ -258,7 +288,7 @@ func (c *Cache) Client(ctx context.Context, hub client.Reader, spoke *tugboatv1a
 		delete(c.clients, key)
 		return nil, err
 	}
-	cl, err := c.newClient(cfg)
+	cl, err := c.newClient(Guard(cfg, c.egress))
 	if err != nil {
 		return nil, fmt.Errorf("client for spoke %s/%s: %w", spoke.Namespace, spoke.Name, err)
 	}

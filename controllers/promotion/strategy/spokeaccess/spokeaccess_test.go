@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
 	"tugboat.dev/tugboat/e2e/harness"
@@ -183,6 +184,9 @@ func TestRESTConfig_refusesWhatIsNotSelfContained(t *testing.T) {
 		"auth-provider": func(u *clientcmdapi.AuthInfo, _ *clientcmdapi.Cluster) {
 			u.AuthProvider = &clientcmdapi.AuthProviderConfig{Name: "oidc"}
 		},
+		// A proxy would dial on the hub's behalf, past its egress policy
+		// (security review 3, medium 9).
+		"proxy-url": func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) { c.ProxyURL = "http://169.254.169.254:80" },
 	} {
 		raw, err := clientcmd.Load(kubeconfig(g))
 		g.Expect(err).NotTo(HaveOccurred())
@@ -210,7 +214,7 @@ func TestCache_reusesClientUntilSecretChanges(t *testing.T) {
 	cache := spokeaccess.NewCache(func(cfg *rest.Config) (client.Client, error) {
 		built++
 		return client.New(cfg, client.Options{})
-	})
+	}).WithEgress(egress.Policy{AllowLoopback: true})
 
 	c1, err := cache.Client(ctx, cluster.Client, sp)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -235,4 +239,33 @@ func TestCache_reusesClientUntilSecretChanges(t *testing.T) {
 	g.Expect(strategy.IsTerminal(err)).To(BeTrue())
 
 	cache.Forget(types.NamespacedName{Namespace: ns, Name: "edge"})
+}
+
+// TestCache_clientsObeyTheEgressPolicy: a kubeconfig's server: is written by
+// whoever can write the Secret; the clients of a Cache dial through the
+// hub's egress policy, so one that points at loopback (the hub's own node)
+// is refused by default and reached only where the policy allows loopback
+// (security review 3, medium 9: kubeconfig connections went anywhere).
+func TestCache_clientsObeyTheEgressPolicy(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(g)
+	secret(g, ns, "kc", map[string][]byte{"value": kubeconfig(g)})
+	sp := spoke(ns, tugboatv1alpha1.SpokeSpec{KubeConfigSecretRef: &tugboatv1alpha1.SecretKeyReference{Name: "kc"}})
+
+	strict, err := spokeaccess.NewCache(nil).Client(ctx, cluster.Client, sp)
+	g.Expect(err).NotTo(HaveOccurred())
+	err = strict.Get(ctx, types.NamespacedName{Name: "default"}, &corev1.Namespace{})
+	g.Expect(err).To(MatchError(ContainSubstring("is a loopback address")))
+
+	allowed, err := spokeaccess.NewCache(nil).WithEgress(egress.Policy{AllowLoopback: true}).Client(ctx, cluster.Client, sp)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(allowed.Get(ctx, types.NamespacedName{Name: "default"}, &corev1.Namespace{})).To(Succeed())
+
+	// A rest.Config guarded the same way (the agent bootstrap's).
+	cfg, err := spokeaccess.RESTConfig(ctx, cluster.Client, sp)
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(spokeaccess.Guard(cfg, egress.Policy{}), client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Get(ctx, types.NamespacedName{Name: "default"}, &corev1.Namespace{})).To(MatchError(ContainSubstring("is a loopback address")))
 }
