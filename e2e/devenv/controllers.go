@@ -77,7 +77,10 @@ func (e *Env) startControllers(ctx context.Context, opts Options) error {
 	hubAddr := fmt.Sprintf("127.0.0.1:%d", port)
 	e.HubURL = "http://" + hubAddr
 	hubArgs := []string{
-		"hub", "--kubeconfig", e.KubeconfigFor("hub"),
+		// As the hub chart's ServiceAccount, with the chart's RBAC and
+		// policies (installHubIdentity): the local hub has no more rights
+		// than an installed one.
+		"hub", "--kubeconfig", e.HubProcessKubeconfig(),
 		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--receiver-bind-address=" + hubAddr,
 	}

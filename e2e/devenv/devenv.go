@@ -285,6 +285,10 @@ func Up(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err := env.writeKubeconfigs(); err != nil {
 		return env, err
 	}
+	fmt.Fprintln(opts.Progress, "installing the hub chart's ServiceAccount, RBAC and admission policies into the hub")
+	if err := env.installHubIdentity(ctx); err != nil {
+		return env, err
+	}
 	if !opts.NoControllers {
 		if err := env.startControllers(ctx, opts); err != nil {
 			return env, err

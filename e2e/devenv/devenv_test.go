@@ -277,6 +277,21 @@ func TestDevUp_hubAndTwoSpokes(t *testing.T) {
 		g.Expect(rh.Status.Current.Health).To(Equal(tugboatv1alpha1.HealthCurrent))
 	}).WithTimeout(90 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 
+	// The hub runs as production does: as the hub chart's ServiceAccount,
+	// with the chart's RBAC, and people's decisions go through its
+	// approval policy (security review 3: the dev hub ran as cluster admin
+	// and no policy was installed).
+	hubProc, err := clientcmd.LoadFromFile(filepath.Join(dir, "hub-process.kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(hubProc.AuthInfos[hubProc.Contexts[hubProc.CurrentContext].AuthInfo].Impersonate).To(Equal(devenv.HubUser))
+	g.Expect(st.Commands).To(ContainElement(HaveField("Args", ContainElement(filepath.Join(dir, "hub-process.kubeconfig")))))
+	var promoted tugboatv1alpha1.Promotion
+	g.Expect(hubClient.Get(ctx, client.ObjectKey{Namespace: devenv.DefaultNamespace, Name: "demo-staging-1.0.0"}, &promoted)).To(Succeed())
+	forged := promoted.DeepCopy()
+	forged.Status.Approvals = append(forged.Status.Approvals, tugboatv1alpha1.ApprovalVote{
+		Decision: tugboatv1alpha1.DecisionApprove, User: "someone-else", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: metav1.Now()})
+	g.Expect(hubClient.Status().Update(ctx, forged)).To(MatchError(ContainSubstring("tugboat-approvals")))
+
 	// `tugboat status` with the merged kubeconfig and no -n shows the
 	// sample Pipeline: the hub context's namespace is the environment's.
 	bin, err := buildTugboat()
