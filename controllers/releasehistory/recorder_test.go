@@ -187,14 +187,19 @@ func TestRecorder_unknownAndDuplicateSpokes(t *testing.T) {
 	g.Eventually(func() error {
 		return recorder.RecordState(ctx, "twin", snapshot("twin"))
 	}).WithTimeout(10 * time.Second).Should(MatchError(receiver.ErrUnknownSpoke))
-	g.Eventually(func() string {
-		var got tugboatv1alpha1.Spoke
-		g.Expect(hub.Client.Get(ctx, client.ObjectKeyFromObject(sp), &got)).To(Succeed())
-		if c := apimeta.FindStatusCondition(got.Status.Conditions, "Stalled"); c != nil {
-			return c.Reason
+	// The Spoke controller stalls the newer of the two (created within one
+	// second here, so either may be), never both.
+	g.Eventually(func() []string {
+		var reasons []string
+		for _, o := range []*tugboatv1alpha1.Spoke{sp, dup} {
+			var got tugboatv1alpha1.Spoke
+			g.Expect(hub.Client.Get(ctx, client.ObjectKeyFromObject(o), &got)).To(Succeed())
+			if c := apimeta.FindStatusCondition(got.Status.Conditions, "Stalled"); c != nil {
+				reasons = append(reasons, c.Reason)
+			}
 		}
-		return ""
-	}).WithTimeout(10 * time.Second).Should(Equal("DuplicateName"))
+		return reasons
+	}).WithTimeout(10 * time.Second).Should(Equal([]string{"DuplicateName"}))
 }
 
 func TestRecorder_installUpgradeRollbackUninstall(t *testing.T) {
