@@ -220,10 +220,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	// The recorder and the action store look a request's Spoke up by name;
-	// scoped, they see only the Spoke the receiver authenticated (namespace,
-	// name and key), so a same-named Spoke elsewhere cannot block it. Every
-	// call of the recorder is bounded (recorderClients).
+	// The receiver hands the recorder and the action store the Spoke it
+	// authenticated (namespace, name and key id) explicitly, so a same-named
+	// Spoke elsewhere cannot block it. Every call of the recorder is bounded
+	// (recorderClients).
 	recClient, recAPI, err := recorderClients(cfg, mgr, opts.History.APITimeout)
 	if err != nil {
 		return nil, err
@@ -233,7 +233,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	// spoke (snapshots more often than that) never looks stale.
 	histOpts := opts.History
 	histOpts.HeartbeatRefresh = min(histOpts.HeartbeatRefresh, opts.Spoke.HeartbeatTimeout/2)
-	rec := releasehistory.NewRecorder(spokedir.Scoped(recClient), recAPI, histOpts)
+	rec := releasehistory.NewRecorder(recClient, recAPI, histOpts)
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
@@ -300,7 +300,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 			return nil, err
 		}
 	}
-	acts := actions.New(spokedir.Scoped(mgr.GetClient()), mgr.GetAPIReader())
+	acts := actions.New(mgr.GetClient(), mgr.GetAPIReader())
 	if err := acts.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}

@@ -33,7 +33,8 @@ import (
 //     spoke never causes a read. What remains is that a known spoke's bad
 //     request may cost one read of its key Secret, at most one a second;
 //  3. exactly one candidate must match: it is the request's Spoke
-//     (SpokeRef, passed to the Store with WithSpoke). Two matching
+//     (passed to the Store and the ActionStore as Spoke.Authenticated,
+//     an explicit value: namespace, name, key id). Two matching
 //     candidates (Spokes of one name sharing a key) are refused as
 //     ambiguous. A Spoke squatting on another's name in another namespace
 //     therefore never blocks it: the squatter does not hold its key;
@@ -301,13 +302,4 @@ func (s *Server) allow(w http.ResponseWriter, endpoint string, ref SpokeRef) boo
 		writeError(w, http.StatusTooManyRequests, errorf("rate limit exceeded for spoke %q: retry later", ref.Name))
 	}
 	return ok
-}
-
-// spokeContext is the request's context carrying its Spoke, for the Store.
-func spokeContext(ctx context.Context, sp *Spoke) context.Context {
-	ctx = WithSpoke(ctx, sp.SpokeRef)
-	if sp.SignedWith != "" {
-		ctx = WithSigningKeyID(ctx, sp.SignedWith)
-	}
-	return ctx
 }
