@@ -71,6 +71,9 @@ type Options struct {
 	Receiver receiver.Options
 	History  releasehistory.Options
 	Spoke    spoke.Options
+	// SpokeKeys configures how the receiver's spoke directory re-reads
+	// keys (its TTL is History.KeyCacheTTL).
+	SpokeKeys spokedir.Options
 
 	// Promotion configures the Promotion reconciler.
 	Promotion promotion.Options
@@ -125,6 +128,7 @@ func NewOptions() Options {
 		Receiver:               receiver.NewOptions(),
 		History:                releasehistory.NewOptions(),
 		Spoke:                  spoke.NewOptions(),
+		SpokeKeys:              spokedir.NewOptions(),
 		Promotion:              promotion.NewOptions(),
 		Notify:                 deliver.NewOptions(),
 		DORA:                   gauges.NewOptions(),
@@ -154,12 +158,13 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	o.Receiver.BindFlags(fs)
 	o.History.BindFlags(fs)
 	o.Spoke.BindFlags(fs)
+	o.SpokeKeys.BindFlags(fs)
 	o.DORA.BindFlags(fs)
 }
 
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
-	return errors.Join(o.validateLeaderElection(), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.DORA.Validate())
+	return errors.Join(o.validateLeaderElection(), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.SpokeKeys.Validate(), o.DORA.Validate())
 }
 
 // validateLeaderElection checks the Lease timings as client-go's leader
@@ -307,7 +312,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	ropts.Actions = acts
 	// The receiver finds Spokes by namespace and name, with their agent
 	// and Flux keys, suspension and last snapshot time.
-	ropts.Spokes = spokedir.New(mgr.GetClient(), mgr.GetAPIReader(), opts.History.KeyCacheTTL)
+	ropts.Spokes = spokedir.New(mgr.GetClient(), mgr.GetAPIReader(), opts.History.KeyCacheTTL, opts.SpokeKeys)
 	srv, err := receiver.New(rec, ropts)
 	if err != nil {
 		return nil, err

@@ -27,11 +27,13 @@ import (
 //     response time says whether the spoke exists;
 //     When no candidate matches because of a signature mismatch and the
 //     directory caches keys (KeyRefresher), the keys of the mismatched
-//     candidates are re-read (at most once per second per Spoke) and the
+//     candidates are re-read (at most once per second per Spoke, and at a
+//     capped rate over all Spokes) and the
 //     request verified again against a candidate only if its keys changed:
 //     a bad signature costs the same HMAC work as before, and an unknown
 //     spoke never causes a read. What remains is that a known spoke's bad
-//     request may cost one read of its key Secret, at most one a second;
+//     request may cost one read of its key Secret, at most one a second
+//     per Spoke and a capped number a second over all of them;
 //  3. exactly one candidate must match: it is the request's Spoke
 //     (passed to the Store and the ActionStore as Spoke.Authenticated,
 //     an explicit value: namespace, name, key id). Two matching

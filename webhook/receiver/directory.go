@@ -76,8 +76,9 @@ type SpokeDirectory interface {
 type KeyRefresher interface {
 	// RefreshKeys returns sp with its agent and Flux keys as stored now,
 	// and whether they differ from sp's. It reads the keys at most once per
-	// second per Spoke (so bad signatures cannot drive reads at line rate);
-	// between reads it answers from what it read last.
+	// second per Spoke, and at a bounded rate over all Spokes (so bad
+	// signatures cannot drive reads at line rate, even naming many spokes);
+	// between reads, and over the bound, it answers from what it read last.
 	RefreshKeys(ctx context.Context, sp Spoke) (Spoke, bool, error)
 }
 

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 		if err := releasehistory.IndexSpokeNames(ctx, mgr); err != nil {
 			panic(err)
 		}
-		dir = spokedir.New(mgr.GetClient(), mgr.GetAPIReader(), 0)
+		dir = spokedir.New(mgr.GetClient(), mgr.GetAPIReader(), 0, spokedir.NewOptions())
 		mgrClient, apiReader = mgr.GetClient(), mgr.GetAPIReader()
 		done := make(chan struct{})
 		go func() { defer close(done); _ = mgr.Start(ctx) }()
