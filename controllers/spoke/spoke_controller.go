@@ -252,7 +252,7 @@ func (r *Reconciler) checkKeySecret(ctx context.Context, sp *tugboatv1alpha1.Spo
 // checkKeys returns what is wrong with the keys of a Spoke's key Secret,
 // or "": the agent's key is required, every key present is at least
 // receiver.MinKeySize bytes (as the receiver uses them: surrounding
-// whitespace trimmed), and the Flux key is not the agent's.
+// whitespace trimmed), and no Flux key is an agent key.
 func checkKeys(secret *corev1.Secret) string {
 	key := func(k string) []byte { return bytes.TrimSpace(secret.Data[k]) }
 	for _, k := range []string{
@@ -267,8 +267,12 @@ func checkKeys(secret *corev1.Secret) string {
 			return fmt.Sprintf("key %q holds %d bytes; the hub needs at least %d (for example: openssl rand -hex 32)", k, n, receiver.MinKeySize)
 		}
 	}
-	if flux := key(tugboatv1alpha1.SpokeFluxKeySecretKey); len(flux) > 0 && bytes.Equal(flux, key(tugboatv1alpha1.SpokeKeySecretKey)) {
-		return fmt.Sprintf("key %q must differ from %q: the Flux Provider's key must not be the agent's", tugboatv1alpha1.SpokeFluxKeySecretKey, tugboatv1alpha1.SpokeKeySecretKey)
+	for _, f := range []string{tugboatv1alpha1.SpokeFluxKeySecretKey, tugboatv1alpha1.SpokePreviousFluxKeySecretKey} {
+		for _, a := range []string{tugboatv1alpha1.SpokeKeySecretKey, tugboatv1alpha1.SpokePreviousKeySecretKey} {
+			if flux := key(f); len(flux) > 0 && bytes.Equal(flux, key(a)) {
+				return fmt.Sprintf("key %q must differ from %q: whoever can read the Flux Provider's Secret on the spoke could act as its agent, so the hub refuses a Flux key equal to an agent key", f, a)
+			}
+		}
 	}
 	return ""
 }
