@@ -69,6 +69,7 @@ func TestReceiver_squatterCannotBlockTheRealSpoke(t *testing.T) {
 	g.Expect(h.store.recordedInto(squatter)).To(Equal(1))
 	g.Expect(h.store.lastSnapshotTakenAt(realSpoke)).To(Equal(testNow))
 	g.Expect(h.store.lastSnapshotTakenAt(squatter)).To(BeZero())
+	g.Expect(h.store.keyIDOf(realSpoke)).To(Equal(wire.KeyID(testKey)), "the Store is told which key verified the snapshot")
 
 	// Two Spokes of one name that share a key cannot be told apart: refused.
 	h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-c", Name: testSpoke}, Keys: receiver.SpokeKeys{Current: testKey}})

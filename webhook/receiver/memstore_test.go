@@ -208,6 +208,14 @@ func (m *memStore) total() int {
 	return n
 }
 
+// keyIDOf is the key id the receiver gave with the last snapshot of the
+// Spoke ref.
+func (m *memStore) keyIDOf(ref receiver.SpokeRef) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.signedWith[ref.String()]
+}
+
 // recordedInto counts the events recorded into the Spoke ref.
 func (m *memStore) recordedInto(ref receiver.SpokeRef) int {
 	m.mu.Lock()
