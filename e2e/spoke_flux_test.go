@@ -275,4 +275,29 @@ func TestSpokeCLI_addFluxSetsUpAnAgentlessSpokeThatReports(t *testing.T) {
 	}
 	g.Expect(kinds).To(Equal([]string{"v1 Secret", "notification.toolkit.fluxcd.io/v1beta3 Provider", "notification.toolkit.fluxcd.io/v1beta3 Alert"}))
 	g.Expect(out).To(ContainSubstring("token: " + string(fluxKey)))
+	// A Flux key equal to the agent's previous key is one the hub refuses
+	// (issue 23 Low 9): `spoke add --flux` replaces it, as it does one equal
+	// to the current key.
+	t.Run("aFluxKeyEqualToAnAgentKeyIsReplaced", func(t *testing.T) {
+		g := NewWithT(t)
+		const name = "edge-prev"
+		current := []byte("edge-prev-current-agent-key-0123456789abcdef")
+		previous := []byte("edge-prev-previous-agent-key-0123456789abcde")
+		g.Expect(hubCluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-key"}, Data: map[string][]byte{
+			tugboatv1alpha1.SpokeKeySecretKey: current, tugboatv1alpha1.SpokePreviousKeySecretKey: previous, tugboatv1alpha1.SpokeFluxKeySecretKey: previous,
+		}})).To(Succeed())
+		g.Expect(hubCluster.Client.Create(ctx, &tugboatv1alpha1.Spoke{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
+			Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: name + "-key"}},
+		})).To(Succeed())
+		g.Expect(spokeCluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flux-prev"}})).To(Succeed())
+		out, err := tugboatCLI("spoke", "add", name, "-n", f.ns, "--kubeconfig", hubKC, "--flux", "--hub-url", f.url(""),
+			"--spoke-kubeconfig", spokeKC, "--flux-namespace", "flux-prev")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("The hub holds a new Flux key for the spoke"))
+		secret := &corev1.Secret{}
+		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name + "-key"}, secret)).To(Succeed())
+		g.Expect(secret.Data[tugboatv1alpha1.SpokeFluxKeySecretKey]).NotTo(Or(Equal(previous), Equal(current)))
+		g.Expect(len(secret.Data[tugboatv1alpha1.SpokeFluxKeySecretKey])).To(BeNumerically(">=", 32))
+	})
 }

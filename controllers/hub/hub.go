@@ -71,6 +71,9 @@ type Options struct {
 	Receiver receiver.Options
 	History  releasehistory.Options
 	Spoke    spoke.Options
+	// SpokeKeys configures how the receiver's spoke directory re-reads
+	// keys (its TTL is History.KeyCacheTTL).
+	SpokeKeys spokedir.Options
 
 	// Promotion configures the Promotion reconciler.
 	Promotion promotion.Options
@@ -132,6 +135,7 @@ func NewOptions() Options {
 		Receiver:               receiver.NewOptions(),
 		History:                releasehistory.NewOptions(),
 		Spoke:                  spoke.NewOptions(),
+		SpokeKeys:              spokedir.NewOptions(),
 		Promotion:              promotion.NewOptions(),
 		Notify:                 deliver.NewOptions(),
 		DORA:                   gauges.NewOptions(),
@@ -162,12 +166,13 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	o.Receiver.BindFlags(fs)
 	o.History.BindFlags(fs)
 	o.Spoke.BindFlags(fs)
+	o.SpokeKeys.BindFlags(fs)
 	o.DORA.BindFlags(fs)
 }
 
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
-	return errors.Join(o.validateLeaderElection(), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.DORA.Validate())
+	return errors.Join(o.validateLeaderElection(), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.SpokeKeys.Validate(), o.DORA.Validate())
 }
 
 // validateLeaderElection checks the Lease timings as client-go's leader
@@ -228,10 +233,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	// The recorder and the action store look a request's Spoke up by name;
-	// scoped, they see only the Spoke the receiver authenticated (namespace,
-	// name and key), so a same-named Spoke elsewhere cannot block it. Every
-	// call of the recorder is bounded (recorderClients).
+	// The receiver hands the recorder and the action store the Spoke it
+	// authenticated (namespace, name and key id) explicitly, so a same-named
+	// Spoke elsewhere cannot block it. Every call of the recorder is bounded
+	// (recorderClients).
 	recClient, recAPI, err := recorderClients(cfg, mgr, opts.History.APITimeout)
 	if err != nil {
 		return nil, err
@@ -241,7 +246,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	// spoke (snapshots more often than that) never looks stale.
 	histOpts := opts.History
 	histOpts.HeartbeatRefresh = min(histOpts.HeartbeatRefresh, opts.Spoke.HeartbeatTimeout/2)
-	rec := releasehistory.NewRecorder(spokedir.Scoped(recClient), recAPI, histOpts)
+	rec := releasehistory.NewRecorder(recClient, recAPI, histOpts)
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
@@ -308,14 +313,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 			return nil, err
 		}
 	}
-	acts := actions.New(spokedir.Scoped(mgr.GetClient()), mgr.GetAPIReader())
+	acts := actions.New(mgr.GetClient(), mgr.GetAPIReader())
 	if err := acts.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
 	ropts.Actions = acts
 	// The receiver finds Spokes by namespace and name, with their agent
 	// and Flux keys, suspension and last snapshot time.
-	ropts.Spokes = spokedir.New(mgr.GetClient(), mgr.GetAPIReader(), opts.History.KeyCacheTTL)
+	ropts.Spokes = spokedir.New(mgr.GetClient(), mgr.GetAPIReader(), opts.History.KeyCacheTTL, opts.SpokeKeys)
 	srv, err := receiver.New(rec, ropts)
 	if err != nil {
 		return nil, err

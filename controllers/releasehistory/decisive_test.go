@@ -10,6 +10,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/e2e/harness"
 )
@@ -36,7 +37,7 @@ func TestRecorder_decisiveEventsDoNotWaitForTheWriteInterval(t *testing.T) {
 	g.Eventually(func() error { _, err := slow.SpokeKeys(ctx, sp.Name); return err }).WithTimeout(10 * time.Second).Should(Succeed())
 	record := func(events ...wire.Event) chan error {
 		done := make(chan error, 1)
-		go func() { done <- slow.RecordEvents(ctx, sp.Name, events) }()
+		go func() { done <- slow.RecordEvents(ctx, ingest.Spoke{Name: sp.Name}, events) }()
 		return done
 	}
 	// The first write of the history has no previous write to wait for.

@@ -13,6 +13,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/e2e/harness"
 )
@@ -66,7 +67,7 @@ func TestRecorder_aLaggingCacheCostsNoConflict(t *testing.T) {
 	// serves as it was for every later one.
 	for rev := 1; rev <= 5; rev++ {
 		s := releaseState(rev, fmt.Sprintf("1.0.%d", rev), wire.StatusDeployed, wire.HealthCurrent)
-		g.Expect(rec.RecordEvents(ctx, "lagging", []wire.Event{releaseEvent("lagging", s, int64(rev), "UpgradeSucceeded")})).To(Succeed())
+		g.Expect(rec.RecordEvents(ctx, ingest.Spoke{Name: "lagging"}, []wire.Event{releaseEvent("lagging", s, int64(rev), "UpgradeSucceeded")})).To(Succeed())
 	}
 	rh := getHistory(g, sp, "web")
 	g.Expect(rh.Status.Current.Revision).To(Equal(int32(5)))
@@ -80,8 +81,8 @@ func TestRecorder_aLaggingCacheCostsNoConflict(t *testing.T) {
 	// Another writer changes the history behind the recorder's back: the
 	// recorder's next write conflicts, is retried on a fresh read, and
 	// keeps both changes.
-	g.Expect(recorder.RecordEvents(ctx, "lagging", []wire.Event{releaseEvent("lagging", releaseState(6, "1.0.6", wire.StatusDeployed, wire.HealthCurrent), 6, "UpgradeSucceeded")})).To(Succeed())
-	g.Expect(rec.RecordEvents(ctx, "lagging", []wire.Event{releaseEvent("lagging", releaseState(7, "1.0.7", wire.StatusDeployed, wire.HealthCurrent), 7, "UpgradeSucceeded")})).To(Succeed())
+	g.Expect(recorder.RecordEvents(ctx, ingest.Spoke{Name: "lagging"}, []wire.Event{releaseEvent("lagging", releaseState(6, "1.0.6", wire.StatusDeployed, wire.HealthCurrent), 6, "UpgradeSucceeded")})).To(Succeed())
+	g.Expect(rec.RecordEvents(ctx, ingest.Spoke{Name: "lagging"}, []wire.Event{releaseEvent("lagging", releaseState(7, "1.0.7", wire.StatusDeployed, wire.HealthCurrent), 7, "UpgradeSucceeded")})).To(Succeed())
 	rh = getHistory(g, sp, "web")
 	g.Expect(rh.Status.Current.Revision).To(Equal(int32(7)))
 	g.Expect(rh.Status.Revisions).To(HaveLen(7))
@@ -130,7 +131,7 @@ func TestRecorder_aCacheThatLostAHistoryItWroteCostsNoCreate(t *testing.T) {
 	for rev := 1; rev <= 3; rev++ {
 		rec.ForgetRecentWrites()
 		s := releaseState(rev, fmt.Sprintf("1.0.%d", rev), wire.StatusDeployed, wire.HealthCurrent)
-		g.Expect(rec.RecordEvents(ctx, "forgetting", []wire.Event{releaseEvent("forgetting", s, int64(rev), "UpgradeSucceeded")})).To(Succeed())
+		g.Expect(rec.RecordEvents(ctx, ingest.Spoke{Name: "forgetting"}, []wire.Event{releaseEvent("forgetting", s, int64(rev), "UpgradeSucceeded")})).To(Succeed())
 	}
 	g.Expect(getHistory(g, sp, "web").Status.Revisions).To(HaveLen(3))
 	cache.mu.Lock()

@@ -23,6 +23,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -187,6 +188,27 @@ func (r *Recorder) started() error {
 	return nil
 }
 
+// spokeOf returns the Spoke a request was authenticated as: the one in
+// sp.Namespace, from the cache. Without a namespace (a receiver that knows
+// names alone) it is the one live Spoke of the name (lookupSpoke). A Spoke
+// that is gone or being deleted is unknown.
+func (r *Recorder) spokeOf(ctx context.Context, sp ingest.Spoke) (*tugboatv1alpha1.Spoke, error) {
+	if sp.Namespace == "" {
+		return r.lookupSpoke(ctx, sp.Name)
+	}
+	obj := &tugboatv1alpha1.Spoke{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: sp.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, receiver.ErrUnknownSpoke
+		}
+		return nil, fmt.Errorf("reading spoke %s: %w", sp, err)
+	}
+	if obj.DeletionTimestamp != nil {
+		return nil, receiver.ErrUnknownSpoke
+	}
+	return obj, nil
+}
+
 // lookupSpoke finds the Spoke by name across namespaces. A name that is
 // ambiguous is treated as unknown.
 func (r *Recorder) lookupSpoke(ctx context.Context, name string) (*tugboatv1alpha1.Spoke, error) {
@@ -265,13 +287,13 @@ func (r *Recorder) readKeys(ctx context.Context, sp *tugboatv1alpha1.Spoke) (rec
 	return receiver.SpokeKeys{Current: cur, Previous: prev}, nil
 }
 
-// RecordEvents applies events to their ReleaseHistories and returns once
-// they are persisted.
-func (r *Recorder) RecordEvents(ctx context.Context, spoke string, events []wire.Event) error {
+// RecordEvents applies events to the ReleaseHistories of the Spoke who
+// (in its namespace) and returns once they are persisted.
+func (r *Recorder) RecordEvents(ctx context.Context, who ingest.Spoke, events []wire.Event) error {
 	if err := r.started(); err != nil {
 		return err
 	}
-	sp, err := r.lookupSpoke(ctx, spoke)
+	sp, err := r.spokeOf(ctx, who)
 	if err != nil {
 		return err
 	}

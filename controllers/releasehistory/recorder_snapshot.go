@@ -15,7 +15,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
-	"tugboat.dev/tugboat/webhook/receiver"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // A spoke posts its full state every 30 s: with 5,000 spokes, 170
@@ -87,13 +87,14 @@ func init() {
 	metrics.Registry.MustRegister(unchangedReleasesTotal, staleReleasesTotal, fromLastWriteTotal, heartbeatsSkippedTotal, heartbeatsTotal, writesTotal, writtenOpsTotal)
 }
 
-// RecordState reconciles the spoke's releases with snap, records the
-// heartbeat on the Spoke, and returns once everything is persisted.
-func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.StateSnapshot) error {
+// RecordState reconciles the releases of the Spoke who (in its namespace)
+// with snap, records the heartbeat on it (with who.KeyID), and returns once
+// everything is persisted.
+func (r *Recorder) RecordState(ctx context.Context, who ingest.Spoke, snap *wire.StateSnapshot) error {
 	if err := r.started(); err != nil {
 		return err
 	}
-	sp, err := r.lookupSpoke(ctx, spoke)
+	sp, err := r.spokeOf(ctx, who)
 	if err != nil {
 		return err
 	}
@@ -175,7 +176,7 @@ func (r *Recorder) RecordState(ctx context.Context, spoke string, snap *wire.Sta
 	}
 	// The heartbeat comes last: a Ready Spoke means its releases are
 	// recorded, so a missing ReleaseHistory means a missing release.
-	return r.heartbeat(ctx, sp, snap)
+	return r.heartbeat(ctx, sp, who.KeyID, snap)
 }
 
 func (r *Recorder) countStale(n int) {
@@ -188,16 +189,17 @@ func (r *Recorder) countStale(n int) {
 // fields the heartbeat writes and the recorded lastSeen is younger than
 // HeartbeatRefresh, nothing is written (the cache can only be behind the
 // API server, so a lastSeen it shows is at most as young as the stored
-// one; a lagging cache costs an extra write, never a missed one).
-func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, snap *wire.StateSnapshot) error {
+// one; a lagging cache costs an extra write, never a missed one). id is
+// the wire.KeyID of the key that verified the snapshot (status.signingKeyID;
+// "" leaves it alone).
+func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, id string, snap *wire.StateSnapshot) error {
 	now := r.now().UTC()
 	patch := &tugboatv1alpha1.Spoke{}
 	patch.Status.LastSeen = &metav1.Time{Time: now.Truncate(time.Second)}
 	patch.Status.AgentVersion = snap.AgentVersion
 	patch.Status.KubernetesVersion = snap.KubernetesVersion
 	patch.Status.ReleaseCount = clampRevision(len(snap.Releases))
-	keyID := ""
-	id, hasID := receiver.SigningKeyIDFrom(ctx)
+	keyID, hasID := "", id != ""
 	if hasID {
 		keyID = fmt.Sprintf(`,"signingKeyID":%q`, id)
 	}

@@ -20,6 +20,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/controllers/spoke"
 	"tugboat.dev/tugboat/e2e/harness"
@@ -155,7 +156,7 @@ func TestSpoke_generatesKeyAndTracksHeartbeats(t *testing.T) {
 	}
 	g.Eventually(readyStatus).WithTimeout(10 * time.Second).Should(Equal(metav1.ConditionUnknown))
 
-	g.Expect(recorder.RecordState(ctx, "hb", snapshot("hb"))).To(Succeed())
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "hb"}, snapshot("hb"))).To(Succeed())
 	g.Eventually(readyStatus).WithTimeout(10 * time.Second).Should(Equal(metav1.ConditionTrue))
 	var got tugboatv1alpha1.Spoke
 	g.Expect(hub.Client.Get(ctx, client.ObjectKeyFromObject(sp), &got)).To(Succeed())
@@ -165,16 +166,18 @@ func TestSpoke_generatesKeyAndTracksHeartbeats(t *testing.T) {
 	// Heartbeats stop: after the 2s timeout Ready turns Unknown.
 	g.Eventually(readyStatus).WithTimeout(10 * time.Second).Should(Equal(metav1.ConditionUnknown))
 	// They resume.
-	g.Expect(recorder.RecordState(ctx, "hb", snapshot("hb"))).To(Succeed())
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "hb"}, snapshot("hb"))).To(Succeed())
 	g.Eventually(readyStatus).WithTimeout(10 * time.Second).Should(Equal(metav1.ConditionTrue))
 }
 
 func TestRecorder_unknownAndDuplicateSpokes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
+	// Run alone, the test may come before the recorder's writers started.
+	g.Eventually(recorder.Ready).WithTimeout(10 * time.Second).Should(Succeed())
 	_, err := recorder.SpokeKeys(ctx, "nobody")
 	g.Expect(err).To(MatchError(receiver.ErrUnknownSpoke))
-	g.Expect(recorder.RecordState(ctx, "nobody", snapshot("nobody"))).To(MatchError(receiver.ErrUnknownSpoke))
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "nobody"}, snapshot("nobody"))).To(MatchError(receiver.ErrUnknownSpoke))
 
 	sp := newSpoke(t, g, "twin")
 	ns2 := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other-twin"}}
@@ -185,16 +188,33 @@ func TestRecorder_unknownAndDuplicateSpokes(t *testing.T) {
 	}
 	g.Expect(hub.Client.Create(ctx, dup)).To(Succeed())
 	g.Eventually(func() error {
-		return recorder.RecordState(ctx, "twin", snapshot("twin"))
+		return recorder.RecordState(ctx, ingest.Spoke{Name: "twin"}, snapshot("twin"))
 	}).WithTimeout(10 * time.Second).Should(MatchError(receiver.ErrUnknownSpoke))
-	g.Eventually(func() string {
+	// Named with its namespace, as the receiver names the Spoke it
+	// authenticated, each is recorded into, with the key id it was given.
+	for _, o := range []*tugboatv1alpha1.Spoke{sp, dup} {
+		id := map[string]string{sp.Namespace: "00112233aabbccdd", dup.Namespace: "ffeeddccbbaa9988"}[o.Namespace]
+		g.Expect(recorder.RecordState(ctx, ingest.Spoke{Namespace: o.Namespace, Name: "twin", KeyID: id}, snapshot("twin"))).To(Succeed())
 		var got tugboatv1alpha1.Spoke
-		g.Expect(hub.Client.Get(ctx, client.ObjectKeyFromObject(sp), &got)).To(Succeed())
-		if c := apimeta.FindStatusCondition(got.Status.Conditions, "Stalled"); c != nil {
-			return c.Reason
+		g.Expect(hub.Client.Get(ctx, client.ObjectKeyFromObject(o), &got)).To(Succeed())
+		g.Expect(got.Status.SigningKeyID).To(Equal(id))
+		g.Expect(got.Status.LastSeen).NotTo(BeNil())
+	}
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Namespace: "no-such-namespace", Name: "twin"}, snapshot("twin"))).To(MatchError(receiver.ErrUnknownSpoke))
+
+	// The Spoke controller stalls the newer of the two (created within one
+	// second here, so either may be), never both.
+	g.Eventually(func() []string {
+		var reasons []string
+		for _, o := range []*tugboatv1alpha1.Spoke{sp, dup} {
+			var got tugboatv1alpha1.Spoke
+			g.Expect(hub.Client.Get(ctx, client.ObjectKeyFromObject(o), &got)).To(Succeed())
+			if c := apimeta.FindStatusCondition(got.Status.Conditions, "Stalled"); c != nil {
+				reasons = append(reasons, c.Reason)
+			}
 		}
-		return ""
-	}).WithTimeout(10 * time.Second).Should(Equal("DuplicateName"))
+		return reasons
+	}).WithTimeout(10 * time.Second).Should(Equal([]string{"DuplicateName"}))
 }
 
 func TestRecorder_installUpgradeRollbackUninstall(t *testing.T) {
@@ -203,7 +223,7 @@ func TestRecorder_installUpgradeRollbackUninstall(t *testing.T) {
 	sp := newSpoke(t, g, "life")
 
 	install := releaseState(1, "1.0.0", wire.StatusDeployed, wire.HealthCurrent)
-	g.Expect(recorder.RecordEvents(ctx, "life", []wire.Event{releaseEvent("life", install, 1, "InstallSucceeded")})).To(Succeed())
+	g.Expect(recorder.RecordEvents(ctx, ingest.Spoke{Name: "life"}, []wire.Event{releaseEvent("life", install, 1, "InstallSucceeded")})).To(Succeed())
 	rh := getHistory(g, sp, "web")
 	g.Expect(rh.Spec).To(Equal(tugboatv1alpha1.ReleaseHistorySpec{Spoke: "life", Namespace: "apps", Release: "web"}))
 	g.Expect(rh.Labels).To(HaveKeyWithValue(releasehistory.LabelSpoke, "life"))
@@ -212,11 +232,11 @@ func TestRecorder_installUpgradeRollbackUninstall(t *testing.T) {
 
 	upgrade := releaseState(2, "1.1.0", wire.StatusDeployed, wire.HealthInProgress)
 	superseded := releaseState(1, "1.0.0", wire.StatusSuperseded, wire.HealthCurrent)
-	g.Expect(recorder.RecordEvents(ctx, "life", []wire.Event{
+	g.Expect(recorder.RecordEvents(ctx, ingest.Spoke{Name: "life"}, []wire.Event{
 		releaseEvent("life", upgrade, 1, "UpgradeStarted"), releaseEvent("life", superseded, 2, "Superseded"),
 	})).To(Succeed())
 	rollback := releaseState(3, "1.0.0", wire.StatusDeployed, wire.HealthCurrent)
-	g.Expect(recorder.RecordEvents(ctx, "life", []wire.Event{releaseEvent("life", rollback, 1, "RollbackSucceeded")})).To(Succeed())
+	g.Expect(recorder.RecordEvents(ctx, ingest.Spoke{Name: "life"}, []wire.Event{releaseEvent("life", rollback, 1, "RollbackSucceeded")})).To(Succeed())
 
 	rh = getHistory(g, sp, "web")
 	g.Expect(rh.Status.Current.Revision).To(Equal(int32(3)))
@@ -231,7 +251,7 @@ func TestRecorder_installUpgradeRollbackUninstall(t *testing.T) {
 	// api is created.
 	api := wire.ReleaseState{Namespace: "apps", Release: "api", Chart: "api", ChartVersion: "2.0.0", Revision: 1,
 		Status: wire.StatusDeployed, Health: wire.HealthCurrent}
-	g.Expect(recorder.RecordState(ctx, "life", snapshot("life", api))).To(Succeed())
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "life"}, snapshot("life", api))).To(Succeed())
 	rh = getHistory(g, sp, "web")
 	g.Expect(rh.Status.Current.Status).To(Equal(tugboatv1alpha1.ReleaseStatusUninstalled))
 	g.Expect(getHistory(g, sp, "api").Status.Current.ChartVersion).To(Equal("2.0.0"))
@@ -250,7 +270,7 @@ func TestRecorder_coalescesWrites(t *testing.T) {
 	ctx := context.Background()
 	sp := newSpoke(t, g, "busy")
 	base := releaseState(1, "1.0.0", wire.StatusDeployed, wire.HealthInProgress)
-	g.Expect(recorder.RecordEvents(ctx, "busy", []wire.Event{releaseEvent("busy", base, 0, "Installed")})).To(Succeed())
+	g.Expect(recorder.RecordEvents(ctx, ingest.Spoke{Name: "busy"}, []wire.Event{releaseEvent("busy", base, 0, "Installed")})).To(Succeed())
 
 	var list tugboatv1alpha1.ReleaseHistoryList
 	wc, err := client.NewWithWatch(hub.RESTConfig, client.Options{Scheme: harness.DefaultScheme()})
@@ -285,7 +305,7 @@ func TestRecorder_coalescesWrites(t *testing.T) {
 					Object: &wire.ObjectRef{Kind: "Pod", Namespace: "apps", Name: fmt.Sprintf("web-%d", s), UID: fmt.Sprintf("uid-%d", s)},
 					Time:   time.Now(), Sequence: int64(i)}
 				e.ID = e.ComputeID()
-				errs <- recorder.RecordEvents(ctx, "busy", []wire.Event{e})
+				errs <- recorder.RecordEvents(ctx, ingest.Spoke{Name: "busy"}, []wire.Event{e})
 			}
 		}()
 	}

@@ -10,6 +10,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // TestRecorder_anOlderSnapshotCannotUndoNewerNews: the receiver persists
@@ -29,7 +30,7 @@ func TestRecorder_anOlderSnapshotCannotUndoNewerNews(t *testing.T) {
 	web := releaseState(1, "1.0.0", wire.StatusDeployed, wire.HealthCurrent)
 	old := snapshot("replayed", web)
 	old.TakenAt = t0
-	g.Expect(recorder.RecordState(ctx, "replayed", old)).To(Succeed())
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "replayed"}, old)).To(Succeed())
 	g.Expect(getHistory(g, sp, "web").Status.Current.Health).To(Equal(tugboatv1alpha1.HealthCurrent))
 
 	// After the snapshot: web turns Failed, api is installed.
@@ -43,7 +44,7 @@ func TestRecorder_anOlderSnapshotCannotUndoNewerNews(t *testing.T) {
 	install := releaseEvent("replayed", api, 1, "InstallSucceeded")
 	install.Time = t0.Add(20 * time.Second)
 	install.ID = install.ComputeID()
-	g.Expect(recorder.RecordEvents(ctx, "replayed", []wire.Event{ev, install})).To(Succeed())
+	g.Expect(recorder.RecordEvents(ctx, ingest.Spoke{Name: "replayed"}, []wire.Event{ev, install})).To(Succeed())
 	g.Expect(getHistory(g, sp, "web").Status.Current.Health).To(Equal(tugboatv1alpha1.HealthFailed))
 	g.Expect(getHistory(g, sp, "web").Status.ReportedAt.Time).To(BeTemporally("~", ev.Time, time.Microsecond))
 
@@ -51,7 +52,7 @@ func TestRecorder_anOlderSnapshotCannotUndoNewerNews(t *testing.T) {
 	// stale.
 	staleBefore := stats.StaleReleases.Load()
 	webBefore, apiBefore := getHistory(g, sp, "web"), getHistory(g, sp, "api")
-	g.Expect(recorder.RecordState(ctx, "replayed", old)).To(Succeed())
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "replayed"}, old)).To(Succeed())
 	webAfter, apiAfter := getHistory(g, sp, "web"), getHistory(g, sp, "api")
 	g.Expect(webAfter.Status.Current.Health).To(Equal(tugboatv1alpha1.HealthFailed), "the replay must not make web healthy again")
 	g.Expect(apiAfter.Status.Current.Status).To(Equal(tugboatv1alpha1.ReleaseStatusDeployed), "the replay must not uninstall api")
@@ -61,7 +62,7 @@ func TestRecorder_anOlderSnapshotCannotUndoNewerNews(t *testing.T) {
 
 	// A snapshot taken after the news applies: web healthy again, api gone.
 	fresh := snapshot("replayed", web)
-	g.Expect(recorder.RecordState(ctx, "replayed", fresh)).To(Succeed())
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "replayed"}, fresh)).To(Succeed())
 	g.Expect(getHistory(g, sp, "web").Status.Current.Health).To(Equal(tugboatv1alpha1.HealthCurrent))
 	g.Expect(getHistory(g, sp, "api").Status.Current.Status).To(Equal(tugboatv1alpha1.ReleaseStatusUninstalled))
 	g.Expect(getHistory(g, sp, "api").Status.ReportedAt.Time).To(BeTemporally("~", fresh.TakenAt, time.Microsecond))
@@ -86,6 +87,6 @@ func TestRecorder_anEventFromAClockAheadHoldsSnapshotsOffForAWindowAtMost(t *tes
 	ev := releaseEvent("ahead", web, 1, "InstallSucceeded")
 	ev.Time = time.Now().Add(time.Hour)
 	ev.ID = ev.ComputeID()
-	g.Expect(recorder.RecordEvents(ctx, "ahead", []wire.Event{ev})).To(Succeed())
+	g.Expect(recorder.RecordEvents(ctx, ingest.Spoke{Name: "ahead"}, []wire.Event{ev})).To(Succeed())
 	g.Expect(getHistory(g, sp, "web").Status.ReportedAt.Time).To(BeTemporally("<=", time.Now().Add(wire.DefaultWindow)))
 }

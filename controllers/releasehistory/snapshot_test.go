@@ -14,6 +14,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
@@ -127,7 +128,7 @@ func TestRecorder_unchangedSnapshotWritesNothing(t *testing.T) {
 	api := wire.ReleaseState{Namespace: "apps", Release: "api", Chart: "api", ChartVersion: "2.0.0", Revision: 1,
 		Status: wire.StatusDeployed, Health: wire.HealthCurrent}
 	take := func(releases ...wire.ReleaseState) *wire.StateSnapshot { return snapshot("quiet", releases...) }
-	g.Expect(recorder.RecordState(ctx, "quiet", take(web, api))).To(Succeed())
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "quiet"}, take(web, api))).To(Succeed())
 	rh := getHistory(g, sp, "web")
 	g.Expect(rh.Status.Current.ChartVersion).To(Equal("1.2.0"))
 
@@ -139,12 +140,12 @@ func TestRecorder_unchangedSnapshotWritesNothing(t *testing.T) {
 	// Unchanged snapshots, until the recorder's cache holds its own writes
 	// and it compares without queueing (and at least 20).
 	g.Eventually(func() int64 {
-		g.Expect(recorder.RecordState(ctx, "quiet", take(web, api))).To(Succeed())
+		g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "quiet"}, take(web, api))).To(Succeed())
 		sent++
 		return stats.UnchangedReleases.Load() - skippedBefore
 	}).WithTimeout(10 * time.Second).WithPolling(time.Millisecond).Should(BeNumerically(">=", 2))
 	for sent < 20 {
-		g.Expect(recorder.RecordState(ctx, "quiet", take(web, api))).To(Succeed())
+		g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "quiet"}, take(web, api))).To(Succeed())
 		sent++
 	}
 	elapsed := time.Since(began)
@@ -160,7 +161,7 @@ func TestRecorder_unchangedSnapshotWritesNothing(t *testing.T) {
 	// A changed release is written, the unchanged one is not.
 	c.reset()
 	web.Health, web.HealthReason = wire.HealthFailed, "Deployment web: ProgressDeadlineExceeded"
-	g.Expect(recorder.RecordState(ctx, "quiet", take(web, api))).To(Succeed())
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "quiet"}, take(web, api))).To(Succeed())
 	g.Expect(getHistory(g, sp, "web").Status.Current.Health).To(Equal(tugboatv1alpha1.HealthFailed))
 	histories, _ = c.settle(g, sp, rh, "two")
 	g.Expect(histories).To(Equal(1))
@@ -168,7 +169,7 @@ func TestRecorder_unchangedSnapshotWritesNothing(t *testing.T) {
 	// A new agent version is written at once, however young lastSeen is.
 	upgraded := take(web, api)
 	upgraded.AgentVersion = "v0.2.0-test"
-	g.Expect(recorder.RecordState(ctx, "quiet", upgraded)).To(Succeed())
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "quiet"}, upgraded)).To(Succeed())
 	var got tugboatv1alpha1.Spoke
 	g.Expect(hub.Client.Get(ctx, client.ObjectKeyFromObject(sp), &got)).To(Succeed())
 	g.Expect(got.Status.AgentVersion).To(Equal("v0.2.0-test"))
@@ -184,6 +185,6 @@ func TestRecorder_unchangedSnapshotWritesNothing(t *testing.T) {
 		return ""
 	}
 	g.Eventually(ready).WithTimeout(10 * time.Second).Should(Equal(metav1.ConditionUnknown))
-	g.Expect(recorder.RecordState(ctx, "quiet", upgraded)).To(Succeed())
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "quiet"}, upgraded)).To(Succeed())
 	g.Eventually(ready).WithTimeout(10 * time.Second).Should(Equal(metav1.ConditionTrue))
 }

@@ -16,6 +16,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 )
 
@@ -93,13 +94,13 @@ func TestRecorder_hungAPIServerIsBoundedAndVisible(t *testing.T) {
 	g.Eventually(rec.Ready).WithTimeout(10 * time.Second).Should(Succeed())
 
 	install := releaseState(1, "1.0.0", wire.StatusDeployed, wire.HealthCurrent)
-	g.Expect(rec.RecordEvents(ctx, sp.Name, []wire.Event{releaseEvent(sp.Name, install, 1, "Deployed")})).To(Succeed())
+	g.Expect(rec.RecordEvents(ctx, ingest.Spoke{Name: sp.Name}, []wire.Event{releaseEvent(sp.Name, install, 1, "Deployed")})).To(Succeed())
 	g.Expect(gauge(g, "tugboat_history_stalled")).To(BeZero())
 
 	api.hang.Store(true)
 	upgrade := releaseState(2, "1.1.0", wire.StatusDeployed, wire.HealthCurrent)
 	start := time.Now()
-	err = rec.RecordEvents(ctx, sp.Name, []wire.Event{releaseEvent(sp.Name, upgrade, 2, "Deployed")})
+	err = rec.RecordEvents(ctx, ingest.Spoke{Name: sp.Name}, []wire.Event{releaseEvent(sp.Name, upgrade, 2, "Deployed")})
 	g.Expect(err).To(MatchError(ContainSubstring("the API server did not answer within 1s")))
 	g.Expect(time.Since(start)).To(BeNumerically("<", 15*time.Second), "bounded: one deadline per attempt")
 	g.Expect(rec.Ready()).To(MatchError(releasehistory.ErrStalled))
@@ -109,6 +110,6 @@ func TestRecorder_hungAPIServerIsBoundedAndVisible(t *testing.T) {
 	api.hang.Store(false)
 	g.Eventually(rec.Ready).WithTimeout(15*time.Second).Should(Succeed(), "the probe sees the API server answer again")
 	g.Expect(gauge(g, "tugboat_history_stalled")).To(BeZero())
-	g.Expect(rec.RecordEvents(ctx, sp.Name, []wire.Event{releaseEvent(sp.Name, upgrade, 2, "Deployed")})).To(Succeed())
+	g.Expect(rec.RecordEvents(ctx, ingest.Spoke{Name: sp.Name}, []wire.Event{releaseEvent(sp.Name, upgrade, 2, "Deployed")})).To(Succeed())
 	g.Expect(getHistory(g, sp, "web").Status.Current.Revision).To(Equal(int32(2)))
 }

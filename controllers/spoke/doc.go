@@ -1,6 +1,7 @@
 // Package spoke holds the Spoke reconciler: it makes sure every Spoke has a
 // key Secret (generating a 32-byte key when the referenced Secret is
-// missing), detects Spoke names used twice across namespaces, and turns the
+// missing), stalls a Spoke whose name an older Spoke in another namespace
+// already has (never the older one, nor naming its namespace), and turns the
 // agent's heartbeats (recorded in status.lastSeen by the receiver) into the
 // Ready condition: True while heartbeats arrive, Unknown after a lease-like
 // timeout, as Open Cluster Management does for managed clusters.

@@ -2,6 +2,7 @@ package spoke_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -174,4 +175,41 @@ func TestReconciler_readsTheKeySecretOnlyWhenSomethingChanged(t *testing.T) {
 	g.Expect(cluster.Client.Status().Patch(ctx, get(), client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 	g.Eventually(func() int { return reads.Of(secretKey) }).WithTimeout(10*time.Second).Should(BeNumerically(">", before), "a broken Secret is read again")
 	g.Expect(stalled()).To(ContainSubstring(`key "key" holds 5 bytes`))
+}
+
+// TestReconciler_aFluxKeyEqualToAnAgentKeyIsAConfigurationError is issue
+// 23 Low 9 on the Spoke's side: any Flux key (fluxKey or previousFluxKey)
+// equal to any agent key (key or previousKey) stalls the Spoke with a
+// message that names both keys and says why, as the receiver refuses it.
+func TestReconciler_aFluxKeyEqualToAnAgentKeyIsAConfigurationError(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	const ns = "fluxkeys"
+	g.Expect(cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	other := []byte("fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210")
+	flux := []byte("0011223344556677889900112233445566778899001122334455667788990011")
+	for i, tc := range []struct {
+		data       map[string][]byte
+		flux, with string
+	}{
+		{map[string][]byte{"key": validKey, "fluxKey": validKey}, "fluxKey", "key"},
+		{map[string][]byte{"key": validKey, "previousKey": other, "fluxKey": other}, "fluxKey", "previousKey"},
+		{map[string][]byte{"key": validKey, "fluxKey": flux, "previousFluxKey": validKey}, "previousFluxKey", "key"},
+	} {
+		name := fmt.Sprintf("flux-%d", i)
+		sp := &tugboatv1alpha1.Spoke{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: name + "-key"}},
+		}
+		g.Expect(cluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-key"}, Data: tc.data})).To(Succeed())
+		g.Expect(cluster.Client.Create(ctx, sp)).To(Succeed())
+		g.Eventually(func() *metav1.Condition {
+			got := &tugboatv1alpha1.Spoke{}
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(sp), got)).To(Succeed())
+			return apimeta.FindStatusCondition(got.Status.Conditions, tugboatv1alpha1.StalledCondition.String())
+		}).WithTimeout(10*time.Second).Should(And(
+			HaveField("Reason", tugboatv1alpha1.InvalidSpecReason.String()),
+			HaveField("Message", ContainSubstring(fmt.Sprintf("key %q must differ from %q: whoever can read the Flux Provider's Secret on the spoke could act as its agent", tc.flux, tc.with))),
+		), name)
+	}
 }

@@ -252,7 +252,7 @@ func (r *Reconciler) checkKeySecret(ctx context.Context, sp *tugboatv1alpha1.Spo
 // checkKeys returns what is wrong with the keys of a Spoke's key Secret,
 // or "": the agent's key is required, every key present is at least
 // receiver.MinKeySize bytes (as the receiver uses them: surrounding
-// whitespace trimmed), and the Flux key is not the agent's.
+// whitespace trimmed), and no Flux key is an agent key.
 func checkKeys(secret *corev1.Secret) string {
 	key := func(k string) []byte { return bytes.TrimSpace(secret.Data[k]) }
 	for _, k := range []string{
@@ -267,26 +267,59 @@ func checkKeys(secret *corev1.Secret) string {
 			return fmt.Sprintf("key %q holds %d bytes; the hub needs at least %d (for example: openssl rand -hex 32)", k, n, receiver.MinKeySize)
 		}
 	}
-	if flux := key(tugboatv1alpha1.SpokeFluxKeySecretKey); len(flux) > 0 && bytes.Equal(flux, key(tugboatv1alpha1.SpokeKeySecretKey)) {
-		return fmt.Sprintf("key %q must differ from %q: the Flux Provider's key must not be the agent's", tugboatv1alpha1.SpokeFluxKeySecretKey, tugboatv1alpha1.SpokeKeySecretKey)
+	for _, f := range []string{tugboatv1alpha1.SpokeFluxKeySecretKey, tugboatv1alpha1.SpokePreviousFluxKeySecretKey} {
+		for _, a := range []string{tugboatv1alpha1.SpokeKeySecretKey, tugboatv1alpha1.SpokePreviousKeySecretKey} {
+			if flux := key(f); len(flux) > 0 && bytes.Equal(flux, key(a)) {
+				return fmt.Sprintf("key %q must differ from %q: whoever can read the Flux Provider's Secret on the spoke could act as its agent, so the hub refuses a Flux key equal to an agent key", f, a)
+			}
+		}
 	}
 	return ""
 }
 
-// reconcileUniqueName fails when another Spoke in another namespace has the
-// same name: the agent protocol identifies spokes by name alone.
+// DuplicateNameReason is the Stalled reason of a Spoke whose name an older
+// Spoke in another namespace already has.
+const DuplicateNameReason tugboatv1alpha1.ConditionReason = "DuplicateName"
+
+// reconcileUniqueName fails when sp does not own its name: another live
+// Spoke of the same name, in another namespace, is older (ownsName).
+//
+// Only the newer Spoke is stalled, so a Spoke created later with a name
+// already in use (a squatter) cannot halt the older one's bootstrap, and
+// its message names no other namespace (it would tell one tenant where
+// another's Spoke lives). The receiver needs no such rule: it serves each
+// Spoke by the key that verifies a request, whatever this says.
 func (r *Reconciler) reconcileUniqueName(ctx context.Context, sp *tugboatv1alpha1.Spoke) error {
 	var list tugboatv1alpha1.SpokeList
 	if err := r.Client.List(ctx, &list, client.MatchingFields{releasehistory.SpokeNameIndex: sp.Name}); err != nil {
 		return err
 	}
-	for _, other := range list.Items {
-		if other.UID != sp.UID && other.DeletionTimestamp.IsZero() {
-			return stalledError{reason: "DuplicateName",
-				msg: fmt.Sprintf("spoke name %q is also used in namespace %s; spoke names must be unique across the hub", sp.Name, other.Namespace)}
+	for i := range list.Items {
+		other := &list.Items[i]
+		if other.UID != sp.UID && other.DeletionTimestamp.IsZero() && !ownsName(sp, other) {
+			return stalledError{reason: DuplicateNameReason,
+				msg: fmt.Sprintf("spoke name %q is already used by an older Spoke in another namespace; spoke names must be unique across the hub: "+
+					"rename this Spoke (the hub does not install its agent while the name is taken)", sp.Name)}
 		}
 	}
 	return nil
+}
+
+// ownsName reports whether sp, rather than other (a live Spoke of the same
+// name in another namespace), owns the name: the older one by
+// creationTimestamp, which the API server sets and no tenant can choose;
+// between two created in the same second, the smaller UID (random, also
+// not chosen), so that both Spokes' reconciles agree.
+//
+// Age, not "the Spoke whose agent reports": an agent authenticates with its
+// own Spoke's key, so a squatter could run one with its key and take the
+// name from a real Spoke still waiting for its bootstrap.
+func ownsName(sp, other *tugboatv1alpha1.Spoke) bool {
+	a, b := sp.CreationTimestamp.Time, other.CreationTimestamp.Time
+	if !a.Equal(b) {
+		return a.Before(b)
+	}
+	return sp.UID < other.UID
 }
 
 // reconcileReady sets Ready from the last heartbeat and returns when to look

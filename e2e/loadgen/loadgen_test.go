@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/e2e/loadgen"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
@@ -38,21 +39,21 @@ func (s *countingStore) SpokeKeys(_ context.Context, spoke string) (receiver.Spo
 	return receiver.SpokeKeys{Current: k}, nil
 }
 
-func (s *countingStore) RecordEvents(_ context.Context, spoke string, events []wire.Event) error {
+func (s *countingStore) RecordEvents(_ context.Context, sp ingest.Spoke, events []wire.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events += len(events)
 	for _, e := range events {
 		s.kinds[e.Kind]++
 		if e.State != nil {
-			k := spoke + "/" + e.Namespace + "/" + e.Release
+			k := sp.Name + "/" + e.Namespace + "/" + e.Release
 			s.revision[k] = max(s.revision[k], e.State.Revision)
 		}
 	}
 	return nil
 }
 
-func (s *countingStore) RecordState(_ context.Context, _ string, _ *wire.StateSnapshot) error {
+func (s *countingStore) RecordState(_ context.Context, _ ingest.Spoke, _ *wire.StateSnapshot) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.snapshots++

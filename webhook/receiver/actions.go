@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // Agent actions of the helm strategy (see api/wire/actions.go):
@@ -21,28 +22,31 @@ import (
 //
 // Both are signed like every agent request; the GET's signature covers an
 // empty body. They answer 404 unless Options.Actions is set. Their 200
-// answers are signed in turn with the spoke's keys, bound to the request
+// answers are signed in turn with the keys of the Spoke the request was
+// authenticated as (never keys looked up again by name), bound to the request
 // (wire.SignResponse over its timestamp, X-Tugboat-Nonce, method and path):
 // the agent acts only on an answer that verifies, so nobody on the path
 // (a TLS-terminating proxy, --hub-insecure-http) can inject an action.
 
 // ActionStore is what the receiver needs from the hub to hand agents their
 // actions and record the outcomes (controllers/promotion/actions implements
-// it). Methods are called only for an authenticated spoke and must be safe
-// for concurrent use.
+// it). Methods are called only for an authenticated spoke, named by the
+// Spoke the receiver authenticated (its namespace and name: a Spoke of the
+// same name in another namespace is another spoke), and must be safe for
+// concurrent use.
 type ActionStore interface {
-	// Pending returns spoke's actions that wait for an outcome and marks
+	// Pending returns sp's actions that wait for an outcome and marks
 	// them delivered. An empty result is not an error.
-	Pending(ctx context.Context, spoke string) ([]wire.Action, error)
-	// Report records the outcome of one of spoke's actions. It returns an
-	// error matching ErrActionNotFound when spoke has no action with that
+	Pending(ctx context.Context, sp ingest.Spoke) ([]wire.Action, error)
+	// Report records the outcome of one of sp's actions. It returns an
+	// error matching ErrActionNotFound when sp has no action with that
 	// id, and one matching ErrActionConflict when the action already has a
 	// different outcome; the same outcome reported again is not an error.
-	Report(ctx context.Context, spoke string, o wire.ActionOutcome) error
-	// Wait returns a channel that is closed once an action for spoke may
+	Report(ctx context.Context, sp ingest.Spoke, o wire.ActionOutcome) error
+	// Wait returns a channel that is closed once an action for sp may
 	// have been queued after the call. The receiver takes it before calling
 	// Pending, so nothing queued in between is missed.
-	Wait(spoke string) <-chan struct{}
+	Wait(sp ingest.Spoke) <-chan struct{}
 }
 
 var (
@@ -96,9 +100,9 @@ func (s *Server) serveActions(w http.ResponseWriter, r *http.Request, spoke stri
 	if !ok {
 		return
 	}
-	store, ctx := s.opts.Actions, spokeContext(r.Context(), sp)
-	changed := store.Wait(spoke)
-	acts, err := store.Pending(ctx, spoke)
+	store, ctx, who := s.opts.Actions, r.Context(), sp.Authenticated()
+	changed := store.Wait(who)
+	acts, err := store.Pending(ctx, who)
 	if len(acts) == 0 && err == nil {
 		timer := time.NewTimer(s.opts.ActionPollTimeout)
 		defer timer.Stop()
@@ -106,8 +110,8 @@ func (s *Server) serveActions(w http.ResponseWriter, r *http.Request, spoke stri
 		for len(acts) == 0 && err == nil {
 			select {
 			case <-changed:
-				changed = store.Wait(spoke)
-				acts, err = store.Pending(ctx, spoke)
+				changed = store.Wait(who)
+				acts, err = store.Pending(ctx, who)
 			case <-timer.C:
 				break wait
 			case <-s.stopPolls:
@@ -127,7 +131,7 @@ func (s *Server) serveActions(w http.ResponseWriter, r *http.Request, spoke stri
 	if acts == nil {
 		acts = []wire.Action{}
 	}
-	s.writeSignedJSON(w, r, ep, spoke, wire.ActionList{Actions: acts})
+	s.writeSignedJSON(w, r, sp, wire.ActionList{Actions: acts})
 }
 
 // serveActionOutcome handles POST /v1/spokes/{spoke}/actions/{id}: the body
@@ -152,7 +156,7 @@ func (s *Server) serveActionOutcome(w http.ResponseWriter, r *http.Request, spok
 		s.badInput(w, ep, spoke, &wire.InvalidError{Errors: []wire.FieldError{{Field: "id", Detail: "must equal the action id in the path"}}})
 		return
 	}
-	err = s.opts.Actions.Report(spokeContext(r.Context(), sp), spoke, *o)
+	err = s.opts.Actions.Report(r.Context(), sp.Authenticated(), *o)
 	switch {
 	case errors.Is(err, ErrActionNotFound):
 		s.reject(ep, reasonNotFound, spoke, "action", clip(id))
@@ -163,28 +167,25 @@ func (s *Server) serveActionOutcome(w http.ResponseWriter, r *http.Request, spok
 	case err != nil:
 		s.unavailable(w, ep, spoke, "recording an action outcome", err)
 	default:
-		s.writeSignedJSON(w, r, ep, spoke, struct{}{})
+		s.writeSignedJSON(w, r, sp, struct{}{})
 	}
 }
 
 // writeSignedJSON answers 200 with v as JSON (as writeJSON does), with an
-// X-Tugboat-Response-Signature made with each of the spoke's keys for r.
-// A request without a valid nonce (an agent from before response signing)
-// gets the answer unsigned.
-func (s *Server) writeSignedJSON(w http.ResponseWriter, r *http.Request, ep, spoke string, v any) {
+// X-Tugboat-Response-Signature made for r with each agent key of sp, the
+// Spoke r was authenticated as: the keys that verified it, not keys looked
+// up again by the path's name (which a Spoke of the same name in another
+// namespace would make ambiguous). A request without a valid nonce (an
+// agent from before response signing) gets the answer unsigned.
+func (s *Server) writeSignedJSON(w http.ResponseWriter, r *http.Request, sp *Spoke, v any) {
 	b, err := json.Marshal(v)
 	if err != nil { // the wire types always marshal
 		writeJSON(w, http.StatusInternalServerError, wire.ErrorResponse{Error: "internal error"})
 		return
 	}
 	b = append(b, '\n')
-	keys, err := s.store.SpokeKeys(r.Context(), spoke)
-	if err != nil { // gone since authenticate: the agent retries
-		s.unavailable(w, ep, spoke, "looking up the spoke's keys to sign the answer", err)
-		return
-	}
 	h := w.Header()
-	if sig := wire.SignResponse(r, http.StatusOK, b, keys.Current, keys.Previous); sig != "" {
+	if sig := wire.SignResponse(r, http.StatusOK, b, sp.Keys.Current, sp.Keys.Previous); sig != "" {
 		h.Set(wire.HeaderResponseSignature, sig)
 	}
 	h.Set("Content-Type", "application/json")

@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -22,7 +23,8 @@ const otherSpoke = "production-1"
 
 var otherKey = []byte("tugboat-other-key-0123456789abcdef")
 
-// memActions is an in-memory receiver.ActionStore.
+// memActions is an in-memory receiver.ActionStore. Its actions are for the
+// Spokes of testNamespace: a Spoke of another namespace has none.
 type memActions struct {
 	mu       sync.Mutex
 	actions  map[string][]wire.Action        // by spoke
@@ -55,11 +57,14 @@ func (m *memActions) queue(spoke string, a wire.Action) {
 	}
 }
 
-func (m *memActions) Pending(_ context.Context, spoke string) ([]wire.Action, error) {
+func (m *memActions) Pending(_ context.Context, sp ingest.Spoke) ([]wire.Action, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if sp.Namespace != testNamespace {
+		return nil, nil
+	}
 	var out []wire.Action
-	for _, a := range m.actions[spoke] {
+	for _, a := range m.actions[sp.Name] {
 		if _, done := m.outcomes[a.ID]; !done {
 			out = append(out, a)
 		}
@@ -67,10 +72,11 @@ func (m *memActions) Pending(_ context.Context, spoke string) ([]wire.Action, er
 	return out, nil
 }
 
-func (m *memActions) Report(_ context.Context, spoke string, o wire.ActionOutcome) error {
+func (m *memActions) Report(_ context.Context, sp ingest.Spoke, o wire.ActionOutcome) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !slices.ContainsFunc(m.actions[spoke], func(a wire.Action) bool { return a.ID == o.ID }) {
+	spoke := sp.Name
+	if sp.Namespace != testNamespace || !slices.ContainsFunc(m.actions[spoke], func(a wire.Action) bool { return a.ID == o.ID }) {
 		return receiver.ErrActionNotFound
 	}
 	m.reports[spoke] = append(m.reports[spoke], o)
@@ -84,7 +90,8 @@ func (m *memActions) Report(_ context.Context, spoke string, o wire.ActionOutcom
 	return nil
 }
 
-func (m *memActions) Wait(spoke string) <-chan struct{} {
+func (m *memActions) Wait(sp ingest.Spoke) <-chan struct{} {
+	spoke := sp.Name
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ch, ok := m.changed[spoke]

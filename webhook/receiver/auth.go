@@ -3,6 +3,7 @@ package receiver
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -20,20 +21,24 @@ import (
 //     several namespaces;
 //  2. the request is verified against each candidate's two keys (current
 //     and previous). A candidate with one key, a key shorter than
-//     MinKeySize, or no candidate at all is verified against the server's
+//     MinKeySize, on the Flux endpoint a Flux key equal to one of its agent
+//     keys (keyKind.of), or no candidate at all is verified against the server's
 //     dummy keys (random, never known to anyone) instead, so an unknown
 //     spoke, a known one with a bad signature and one with a broken key do
 //     the same HMAC work and get the same 401: neither the body nor the
 //     response time says whether the spoke exists;
 //     When no candidate matches because of a signature mismatch and the
 //     directory caches keys (KeyRefresher), the keys of the mismatched
-//     candidates are re-read (at most once per second per Spoke) and the
+//     candidates are re-read (at most once per second per Spoke, and at a
+//     capped rate over all Spokes) and the
 //     request verified again against a candidate only if its keys changed:
 //     a bad signature costs the same HMAC work as before, and an unknown
 //     spoke never causes a read. What remains is that a known spoke's bad
-//     request may cost one read of its key Secret, at most one a second;
+//     request may cost one read of its key Secret, at most one a second
+//     per Spoke and a capped number a second over all of them;
 //  3. exactly one candidate must match: it is the request's Spoke
-//     (SpokeRef, passed to the Store with WithSpoke). Two matching
+//     (passed to the Store and the ActionStore as Spoke.Authenticated,
+//     an explicit value: namespace, name, key id). Two matching
 //     candidates (Spokes of one name sharing a key) are refused as
 //     ambiguous. A Spoke squatting on another's name in another namespace
 //     therefore never blocks it: the squatter does not hold its key;
@@ -55,11 +60,43 @@ const (
 	fluxKeys
 )
 
-func (k keyKind) of(sp *Spoke) SpokeKeys {
-	if k == fluxKeys {
-		return sp.FluxKeys
+// of returns the keys of sp of kind k, and why they cannot authenticate
+// anything, if they cannot beyond what verificationKeys checks.
+//
+// The Flux keys are sp's Flux keys without any that equals one of its agent
+// keys: the Flux Provider's token is readable by whoever can read Flux's
+// Secret on the spoke, and an agent key there would let them act as the
+// spoke's agent (send events and snapshots, poll and answer actions). A
+// current Flux key equal to an agent key authenticates nothing on the Flux
+// endpoint; a previous one equal to an agent key is dropped. (The Spoke
+// controller reports such a Secret as Stalled, InvalidSpec.)
+func (k keyKind) of(sp *Spoke) (SpokeKeys, string) {
+	if k != fluxKeys {
+		return sp.Keys, ""
 	}
-	return sp.Keys
+	isAgentKey := func(key []byte) bool {
+		return len(key) > 0 && (hmac.Equal(key, sp.Keys.Current) || hmac.Equal(key, sp.Keys.Previous))
+	}
+	keys := sp.FluxKeys
+	if isAgentKey(keys.Previous) {
+		keys.Previous = nil
+	}
+	if isAgentKey(keys.Current) {
+		return SpokeKeys{}, "the Flux key equals an agent key: whoever reads the Flux Provider's Secret on the spoke could act as its agent"
+	}
+	return keys, ""
+}
+
+// keysOf returns exactly keysPerVerification keys of sp, of kind k, to
+// verify with (verificationKeys), and the reason, if any, why they cannot
+// authenticate anything.
+func (s *Server) keysOf(sp *Spoke, k keyKind) ([keysPerVerification][]byte, string) {
+	keys, problem := k.of(sp)
+	out, p := s.verificationKeys(keys)
+	if problem == "" {
+		problem = p
+	}
+	return out, problem
 }
 
 // newDummyKeys returns keysPerVerification random keys of MinKeySize.
@@ -159,7 +196,7 @@ func (s *Server) identify(w http.ResponseWriter, r *http.Request, endpoint, name
 	var mismatched []int
 	for i := range candidates {
 		sp := &candidates[i]
-		keys, problem := s.verificationKeys(kind.of(sp))
+		keys, problem := s.keysOf(sp, kind)
 		s.countVerification(endpoint)
 		err := verify(sp.String(), keys)
 		if err != nil && verifyReason(err) == reasonBadSignature {
@@ -225,7 +262,7 @@ func (s *Server) verifyRefreshed(ctx context.Context, refresher KeyRefresher, en
 		}
 		candidates[i] = fresh
 		sp := &candidates[i]
-		keys, problem := s.verificationKeys(kind.of(sp))
+		keys, problem := s.keysOf(sp, kind)
 		s.countVerification(endpoint)
 		err = verify(sp.String(), keys)
 		switch {
@@ -245,7 +282,7 @@ func (s *Server) verifyRefreshed(ctx context.Context, refresher KeyRefresher, en
 // and the current one alone does not verify it. Only authenticated requests
 // during a rotation pay the second verification.
 func (s *Server) signingKeyID(sp *Spoke, kind keyKind, verify verifyFunc) string {
-	keys, _ := s.verificationKeys(kind.of(sp))
+	keys, _ := s.keysOf(sp, kind)
 	if bytes.Equal(keys[1], s.dummyKeys[1]) {
 		return wire.KeyID(keys[0])
 	}
@@ -301,13 +338,4 @@ func (s *Server) allow(w http.ResponseWriter, endpoint string, ref SpokeRef) boo
 		writeError(w, http.StatusTooManyRequests, errorf("rate limit exceeded for spoke %q: retry later", ref.Name))
 	}
 	return ok
-}
-
-// spokeContext is the request's context carrying its Spoke, for the Store.
-func spokeContext(ctx context.Context, sp *Spoke) context.Context {
-	ctx = WithSpoke(ctx, sp.SpokeRef)
-	if sp.SignedWith != "" {
-		ctx = WithSigningKeyID(ctx, sp.SignedWith)
-	}
-	return ctx
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // MinKeySize is the shortest key, agent or Flux, the receiver verifies
@@ -57,7 +58,7 @@ type Spoke struct {
 // unique per namespace only, so one name may match Spokes in several
 // namespaces (a tenant may squat on another's name); the receiver tells
 // them apart by the key that verifies the request, and records into that
-// one Spoke (see WithSpoke). The hub implements it over the API server
+// one Spoke (Spoke.Authenticated, passed to the Store explicitly). The hub implements it over the API server
 // (webhook/receiver/spokedir).
 type SpokeDirectory interface {
 	// Spokes returns every live Spoke named name, in any namespace (none
@@ -75,8 +76,9 @@ type SpokeDirectory interface {
 type KeyRefresher interface {
 	// RefreshKeys returns sp with its agent and Flux keys as stored now,
 	// and whether they differ from sp's. It reads the keys at most once per
-	// second per Spoke (so bad signatures cannot drive reads at line rate);
-	// between reads it answers from what it read last.
+	// second per Spoke, and at a bounded rate over all Spokes (so bad
+	// signatures cannot drive reads at line rate, even naming many spokes);
+	// between reads, and over the bound, it answers from what it read last.
 	RefreshKeys(ctx context.Context, sp Spoke) (Spoke, bool, error)
 }
 
@@ -97,20 +99,11 @@ func (d storeDirectory) Spokes(ctx context.Context, name string) ([]Spoke, error
 	return []Spoke{{SpokeRef: SpokeRef{Name: name}, Keys: keys}}, nil
 }
 
-type spokeContextKey struct{}
-
-// WithSpoke returns ctx carrying the Spoke a request was authenticated as.
-// The receiver calls the Store with such a context, so a Store can record
-// into exactly that Spoke even when another namespace has a Spoke of the
-// same name.
-func WithSpoke(ctx context.Context, ref SpokeRef) context.Context {
-	return context.WithValue(ctx, spokeContextKey{}, ref)
-}
-
-// SpokeFrom returns the Spoke ctx was authenticated as (see WithSpoke).
-func SpokeFrom(ctx context.Context) (SpokeRef, bool) {
-	ref, ok := ctx.Value(spokeContextKey{}).(SpokeRef)
-	return ref, ok
+// Authenticated returns the Spoke as the receiver hands it to the Store and
+// the ActionStore: its namespace and name, and the id of the key that
+// verified the request.
+func (sp *Spoke) Authenticated() ingest.Spoke {
+	return ingest.Spoke{Namespace: sp.Namespace, Name: sp.Name, KeyID: sp.SignedWith}
 }
 
 // FluxEventSummary is what the receiver tells a FluxEventRecorder of an
@@ -132,19 +125,4 @@ type FluxEventSummary struct {
 // failure is logged and does not fail the request.
 type FluxEventRecorder interface {
 	FluxEventReceived(ctx context.Context, ref SpokeRef, ev FluxEventSummary) error
-}
-
-type signingKeyContextKey struct{}
-
-// WithSigningKeyID returns ctx carrying the wire.KeyID of the key that
-// verified the request. The receiver sets it for the Store, which records
-// it with the heartbeat (Spoke status.signingKeyID).
-func WithSigningKeyID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, signingKeyContextKey{}, id)
-}
-
-// SigningKeyIDFrom returns the key id ctx carries (see WithSigningKeyID).
-func SigningKeyIDFrom(ctx context.Context) (string, bool) {
-	id, ok := ctx.Value(signingKeyContextKey{}).(string)
-	return id, ok && id != ""
 }

@@ -48,8 +48,9 @@
 //     for the Spoke (kept in memory and persisted through the directory),
 //     else 409, and at most Options.ReplayWindow ahead of the hub's clock,
 //     else 400;
-//  9. the Store records, with a context naming the Spoke (WithSpoke), else
-//     503 with Retry-After.
+//  9. the Store records into the Spoke authenticated in 3, named explicitly
+//     (Spoke.Authenticated: namespace, name, key id), else 503 with
+//     Retry-After.
 //
 // With Content-Encoding: gzip, the signature covers the compressed bytes
 // (the HTTP body as sent), so the hub never inflates data from a caller it

@@ -174,7 +174,7 @@ func (s *Server) serveFlux(w http.ResponseWriter, r *http.Request, spoke string)
 		s.badInput(w, ep, spoke, err)
 		return
 	}
-	resp, err := s.record(spokeContext(r.Context(), sp), ep, sp.SpokeRef, []wire.Event{mapped})
+	resp, err := s.record(r.Context(), ep, sp, []wire.Event{mapped})
 	if err != nil {
 		s.unavailable(w, ep, spoke, "recording a Flux event", err)
 		return

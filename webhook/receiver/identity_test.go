@@ -69,6 +69,7 @@ func TestReceiver_squatterCannotBlockTheRealSpoke(t *testing.T) {
 	g.Expect(h.store.recordedInto(squatter)).To(Equal(1))
 	g.Expect(h.store.lastSnapshotTakenAt(realSpoke)).To(Equal(testNow))
 	g.Expect(h.store.lastSnapshotTakenAt(squatter)).To(BeZero())
+	g.Expect(h.store.keyIDOf(realSpoke)).To(Equal(wire.KeyID(testKey)), "the Store is told which key verified the snapshot")
 
 	// Two Spokes of one name that share a key cannot be told apart: refused.
 	h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-c", Name: testSpoke}, Keys: receiver.SpokeKeys{Current: testKey}})
@@ -108,6 +109,35 @@ func TestFlux_refusesTheAgentKeyAndSHA1(t *testing.T) {
 	g.Expect(accepted(g, postFlux(h, testSpoke, fluxTestKey, p)).Accepted).To(Equal(1))
 	g.Expect(h.do(signed(wire.EventsPath(testSpoke), fluxTestKey, mustJSON(t, batchOf(event(7, wire.EventObjectCreated, 1))), testNow)).Code).
 		To(Equal(http.StatusUnauthorized))
+}
+
+// TestFlux_refusesAFluxKeyEqualToAnAgentKey is issue 23 Low 9: a Spoke
+// whose Secret holds the agent's key as its Flux key (current or previous,
+// either way round) cannot use the Flux endpoint with it: whoever reads the
+// Provider's Secret on the spoke would otherwise hold the agent's key. The
+// request is refused like any other (401, reason invalid_key), and a Flux
+// key of its own still works.
+func TestFlux_refusesAFluxKeyEqualToAnAgentKey(t *testing.T) {
+	g := NewWithT(t)
+	h := fluxHarness(t)
+	p := helmReleaseEvent("UpgradeSucceeded", "info", "Helm upgrade succeeded for release apps/web.v3 with chart web@1.5.0", nil, testNow)
+	for name, keys := range map[string]receiver.SpokeKeys{
+		"fluxKey is key":         {Current: testKey},
+		"fluxKey is previousKey": {Current: oldKey},
+	} {
+		h.store.setFluxKeys(testSpoke, keys.Current, keys.Previous)
+		rec := postFlux(h, testSpoke, keys.Current, p)
+		g.Expect(rec.Code).To(Equal(http.StatusUnauthorized), name)
+		g.Expect(errorBody(g, rec.Body.Bytes()).Error).To(Equal("request not authenticated"), name)
+	}
+	g.Expect(h.metric("tugboat_receiver_rejected_total", map[string]string{"endpoint": "flux", "reason": "invalid_key"})).To(Equal(2.0))
+
+	// A previous Flux key equal to the agent's is dropped; the current one,
+	// the Flux Provider's own, verifies.
+	h.store.setFluxKeys(testSpoke, fluxTestKey, testKey)
+	g.Expect(postFlux(h, testSpoke, testKey, p).Code).To(Equal(http.StatusUnauthorized), "previousFluxKey is key")
+	g.Expect(h.store.total()).To(BeZero())
+	g.Expect(accepted(g, postFlux(h, testSpoke, fluxTestKey, p)).Accepted).To(Equal(1))
 }
 
 // TestReceiver_refusesAgentKeysShorterThanTheMinimum: a 31-byte agent key

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -19,9 +20,12 @@ type memStore struct {
 	spokes []receiver.Spoke
 	events map[string][]wire.Event
 	// into counts the events recorded into each Spoke (namespace/name), as
-	// the receiver named it in the context.
-	into      map[string]int
-	snapshots map[string][]*wire.StateSnapshot
+	// the receiver named it.
+	into map[string]int
+	// signedWith is the key id of each Spoke's last snapshot, as the
+	// receiver named it.
+	signedWith map[string]string
+	snapshots  map[string][]*wire.StateSnapshot
 	// keysErr and recordErr, when set, are returned by SpokeKeys and the
 	// Record methods.
 	keysErr   error
@@ -39,9 +43,10 @@ var (
 
 func newMemStore() *memStore {
 	return &memStore{
-		events:    make(map[string][]wire.Event),
-		into:      make(map[string]int),
-		snapshots: make(map[string][]*wire.StateSnapshot),
+		events:     make(map[string][]wire.Event),
+		into:       make(map[string]int),
+		signedWith: make(map[string]string),
+		snapshots:  make(map[string][]*wire.StateSnapshot),
 	}
 }
 
@@ -144,7 +149,7 @@ func (m *memStore) SpokeKeys(_ context.Context, spoke string) (receiver.SpokeKey
 	return found[0], nil
 }
 
-func (m *memStore) RecordEvents(ctx context.Context, spoke string, events []wire.Event) error {
+func (m *memStore) RecordEvents(_ context.Context, sp ingest.Spoke, events []wire.Event) error {
 	m.mu.Lock()
 	hook := m.onRecord
 	m.mu.Unlock()
@@ -158,29 +163,27 @@ func (m *memStore) RecordEvents(ctx context.Context, spoke string, events []wire
 	if m.recordErr != nil {
 		return m.recordErr
 	}
-	m.events[spoke] = append(m.events[spoke], events...)
-	if ref, ok := receiver.SpokeFrom(ctx); ok {
-		m.into[ref.String()] += len(events)
-	}
+	m.events[sp.Name] = append(m.events[sp.Name], events...)
+	m.into[sp.String()] += len(events)
 	return nil
 }
 
-func (m *memStore) RecordState(ctx context.Context, spoke string, snap *wire.StateSnapshot) error {
+func (m *memStore) RecordState(_ context.Context, sp ingest.Spoke, snap *wire.StateSnapshot) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.recordErr != nil {
 		return m.recordErr
 	}
-	m.snapshots[spoke] = append(m.snapshots[spoke], snap)
+	m.snapshots[sp.Name] = append(m.snapshots[sp.Name], snap)
 	// Persisted on the Spoke the receiver authenticated, as the hub's
 	// recorder does with the heartbeat.
-	if ref, ok := receiver.SpokeFrom(ctx); ok {
-		for i := range m.spokes {
-			if m.spokes[i].SpokeRef == ref {
-				m.spokes[i].LastSnapshotTakenAt = snap.TakenAt
-			}
+	ref := receiver.SpokeRef{Namespace: sp.Namespace, Name: sp.Name}
+	for i := range m.spokes {
+		if m.spokes[i].SpokeRef == ref {
+			m.spokes[i].LastSnapshotTakenAt = snap.TakenAt
 		}
 	}
+	m.signedWith[sp.String()] = sp.KeyID
 	return nil
 }
 
@@ -203,6 +206,14 @@ func (m *memStore) total() int {
 		n += len(s)
 	}
 	return n
+}
+
+// keyIDOf is the key id the receiver gave with the last snapshot of the
+// Spoke ref.
+func (m *memStore) keyIDOf(ref receiver.SpokeRef) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.signedWith[ref.String()]
 }
 
 // recordedInto counts the events recorded into the Spoke ref.

@@ -84,7 +84,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, spoke strin
 		s.spokeMismatch(w, ep, spoke, batch.Spoke)
 		return
 	}
-	resp, err := s.record(spokeContext(r.Context(), sp), ep, sp.SpokeRef, batch.Events)
+	resp, err := s.record(r.Context(), ep, sp, batch.Events)
 	if err != nil {
 		s.unavailable(w, ep, spoke, "recording events", err)
 		return
@@ -131,8 +131,8 @@ var errInFlight = errors.New("events of this batch are being recorded by another
 //
 // Received = Accepted + Duplicates; stale events (older revisions) are
 // among the accepted and also counted in the events_total metric.
-func (s *Server) record(ctx context.Context, endpoint string, ref SpokeRef, events []wire.Event) (wire.AcceptedResponse, error) {
-	spoke := ref.Name
+func (s *Server) record(ctx context.Context, endpoint string, sp *Spoke, events []wire.Event) (wire.AcceptedResponse, error) {
+	ref, spoke := sp.SpokeRef, sp.Name
 	n := len(events)
 	resp := wire.AcceptedResponse{Received: n}
 	keys := make([]eventKey, n)
@@ -158,7 +158,7 @@ func (s *Server) record(ctx context.Context, endpoint string, ref SpokeRef, even
 				waitingKeys = append(waitingKeys, keys[i])
 			}
 		}
-		stale, err := s.write(ctx, ref, owned)
+		stale, err := s.write(ctx, sp, owned)
 		s.ids.finish(mine, ownedKeys, err == nil)
 		if err != nil {
 			return wire.AcceptedResponse{}, err
@@ -200,16 +200,16 @@ func (s *Server) record(ctx context.Context, endpoint string, ref SpokeRef, even
 // than the newest seen are counted as stale but still recorded: they carry
 // the older revision's own truth (Helm marking it superseded), and the
 // store guarantees that they never move a release's current revision back.
-func (s *Server) write(ctx context.Context, ref SpokeRef, events []wire.Event) (int, error) {
+func (s *Server) write(ctx context.Context, sp *Spoke, events []wire.Event) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
 	stale := make([]bool, len(events))
-	s.revs.stale(ref.String(), events, stale)
-	if err := s.store.RecordEvents(ctx, ref.Name, events); err != nil {
+	s.revs.stale(sp.String(), events, stale)
+	if err := s.store.RecordEvents(ctx, sp.Authenticated(), events); err != nil {
 		return 0, err
 	}
-	s.revs.observe(ref.String(), events)
+	s.revs.observe(sp.String(), events)
 	n := 0
 	for _, st := range stale {
 		if st {

@@ -91,7 +91,7 @@ func (s *Server) recordState(ctx context.Context, w http.ResponseWriter, sp *Spo
 		})
 		return false
 	}
-	if err := s.store.RecordState(spokeContext(ctx, sp), sp.Name, snap); err != nil {
+	if err := s.store.RecordState(ctx, sp.Authenticated(), snap); err != nil {
 		s.unavailable(w, ep, sp.Name, "recording state", err)
 		return false
 	}

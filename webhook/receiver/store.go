@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // ErrUnknownSpoke is returned by Store.SpokeKeys for a spoke the hub does not
@@ -28,22 +29,27 @@ type SpokeKeys struct {
 // server (controllers/releasehistory); tests may use an in-memory one.
 //
 // Record methods are called only with validated, de-duplicated input from a
-// verified spoke. They must be safe for concurrent use and should return
+// verified spoke, named by the Spoke the receiver authenticated (namespace,
+// name and the id of the key that verified the request): they record into
+// that Spoke and never look it up by name, so a Spoke of the same name in
+// another namespace can neither block it nor receive its data. They must be
+// safe for concurrent use and should return
 // quickly: persistence may be asynchronous (coalesced), as long as an error
 // that means "not recorded" is returned (the receiver answers 503 and the
 // agent retries).
 type Store interface {
 	// SpokeKeys returns the keys of the named spoke, or ErrUnknownSpoke.
 	SpokeKeys(ctx context.Context, spoke string) (SpokeKeys, error)
-	// RecordEvents records events from spoke (already de-duplicated by id).
-	RecordEvents(ctx context.Context, spoke string, events []wire.Event) error
-	// RecordState reconciles the spoke's full state with snap: releases
+	// RecordEvents records events from sp (already de-duplicated by id).
+	RecordEvents(ctx context.Context, sp ingest.Spoke, events []wire.Event) error
+	// RecordState reconciles sp's full state with snap: releases
 	// missing from it are uninstalled, unknown ones are created. It is also
 	// the spoke's heartbeat, and it persists snap.TakenAt as the spoke's
 	// last snapshot time (Spoke.LastSnapshotTakenAt) whenever it persists
-	// the heartbeat. Each release's record must keep the time of the
+	// the heartbeat, with sp.KeyID (the key the agent signs with). Each
+	// release's record must keep the time of the
 	// newest report that changed it and ignore a snapshot taken before it,
 	// so that a replayed older snapshot, which the lagging persisted time
 	// may let through, cannot undo newer news.
-	RecordState(ctx context.Context, spoke string, snap *wire.StateSnapshot) error
+	RecordState(ctx context.Context, sp ingest.Spoke, snap *wire.StateSnapshot) error
 }

@@ -188,8 +188,8 @@ var doctorFaults = []doctorFault{
 		newSpoke(t, ns, "qa-1", true, readySpoke("v0.3.0", 0))
 	}), want: []want{{code: "spoke-no-releases", severity: "warning", object: "{ns}/qa-1", message: "its agent reports no Helm releases", hint: "--watch-namespaces"}}},
 	{name: "spoke name taken in another namespace", inject: onFleet(func(t *testing.T, ns string, _ *tugboatv1alpha1.Pipeline) {
-		newSpoke(t, ns, "qa-1", true, notReadySpoke("DuplicateName", "spoke qa-1 also exists in namespace other"))
-	}), want: []want{{code: "spoke-duplicate-name", severity: "error", object: "{ns}/qa-1", message: "not Ready (DuplicateName): spoke qa-1 also exists", hint: "spoke names must be unique"}}},
+		newSpoke(t, ns, "qa-1", true, notReadySpoke("DuplicateName", "spoke name \"qa-1\" is already used by an older Spoke in another namespace"))
+	}), want: []want{{code: "spoke-duplicate-name", severity: "error", object: "{ns}/qa-1", message: "not Ready (DuplicateName): spoke name \"qa-1\" is already used by an older Spoke", hint: "spoke names are unique across the hub"}}},
 	{name: "spoke key too short", inject: onFleet(func(t *testing.T, ns string, _ *tugboatv1alpha1.Pipeline) {
 		newSpoke(t, ns, "qa-1", true, notReadySpoke("InvalidSpec", `key "key" of Secret qa-1-key is 8 bytes; at least 32 are needed`))
 	}), want: []want{{code: "spoke-invalid-key", severity: "error", object: "{ns}/qa-1", message: "not Ready (InvalidSpec): ", hint: "put keys of at least 32 bytes (openssl rand -hex 32) in Secret {ns}/qa-1-key"}}},

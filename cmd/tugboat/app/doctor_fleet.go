@@ -158,7 +158,7 @@ func (d *doctor) checkSpokes(ctx context.Context, spokes []tugboatv1alpha1.Spoke
 			switch ready.Reason {
 			case "DuplicateName":
 				code = codeSpokeDuplicateName
-				hint = "spoke names must be unique across the hub: delete or rename one of them"
+				hint = "an older Spoke in another namespace has this name (spoke names are unique across the hub): rename this one"
 			case tugboatv1alpha1.InvalidSpecReason.String():
 				code = codeSpokeInvalidKey
 				hint = fmt.Sprintf("put keys of at least %d bytes (openssl rand -hex 32) in Secret %s/%s: %q, and %q if Flux reports for the spoke, different from it", receiver.MinKeySize, sp.Namespace, sp.Spec.KeySecretRef.Name, tugboatv1alpha1.SpokeKeySecretKey, tugboatv1alpha1.SpokeFluxKeySecretKey)

@@ -152,11 +152,11 @@ func (f *fluxSetup) run(cmd *cobra.Command, s *hubSession, name, hubURL string, 
 
 // ensureFluxKey returns the Flux key of the Spoke's key Secret on the hub,
 // writing a new random one when it has none that the hub would accept
-// (at least receiver.MinKeySize bytes, not the agent's key).
+// (at least receiver.MinKeySize bytes, neither of the agent's keys).
 func ensureFluxKey(ctx context.Context, out io.Writer, s *hubSession, sp *tugboatv1alpha1.Spoke, secret *corev1.Secret) ([]byte, error) {
 	key := bytes.TrimSpace(secret.Data[tugboatv1alpha1.SpokeFluxKeySecretKey])
-	agent := bytes.TrimSpace(secret.Data[tugboatv1alpha1.SpokeKeySecretKey])
-	if len(key) >= receiver.MinKeySize && !bytes.Equal(key, agent) {
+	agentKey := func(k string) bool { a := bytes.TrimSpace(secret.Data[k]); return len(a) > 0 && bytes.Equal(key, a) }
+	if len(key) >= receiver.MinKeySize && !agentKey(tugboatv1alpha1.SpokeKeySecretKey) && !agentKey(tugboatv1alpha1.SpokePreviousKeySecretKey) {
 		fmt.Fprintf(out, "Secret %s/%s holds the spoke's Flux key already: keeping it.\n", secret.Namespace, secret.Name)
 		return key, nil
 	}

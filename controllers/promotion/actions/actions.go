@@ -19,6 +19,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/helm"
 	"tugboat.dev/tugboat/controllers/releasehistory"
@@ -48,7 +49,7 @@ type Store struct {
 	log    logr.Logger
 
 	mu      sync.Mutex
-	changed map[string]chan struct{} // by spoke name; closed on a change
+	changed map[ingest.Spoke]chan struct{} // by namespace and name; closed on a change
 }
 
 var _ receiver.ActionStore = (*Store)(nil)
@@ -61,7 +62,7 @@ func New(c client.Client, api client.Reader) *Store {
 		api:     api,
 		now:     time.Now,
 		log:     ctrl.Log.WithName("actions"),
-		changed: map[string]chan struct{}{},
+		changed: map[ingest.Spoke]chan struct{}{},
 	}
 }
 
@@ -106,30 +107,35 @@ func (s *Store) observe(o any) {
 	}
 	for _, t := range pr.Status.Targets {
 		if t.Action != nil && t.Action.Phase == tugboatv1alpha1.ActionPending {
-			s.notify(t.Spoke)
+			// A Pipeline's targets are Spokes of its own namespace.
+			s.notify(ingest.Spoke{Namespace: pr.Namespace, Name: t.Spoke})
 		}
 	}
 }
 
-func (s *Store) notify(spoke string) {
+// notify wakes the waiters of sp, and those that know its name alone.
+func (s *Store) notify(sp ingest.Spoke) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ch, ok := s.changed[spoke]; ok {
-		close(ch)
-		delete(s.changed, spoke)
+	for _, k := range []ingest.Spoke{sp, {Name: sp.Name}} {
+		if ch, ok := s.changed[k]; ok {
+			close(ch)
+			delete(s.changed, k)
+		}
 	}
 }
 
-// Wait returns a channel that is closed once an action for spoke may have
+// Wait returns a channel that is closed once an action for sp may have
 // been queued after the call. Take it before calling Pending, so a change
 // in between is not missed.
-func (s *Store) Wait(spoke string) <-chan struct{} {
+func (s *Store) Wait(sp ingest.Spoke) <-chan struct{} {
+	k := ingest.Spoke{Namespace: sp.Namespace, Name: sp.Name}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch, ok := s.changed[spoke]
+	ch, ok := s.changed[k]
 	if !ok {
 		ch = make(chan struct{})
-		s.changed[spoke] = ch
+		s.changed[k] = ch
 	}
 	return ch
 }
@@ -149,8 +155,9 @@ func open(p tugboatv1alpha1.ActionPhase) bool {
 // Pending returns the open actions of spoke (Pending, or Delivered and
 // not reported yet: an agent that restarted gets them again) and marks
 // them Delivered, counting the delivery.
-func (s *Store) Pending(ctx context.Context, spoke string) ([]wire.Action, error) {
-	promos, err := s.promotions(ctx, spoke)
+func (s *Store) Pending(ctx context.Context, who ingest.Spoke) ([]wire.Action, error) {
+	spoke := who.Name
+	promos, err := s.promotions(ctx, who)
 	if err != nil || len(promos) == 0 {
 		return nil, err
 	}
@@ -281,14 +288,15 @@ func action(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion,
 // that id (another spoke's action is not found either), and one matching
 // receiver.ErrActionConflict when the action already has a different
 // outcome. Reporting the same outcome again changes nothing.
-func (s *Store) Report(ctx context.Context, spoke string, o wire.ActionOutcome) error {
+func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutcome) error {
+	spoke := who.Name
 	phase, ok := phases[o.Result]
 	if !ok {
 		return fmt.Errorf("result %q: must be %s, %s or %s", o.Result, wire.ActionSucceeded, wire.ActionFailed, wire.ActionRefused)
 	}
 	msg := truncate(o.Message, maxMessage)
 	rev := int32(min(max(o.Revision, 0), 1<<31-1))
-	promos, err := s.promotions(ctx, spoke)
+	promos, err := s.promotions(ctx, who)
 	if err != nil {
 		return err
 	}
@@ -344,10 +352,15 @@ func target(pr *tugboatv1alpha1.Promotion, spoke, id string) *tugboatv1alpha1.Pr
 }
 
 // promotions lists, from the cache, the helm Promotions with actions for
-// spoke in the namespace of the Spoke of that name: a Pipeline's targets
-// name Spokes in its own namespace, so a Promotion elsewhere never reaches
-// this spoke. An unknown or ambiguous spoke has none.
-func (s *Store) promotions(ctx context.Context, spoke string) ([]tugboatv1alpha1.Promotion, error) {
+// the Spoke who in its namespace: a Pipeline's targets name Spokes in its
+// own namespace, so a Promotion elsewhere never reaches this spoke. Without
+// a namespace (a receiver that knows names alone), the namespace is that of
+// the one live Spoke of the name; an unknown or ambiguous name has none.
+func (s *Store) promotions(ctx context.Context, who ingest.Spoke) ([]tugboatv1alpha1.Promotion, error) {
+	spoke := who.Name
+	if who.Namespace != "" {
+		return s.promotionsIn(ctx, who.Namespace, spoke)
+	}
 	var spokes tugboatv1alpha1.SpokeList
 	if err := s.client.List(ctx, &spokes, client.MatchingFields{releasehistory.SpokeNameIndex: spoke}); err != nil {
 		return nil, fmt.Errorf("listing spokes: %w", err)
@@ -361,8 +374,14 @@ func (s *Store) promotions(ctx context.Context, spoke string) ([]tugboatv1alpha1
 	if len(ns) != 1 {
 		return nil, nil
 	}
+	return s.promotionsIn(ctx, ns[0], spoke)
+}
+
+// promotionsIn lists, from the cache, the helm Promotions of namespace
+// with actions for spoke.
+func (s *Store) promotionsIn(ctx context.Context, namespace, spoke string) ([]tugboatv1alpha1.Promotion, error) {
 	var list tugboatv1alpha1.PromotionList
-	if err := s.client.List(ctx, &list, client.InNamespace(ns[0]), client.MatchingFields{SpokeIndex: spoke}); err != nil {
+	if err := s.client.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{SpokeIndex: spoke}); err != nil {
 		return nil, fmt.Errorf("listing promotions: %w", err)
 	}
 	return list.Items, nil

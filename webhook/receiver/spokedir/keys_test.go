@@ -39,7 +39,7 @@ const testTTL = 5 * time.Minute
 func cachingDirectory() (*spokedir.Directory, *harness.GetCounter[*corev1.Secret], *clock) {
 	reads := harness.CountGets[*corev1.Secret](apiReader)
 	clk := &clock{t: time.Now()}
-	d := spokedir.New(mgrClient, reads, testTTL)
+	d := spokedir.New(mgrClient, reads, testTTL, spokedir.NewOptions())
 	spokedir.SetClock(d, clk.now)
 	return d, reads, clk
 }
@@ -272,4 +272,58 @@ func TestDirectory_concurrentRequestsWithANewKeyAllVerify(t *testing.T) {
 		g.Expect(r.keys).To(Equal(receiver.SpokeKeys{Current: newKey, Previous: agentKey}))
 	}
 	g.Expect(reads.Total()-before).To(BeEquivalentTo(1), "one read for all of them")
+}
+
+// TestDirectory_capsForcedReadsOverAllSpokes is issue 23 Low 2: the reads
+// forced by requests that fail to verify are capped per Spoke and also over
+// all Spokes together, so bad signatures naming many known spokes cannot
+// drive a Secret GET per spoke and second. A read refused by the cap is
+// counted in tugboat_receiver_key_reads_limited_total; the bucket refills
+// with time.
+func TestDirectory_capsForcedReadsOverAllSpokes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	reads := harness.CountGets[*corev1.Secret](apiReader)
+	clk := &clock{t: time.Now()}
+	d := spokedir.New(mgrClient, reads, testTTL, spokedir.Options{ForcedReadsPerSecond: 2})
+	spokedir.SetClock(d, clk.now)
+	const ns, n = "keys-capped", 6
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	spokes := make([]receiver.Spoke, n)
+	for i := range spokes {
+		name := fmt.Sprintf("capped-%d", i)
+		create(t, keySecret(ns, name, map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: agentKey}), spoke(ns, name, false))
+		g.Eventually(func() ([]receiver.Spoke, error) { return d.Spokes(ctx, name) }).WithTimeout(10 * time.Second).Should(HaveLen(1))
+		got, err := d.Spokes(ctx, name)
+		g.Expect(err).NotTo(HaveOccurred())
+		spokes[i] = got[0]
+	}
+	forceAll := func() {
+		t.Helper()
+		for _, sp := range spokes {
+			_, changed, err := d.RefreshKeys(ctx, sp)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(changed).To(BeFalse())
+		}
+	}
+	// Every spoke's first forced read: each is allowed by its own
+	// interval, the cap lets two through (its burst).
+	before, limited := reads.Total(), spokedir.KeyReadsLimited()
+	forceAll()
+	g.Expect(reads.Total()-before).To(BeEquivalentTo(2), "Secret GETs forced at once over six spokes")
+	g.Expect(spokedir.KeyReadsLimited()-limited).To(BeEquivalentTo(n-2), "tugboat_receiver_key_reads_limited_total")
+
+	// A second later, two more.
+	clk.add(time.Second)
+	forceAll()
+	g.Expect(reads.Total() - before).To(BeEquivalentTo(4))
+
+	// 0 forces no read at all.
+	none := spokedir.New(mgrClient, reads, testTTL, spokedir.Options{ForcedReadsPerSecond: 0})
+	before = reads.Total()
+	for _, sp := range spokes {
+		_, _, err := none.RefreshKeys(ctx, sp)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(reads.Total() - before).To(BeZero())
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,11 +54,16 @@ var keyReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Spoke key Secrets read from the API server, by reason: first, keys_changed, verification_failed, ttl.",
 }, []string{"reason"})
 
+var keyReadsLimitedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "tugboat_receiver_key_reads_limited_total",
+	Help: "Spoke key Secret reads that a request which failed to verify would have forced, not made because --spoke-key-forced-reads-per-second (over all spokes) was reached.",
+})
+
 func init() {
 	for _, r := range []string{ReadFirst, ReadKeysChanged, ReadVerificationFailed, ReadTTL} {
 		keyReadsTotal.WithLabelValues(r)
 	}
-	metrics.Registry.MustRegister(keyReadsTotal)
+	metrics.Registry.MustRegister(keyReadsTotal, keyReadsLimitedTotal)
 }
 
 // Directory implements receiver.SpokeDirectory over the API server.
@@ -69,7 +75,8 @@ func init() {
 //     so every replica sees it within milliseconds): a removed key is
 //     refused from the next request on;
 //   - a request of the Spoke fails to verify (RefreshKeys, at most once a
-//     second per Spoke): a new key works on its first request;
+//     second per Spoke, and Options.ForcedReadsPerSecond over all Spokes):
+//     a new key works on its first request;
 //   - the TTL passes: the bound for hand edits of the Secret that do not set
 //     the annotation.
 //
@@ -82,6 +89,9 @@ type Directory struct {
 	api client.Reader
 	ttl time.Duration
 	now func() time.Time
+	// forced is the token bucket of the reads RefreshKeys forces, over all
+	// Spokes (Options.ForcedReadsPerSecond).
+	forced *rate.Limiter
 
 	mu   sync.Mutex
 	keys map[receiver.SpokeRef]cachedSecret
@@ -114,9 +124,9 @@ var (
 
 // New returns a Directory reading Spokes through c (the manager's cached
 // client) and key Secrets through api (its APIReader), keeping keys for at
-// most ttl (0: read them on every request); see Directory.
-func New(c client.Client, api client.Reader, ttl time.Duration) *Directory {
-	return &Directory{client: c, api: api, ttl: ttl, now: time.Now,
+// most ttl (0: read them on every request); see Directory and Options.
+func New(c client.Client, api client.Reader, ttl time.Duration, opts Options) *Directory {
+	return &Directory{client: c, api: api, ttl: ttl, now: time.Now, forced: opts.limiter(),
 		keys: make(map[receiver.SpokeRef]cachedSecret), forcing: make(map[receiver.SpokeRef]chan struct{})}
 }
 
@@ -156,7 +166,8 @@ func (d *Directory) Spokes(ctx context.Context, name string) ([]receiver.Spoke, 
 }
 
 // RefreshKeys implements receiver.KeyRefresher: it re-reads the key Secret
-// of sp unless it did less than MinForcedReadInterval ago, and reports
+// of sp unless it did less than MinForcedReadInterval ago or the forced
+// reads of all Spokes reached Options.ForcedReadsPerSecond, and reports
 // whether the keys it now holds for sp differ from sp's. A request that
 // comes while such a read is under way waits for it and uses what it read,
 // so the requests an agent sends at once with a new key all verify.
@@ -188,6 +199,12 @@ func (d *Directory) RefreshKeys(ctx context.Context, sp receiver.Spoke) (receive
 		return withKeys(sp, c), true, nil
 	case ok && now.Sub(c.forcedAt) < MinForcedReadInterval:
 		d.mu.Unlock()
+		return sp, false, nil
+	case !d.forced.AllowN(now, 1):
+		// Over the cap of all Spokes: anonymous requests naming many
+		// spokes must not drive a read for each.
+		d.mu.Unlock()
+		keyReadsLimitedTotal.Inc()
 		return sp, false, nil
 	}
 	c.forcedAt = now

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 		if err := releasehistory.IndexSpokeNames(ctx, mgr); err != nil {
 			panic(err)
 		}
-		dir = spokedir.New(mgr.GetClient(), mgr.GetAPIReader(), 0)
+		dir = spokedir.New(mgr.GetClient(), mgr.GetAPIReader(), 0, spokedir.NewOptions())
 		mgrClient, apiReader = mgr.GetClient(), mgr.GetAPIReader()
 		done := make(chan struct{})
 		go func() { defer close(done); _ = mgr.Start(ctx) }()
@@ -150,26 +150,4 @@ func TestDirectory_readsTheLastSnapshotTime(t *testing.T) {
 		}
 		return spokes[0].LastSnapshotTakenAt, nil
 	}).WithTimeout(10 * time.Second).Should(BeTemporally("==", takenAt))
-}
-
-// TestScoped_listsOnlyTheAuthenticatedSpoke: on behalf of a request
-// authenticated as a Spoke, a list of the Spokes of its name sees that one
-// only; without an authenticated Spoke, every namespace.
-func TestScoped_listsOnlyTheAuthenticatedSpoke(t *testing.T) {
-	g := NewWithT(t)
-	const name = "scoped-1"
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "scoped-a"}}, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "scoped-b"}},
-		spoke("scoped-a", name, false), spoke("scoped-b", name, false))
-	c := spokedir.Scoped(cluster.Client)
-	list := func(ctx context.Context) []string {
-		var l tugboatv1alpha1.SpokeList
-		g.Expect(c.List(ctx, &l, client.MatchingFields{"metadata.name": name})).To(Succeed())
-		var ns []string
-		for _, s := range l.Items {
-			ns = append(ns, s.Namespace)
-		}
-		return ns
-	}
-	g.Expect(list(context.Background())).To(ConsistOf("scoped-a", "scoped-b"))
-	g.Expect(list(receiver.WithSpoke(context.Background(), receiver.SpokeRef{Namespace: "scoped-b", Name: name}))).To(ConsistOf("scoped-b"))
 }
