@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -96,6 +97,11 @@ type Options struct {
 	// pullRequest strategies (git and the providers' APIs), the email
 	// server, and spokes' kubeconfigs (kubernetes strategy, agent bootstrap).
 	Egress egress.Policy
+	// PipelineAPI configures the CI pipeline API's per-client rate limit:
+	// RateLimit, RateBurst and TrustedProxies (the ingress in front of the
+	// hub, whose X-Forwarded-For names the client). The rest is set by the
+	// hub.
+	PipelineAPI pipelineapi.Options
 	// PullRequestAllowHTTP lets the pullRequest strategy use plain http://
 	// repositories, which send the git credentials in clear (local
 	// development). Off by default.
@@ -137,6 +143,7 @@ func NewOptions() Options {
 		Spoke:                  spoke.NewOptions(),
 		SpokeKeys:              spokedir.NewOptions(),
 		Promotion:              promotion.NewOptions(),
+		PipelineAPI:            pipelineapi.Options{RateLimit: pipelineapi.DefaultRateLimit, RateBurst: pipelineapi.DefaultRateBurst},
 		Notify:                 deliver.NewOptions(),
 		DORA:                   gauges.NewOptions(),
 		SlackAPIURL:            "https://slack.com/api/",
@@ -158,6 +165,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "interval between the candidates' attempts on the Lease")
 	fs.StringVar(&o.SlackAPIURL, "slack-api-url", o.SlackAPIURL, "base URL of Slack's Web API, for Slack notifiers with a bot token")
 	fs.BoolVar(&o.Egress.AllowLoopback, "egress-allow-loopback", o.Egress.AllowLoopback, "let notifiers and the webhook and notification strategies reach loopback addresses (refused by default; for local development)")
+	fs.Float64Var(&o.PipelineAPI.RateLimit, "pipeline-api-rate-limit", o.PipelineAPI.RateLimit, "requests per second each client of the CI pipeline API may send, sustained")
+	fs.IntVar(&o.PipelineAPI.RateBurst, "pipeline-api-rate-burst", o.PipelineAPI.RateBurst, "requests each client of the CI pipeline API may send at once")
+	fs.Var(&cidrs{&o.PipelineAPI.TrustedProxies}, "pipeline-api-trusted-proxies", "addresses of the proxies (ingress) in front of the hub, whose X-Forwarded-For names the client of the CI pipeline API for its rate limit (repeatable, comma-separated; empty: the connection's peer is the client)")
 	fs.BoolVar(&o.PullRequestAllowHTTP, "pull-request-allow-http", o.PullRequestAllowHTTP, "let the pullRequest strategy reach plain http:// repositories, sending git credentials in clear (refused by default; for local development)")
 	fs.Var(&cidrs{&o.Egress.Allow}, "egress-allow-cidr", "address range notifiers and strategies may reach despite the default refusal of loopback, link-local and metadata addresses (repeatable)")
 	fs.Int32Var(&o.Notify.MaxAttempts, "notify-max-attempts", o.Notify.MaxAttempts, "attempts before a notice is given up (recorded Failed)")
@@ -172,7 +182,18 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
-	return errors.Join(o.validateLeaderElection(), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.SpokeKeys.Validate(), o.DORA.Validate())
+	return errors.Join(o.validateLeaderElection(), o.validatePipelineAPI(), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.SpokeKeys.Validate(), o.DORA.Validate())
+}
+
+// validatePipelineAPI checks the CI pipeline API's rate limit.
+func (o *Options) validatePipelineAPI() error {
+	switch {
+	case o.PipelineAPI.RateLimit <= 0 || math.IsInf(o.PipelineAPI.RateLimit, 0) || math.IsNaN(o.PipelineAPI.RateLimit):
+		return fmt.Errorf("--pipeline-api-rate-limit=%g: must be a positive number of requests per second", o.PipelineAPI.RateLimit)
+	case o.PipelineAPI.RateBurst < 1:
+		return fmt.Errorf("--pipeline-api-rate-burst=%d: must be at least 1", o.PipelineAPI.RateBurst)
+	}
+	return nil
 }
 
 // validateLeaderElection checks the Lease timings as client-go's leader
@@ -298,7 +319,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	ropts := opts.Receiver
 	ropts.ReadyCheck = func(*http.Request) error { return rec.Ready() }
 	ropts.Mounts = map[string]http.Handler{
-		pipelineapi.PathPrefix: pipelineapi.New(mgr.GetClient(), mgr.GetAPIReader(), pipelineapi.Options{Clock: ropts.Clock, Window: ropts.ReplayWindow}),
+		pipelineapi.PathPrefix: pipelineapi.New(mgr.GetClient(), mgr.GetAPIReader(), pipelineapi.Options{Clock: ropts.Clock, Window: ropts.ReplayWindow,
+			RateLimit: opts.PipelineAPI.RateLimit, RateBurst: opts.PipelineAPI.RateBurst, TrustedProxies: opts.PipelineAPI.TrustedProxies}),
 		interactions.PathPrefix: interactions.New(mgr.GetClient(), mgr.GetAPIReader(), request.Decide, request.MayApprove, interactions.Options{
 			HTTPClient: opts.Egress.Client(10 * time.Second), ResponseURLAllowed: opts.ResponseURLAllowed,
 		}),

@@ -49,3 +49,37 @@ func TestOptions_validateLeaseTimings(t *testing.T) {
 		})
 	}
 }
+
+// TestOptions_validatePipelineAPI refuses a rate limit the API could not
+// serve with, naming the flag.
+func TestOptions_validatePipelineAPI(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit float64
+		burst int
+		want  string
+	}{
+		{name: "defaults", limit: -1, burst: -1},
+		{name: "a higher limit behind an ingress", limit: 50, burst: 200},
+		{name: "zero rate", limit: 0, burst: -1, want: "--pipeline-api-rate-limit=0: must be a positive number of requests per second"},
+		{name: "negative rate", limit: -2, burst: -1, want: "--pipeline-api-rate-limit=-2: must be a positive"},
+		{name: "zero burst", limit: -1, burst: 0, want: "--pipeline-api-rate-burst=0: must be at least 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			o := NewOptions()
+			if tc.limit != -1 {
+				o.PipelineAPI.RateLimit = tc.limit
+			}
+			if tc.burst != -1 {
+				o.PipelineAPI.RateBurst = tc.burst
+			}
+			err := o.Validate()
+			if tc.want == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.want)))
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +59,11 @@ type Options struct {
 	RateLimit float64
 	// RateBurst: see RateLimit.
 	RateBurst int
+	// TrustedProxies are the addresses of the proxies (an ingress) in front
+	// of the hub: a request from one is the client's that X-Forwarded-For
+	// names, for the rate limit. Empty: the connection's peer is the client,
+	// whatever X-Forwarded-For says.
+	TrustedProxies []netip.Prefix
 	// SecretCacheTTL is how long a Pipeline's Secret (or its absence) is
 	// kept (DefaultSecretCacheTTL when zero).
 	SecretCacheTTL time.Duration
@@ -123,7 +129,7 @@ func New(c client.Client, reader client.Reader, opts Options) *Handler {
 		reader:  reader,
 		cached:  c,
 		secrets: newSecretCache(reader, opts.SecretCacheTTL, opts.Clock),
-		limits:  newClientLimiter(opts.RateLimit, opts.RateBurst, opts.Clock),
+		limits:  newClientLimiter(opts.RateLimit, opts.RateBurst, opts.Clock, opts.TrustedProxies),
 		opts:    opts,
 		log:     opts.Logger,
 		metrics: newMetrics(opts.Registerer),

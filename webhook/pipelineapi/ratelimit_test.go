@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -73,4 +74,45 @@ func TestPipelineAPI_anonymousRequestsAreServedFromTheCache(t *testing.T) {
 	// The token still works.
 	rec := f.do(call{path: f.path("web", "promotions"), body: []byte(`{"environment":"staging","version":"1.0.0"}`), auth: bearer(webToken)})
 	g.Expect(rec.Code).To(Equal(http.StatusCreated), rec.Body.String())
+}
+
+// TestPipelineAPI_rateLimitsTheClientBehindATrustedProxy: behind an ingress
+// every connection comes from the ingress. With the ingress among the
+// trusted proxies, the client is the address X-Forwarded-For names, so an
+// anonymous flood through the same ingress does not lock the real CI out;
+// X-Forwarded-For from an untrusted peer is ignored, so a client cannot
+// escape its own bucket by writing another address (security review 3, low 4).
+func TestPipelineAPI_rateLimitsTheClientBehindATrustedProxy(t *testing.T) {
+	g := NewWithT(t)
+	f := newFixture(t, "api-ratelimit-proxy")
+	now := time.Now()
+	h := pipelineapi.New(cluster.Client, cluster.Client, pipelineapi.Options{
+		RateLimit: 0.5, RateBurst: 3, Clock: func() time.Time { return now }, Registerer: f.reg,
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+	})
+	serve := func(r *http.Request) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	via := func(peer string, forwardedFor ...string) *http.Request {
+		r := from(f.ns, peer)
+		for _, v := range forwardedFor {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		return r
+	}
+	// An attacker behind the ingress spends their own bucket...
+	for range 3 {
+		g.Expect(serve(via("10.1.2.3:443", "198.51.100.66"))).To(Equal(http.StatusUnauthorized))
+	}
+	g.Expect(serve(via("10.1.2.3:443", "198.51.100.66"))).To(Equal(http.StatusTooManyRequests))
+	// ...not the CI's, behind the same ingress (two proxies deep, the
+	// client's own claim on the left ignored).
+	g.Expect(serve(via("10.1.2.3:443", "6.6.6.6, 203.0.113.9", "10.9.9.9"))).To(Equal(http.StatusUnauthorized))
+	// An untrusted peer's X-Forwarded-For is ignored: its bucket is its own.
+	for range 3 {
+		g.Expect(serve(via("198.51.100.7:4000", "203.0.113.50"))).To(Equal(http.StatusUnauthorized))
+	}
+	g.Expect(serve(via("198.51.100.7:4000", "203.0.113.51"))).To(Equal(http.StatusTooManyRequests))
 }
