@@ -90,7 +90,7 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 	}
 	if e == tugboatv1alpha1.EventPromotionWaitingApproval && s.Phase == tugboatv1alpha1.PromotionWaitingApproval &&
 		env != nil && env.Gates.Approvers != nil && len(env.Gates.Approvers.SlackUsers) > 0 {
-		n.Approval = &notify.ApprovalRequest{Namespace: pr.Namespace, Promotion: pr.Name, Notifier: spec.Name}
+		n.Approval = &notify.ApprovalRequest{Namespace: pr.Namespace, Pipeline: pr.Spec.Pipeline, Promotion: pr.Name, Notifier: spec.Name}
 	}
 	if n.Summary {
 		n.Timeline = r.promotionTimeline(ctx, p, env, pr)
