@@ -207,7 +207,7 @@ func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Pr
 		switch {
 		case tally.Rejection != nil:
 			v := tally.Rejection
-			pr.Status.Approval = &tugboatv1alpha1.Approval{RejectedBy: clip(describeVote(v), 256), Time: v.Time, Message: v.Message}
+			pr.Status.Approval = &tugboatv1alpha1.Approval{RejectedBy: clip(tally.RejectedBy(), 256), Time: v.Time, Message: v.Message}
 		case tally.Approved():
 			last := tally.Approvals[len(tally.Approvals)-1]
 			pr.Status.Approval = &tugboatv1alpha1.Approval{ApprovedBy: clip(tally.ApprovedBy(), 1024), Time: last.Time, Message: last.Message}
@@ -223,14 +223,6 @@ func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Pr
 		return ctrl.Result{}, nil
 	}
 	return r.start(ctx, pr, p, env)
-}
-
-// describeVote names who voted: the user, with the Slack display name.
-func describeVote(v *tugboatv1alpha1.ApprovalVote) string {
-	if v.DisplayName != "" && v.DisplayName != v.User {
-		return v.DisplayName + " (" + v.User + ")"
-	}
-	return v.User
 }
 
 // start moves the Promotion to Running and records its destination

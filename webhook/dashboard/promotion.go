@@ -267,7 +267,7 @@ func (s *Server) decideView(ctx context.Context, pl *tugboatv1alpha1.Pipeline, p
 		return d
 	}
 	d.CanReject = true
-	d.CanApprove = !request.IsRequester(pr, tugboatv1alpha1.ApprovalVote{Source: tugboatv1alpha1.ApprovalSourceKubernetes, User: user})
+	d.CanApprove = !request.IsRequester(pl, pr, tugboatv1alpha1.ApprovalVote{Source: tugboatv1alpha1.ApprovalSourceKubernetes, User: user})
 	if !d.CanApprove {
 		d.Reason = fmt.Sprintf("You (%s) requested this promotion: another person must approve it. You may reject (withdraw) it.", user)
 	}
