@@ -33,9 +33,12 @@ type Tally struct {
 // Kubernetes user is that user (PersonOf), and a person's first counted
 // vote stands, whichever identities they vote through. A vote does not
 // count when it is the requester's approval of a manual promotion, through
-// any identity (IsRequester), or when its Slack or CI identity is no
-// longer listed in gates.approvers (MayApprove). Kubernetes votes were
-// checked by the API server when written.
+// any identity (IsRequester), when its Slack or CI identity is no longer
+// listed in gates.approvers (MayApprove), or when it is a Kubernetes vote
+// among the first status.unverifiedVotes (written while the API server did
+// not enforce the policy tugboat-approvals, which the Promotion controller
+// records). Other Kubernetes votes were checked by the API server when
+// written.
 func Count(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion) Tally {
 	t := Tally{Required: 1}
 	if idx := pipeline.EnvironmentIndex(p, pr.Spec.To); idx >= 0 {
@@ -45,7 +48,7 @@ func Count(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion) Tally {
 	}
 	seen := map[string]bool{}    // identities (source and user): the first vote stands
 	voted := map[Person]string{} // people counted → how they voted, described
-	for _, v := range pr.Status.Approvals {
+	for i, v := range pr.Status.Approvals {
 		key := string(v.Source) + "\x00" + v.User
 		if seen[key] {
 			continue
@@ -54,6 +57,9 @@ func Count(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion) Tally {
 		who := PersonOf(p, pr.Spec.To, v)
 		name := who.describe(v)
 		switch {
+		case v.Source == tugboatv1alpha1.ApprovalSourceKubernetes && i < int(pr.Status.UnverifiedVotes):
+			t.Ignored = append(t.Ignored, name+" (Kubernetes) was written while the API server did not enforce the policy "+PolicyName)
+			continue
 		case v.Source != tugboatv1alpha1.ApprovalSourceKubernetes && !MayApprove(p, pr.Spec.To, v.Source, v.User):
 			t.Ignored = append(t.Ignored, fmt.Sprintf("%s (%s) is not an approver of %s", describeVoter(v), v.Source, pr.Spec.To))
 			continue

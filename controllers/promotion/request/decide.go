@@ -186,8 +186,10 @@ func pastTense(d tugboatv1alpha1.Decision) string {
 
 // describeVoter names a voter for people: the user, with the Slack display
 // name where there is one.
+// A Kubernetes vote's displayName is the voter's own text, not something
+// the API server authenticated: it is never shown.
 func describeVoter(v tugboatv1alpha1.ApprovalVote) string {
-	if v.DisplayName != "" && v.DisplayName != v.User {
+	if v.Source != tugboatv1alpha1.ApprovalSourceKubernetes && v.DisplayName != "" && v.DisplayName != v.User {
 		return v.DisplayName + " (" + v.User + ")"
 	}
 	return v.User

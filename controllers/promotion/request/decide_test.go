@@ -361,6 +361,7 @@ func TestPolicy_onlyTheHubWritesTheOutcomeAndOtherStatus(t *testing.T) {
 		{"another's vote, copied", func(s *tugboatv1alpha1.PromotionStatus) {
 			s.Approvals = append(s.Approvals, s.Approvals[0])
 		}, "a new decision must name you"},
+		{"unverifiedVotes", func(s *tugboatv1alpha1.PromotionStatus) { s.UnverifiedVotes = 1 }, "only the tugboat hub writes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -556,4 +557,37 @@ func TestPipeline_approverPeopleAreValidated(t *testing.T) {
 	got := &tugboatv1alpha1.Pipeline{}
 	g.Expect(hub.Client.Get(ctx, client.ObjectKeyFromObject(good), got)).To(Succeed())
 	g.Expect(got.Spec.Environments[0].Gates.Approvers.People).To(Equal(good.Spec.Environments[0].Gates.Approvers.People))
+}
+
+// Issue 23, Low 7: a Kubernetes voter cannot choose the name shown for
+// them; the API server refuses a displayName other than their user name,
+// and the hub never shows a Kubernetes vote's displayName.
+func TestPolicy_refusesADisplayNameThatIsNotTheUser(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newPipeline(t, ns)
+	grantApprovers(t, ns)
+	pr, err := request.Create(ctx, hubc, p, "production", "1.4.0", tugboatv1alpha1.RequestedByCI, "ci")
+	g.Expect(err).NotTo(HaveOccurred())
+	setPhase(t, pr, tugboatv1alpha1.PromotionWaitingApproval)
+
+	v := kubeVote(tugboatv1alpha1.DecisionApprove, "alice")
+	v.DisplayName = "Bob (release manager)"
+	_, err = request.Decide(ctx, as(t, "alice"), ns, pr.Name, v)
+	g.Expect(err).To(MatchError(request.ErrNotAllowed))
+	g.Expect(err).To(MatchError(ContainSubstring("a new decision may not set displayName to anything but your user name (alice)")))
+	g.Expect(getPromotion(t, ns, pr.Name).Status.Approvals).To(BeEmpty())
+
+	v.DisplayName = "alice"
+	_, err = request.Decide(ctx, as(t, "alice"), ns, pr.Name, v)
+	g.Expect(err).NotTo(HaveOccurred(), "their own name is no lie")
+
+	// A displayName that reached the status anyway (before the rule, or
+	// written by the hub) is not shown for a Kubernetes vote.
+	counted := &tugboatv1alpha1.Promotion{Spec: pr.Spec}
+	forged := kubeVote(tugboatv1alpha1.DecisionApprove, "dave")
+	forged.DisplayName = "Bob (release manager)"
+	counted.Status.Approvals = []tugboatv1alpha1.ApprovalVote{forged}
+	g.Expect(request.Count(p, counted).ApprovedBy()).To(Equal("dave"))
 }
