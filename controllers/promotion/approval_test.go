@@ -278,9 +278,16 @@ func TestReconciler_countsNoKubernetesVoteWithoutThePolicy(t *testing.T) {
 	g.Eventually(f.state(name), 30*time.Second, 50*time.Millisecond).Should(HaveSuffix(
 		"; Kubernetes votes do not count: no ValidatingAdmissionPolicyBinding binds the policy tugboat-approvals with validationActions [Deny], so nothing checks who wrote them"))
 
-	// Back: the votes written without it still do not count.
+	// Back: the votes written without it still do not count, and do not
+	// stand in the way of the people's own.
 	g.Expect(identity.Install(ctx, cluster.Client)).To(Succeed())
 	g.Eventually(reason, 30*time.Second, 50*time.Millisecond).Should(Equal(tugboatv1alpha1.WaitingForApprovalReason.String()))
 	g.Expect(f.state(name)()).To(ContainSubstring(notCounted))
 	g.Expect(f.get(name).Status.Approval).To(BeNil())
+	f.vote(name, "alice", tugboatv1alpha1.DecisionApprove, "")
+	f.vote(name, "bob", tugboatv1alpha1.DecisionApprove, "")
+	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return f.get(name).Status.Phase }, 30*time.Second, 50*time.Millisecond).
+		Should(BeElementOf(tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.PromotionVerifying))
+	g.Expect(f.get(name).Status.Approval.ApprovedBy).To(Equal("alice, bob"))
+	g.Expect(f.get(name).Status.Approvals).To(HaveLen(4), "every vote stays on record")
 }

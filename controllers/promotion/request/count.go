@@ -37,8 +37,8 @@ type Tally struct {
 // listed in gates.approvers (MayApprove), or when it is a Kubernetes vote
 // among the first status.unverifiedVotes (written while the API server did
 // not enforce the policy tugboat-approvals, which the Promotion controller
-// records). Other Kubernetes votes were checked by the API server when
-// written.
+// records; the user may vote again). Other Kubernetes votes were checked
+// by the API server when written.
 func Count(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion) Tally {
 	t := Tally{Required: 1}
 	if idx := pipeline.EnvironmentIndex(p, pr.Spec.To); idx >= 0 {
@@ -46,10 +46,20 @@ func Count(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion) Tally {
 			t.Required = int(*n)
 		}
 	}
-	seen := map[string]bool{}    // identities (source and user): the first vote stands
-	voted := map[Person]string{} // people counted → how they voted, described
+	seen := map[string]bool{}       // identities (source and user): the first vote stands
+	unverified := map[string]bool{} // identities of unverified votes, noted once
+	voted := map[Person]string{}    // people counted → how they voted, described
 	for i, v := range pr.Status.Approvals {
 		key := string(v.Source) + "\x00" + v.User
+		if isUnverified(pr, i) {
+			// Not the user's vote for all anyone knows: it neither counts
+			// nor stands in the way of the user's own.
+			if !unverified[key] {
+				unverified[key] = true
+				t.Ignored = append(t.Ignored, v.User+" (Kubernetes) was written while the API server did not enforce the policy "+PolicyName)
+			}
+			continue
+		}
 		if seen[key] {
 			continue
 		}
@@ -57,9 +67,6 @@ func Count(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion) Tally {
 		who := PersonOf(p, pr.Spec.To, v)
 		name := who.describe(v)
 		switch {
-		case v.Source == tugboatv1alpha1.ApprovalSourceKubernetes && i < int(pr.Status.UnverifiedVotes):
-			t.Ignored = append(t.Ignored, name+" (Kubernetes) was written while the API server did not enforce the policy "+PolicyName)
-			continue
 		case v.Source != tugboatv1alpha1.ApprovalSourceKubernetes && !MayApprove(p, pr.Spec.To, v.Source, v.User):
 			t.Ignored = append(t.Ignored, fmt.Sprintf("%s (%s) is not an approver of %s", describeVoter(v), v.Source, pr.Spec.To))
 			continue
@@ -126,4 +133,11 @@ func (t Tally) Missing() string {
 		s += " from someone other than " + t.ApprovedBy()
 	}
 	return s
+}
+
+// isUnverified reports whether pr's i-th vote is a Kubernetes vote among
+// the first status.unverifiedVotes: written while the API server did not
+// enforce the policy tugboat-approvals, so nothing checked who wrote it.
+func isUnverified(pr *tugboatv1alpha1.Promotion, i int) bool {
+	return pr.Status.Approvals[i].Source == tugboatv1alpha1.ApprovalSourceKubernetes && i < int(pr.Status.UnverifiedVotes)
 }
