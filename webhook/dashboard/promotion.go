@@ -110,7 +110,8 @@ func timeline(pr *tugboatv1alpha1.Promotion) []entry {
 	for i := range pr.Status.Approvals {
 		v := &pr.Status.Approvals[i]
 		who := v.User
-		if v.DisplayName != "" && v.DisplayName != v.User {
+		if v.DisplayName != "" && v.DisplayName != v.User && v.Source != tugboatv1alpha1.ApprovalSourceKubernetes {
+			// A Kubernetes voter's displayName is their own text.
 			who = v.DisplayName + " (" + v.User + ")"
 		}
 		verb, kind := "approved", "approve"
