@@ -178,17 +178,20 @@ type Gates struct {
 
 	// approvals is how many distinct people must approve a promotion into
 	// this environment (four eyes: 2). Defaults to 1. The requester of a
-	// manual promotion never counts. Needs requireApproval.
+	// manual promotion never counts, through any identity approvers.people
+	// declares to be theirs. Needs requireApproval.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=5
 	Approvals *int32 `json:"approvals,omitempty"`
 
 	// approvers say which Slack users and CI approval credentials may approve
-	// a promotion into this environment. Kubernetes users approve when RBAC
-	// grants them the verb "approve" on the resource "environments" of group
-	// tugboat.dev, named "<pipeline>/<environment>" or "<pipeline>/*" (as
-	// CertificateSigningRequest approval uses signers); see docs/approvals.md.
+	// a promotion into this environment, and which Kubernetes user each of
+	// them is (people), so that approvals counts people. Kubernetes users
+	// approve when RBAC grants them the verb "approve" on the resource
+	// "environments" of group tugboat.dev, named "<pipeline>/<environment>"
+	// or "<pipeline>/*" (as CertificateSigningRequest approval uses
+	// signers); see docs/approvals.md.
 	// +optional
 	Approvers *Approvers `json:"approvers,omitempty"`
 
