@@ -26,6 +26,9 @@ import (
 const (
 	approver       = "UAPPROVER1"
 	secondApprover = "UAPPROVER2"
+	// requesterOnSlack is the Slack user of carol, who requests the
+	// promotions (gates.approvers.people).
+	requesterOnSlack = "UCAROL1"
 )
 
 func slackPipeline(ns string) *tugboatv1alpha1.Pipeline {
@@ -37,7 +40,8 @@ func slackPipeline(ns string) *tugboatv1alpha1.Pipeline {
 			Environments: []tugboatv1alpha1.Environment{
 				{Name: "dev", Targets: []tugboatv1alpha1.Target{{Spoke: "dev-1", Namespace: "apps"}}},
 				{Name: "production", Targets: []tugboatv1alpha1.Target{{Spoke: "prod-1", Namespace: "apps"}},
-					Gates: tugboatv1alpha1.Gates{RequireApproval: true, Approvers: &tugboatv1alpha1.Approvers{SlackUsers: []string{approver, secondApprover}}}},
+					Gates: tugboatv1alpha1.Gates{RequireApproval: true, Approvers: &tugboatv1alpha1.Approvers{SlackUsers: []string{approver, secondApprover, requesterOnSlack},
+						People: []tugboatv1alpha1.ApproverIdentity{{User: "carol", SlackUsers: []string{requesterOnSlack}}}}}},
 			},
 			Notify: []tugboatv1alpha1.Notifier{{
 				Name: "slack", Type: tugboatv1alpha1.NotifierSlack,
@@ -163,6 +167,7 @@ func TestInteractions_onTheHub(t *testing.T) {
 		{"stale timestamp", click(notifyslack.ActionApprove, onSecond, approver, "pat", responseURL), form, time.Now().Add(-6 * time.Minute), signingSecret, 401, "5 minutes"},
 		{"replayed click", approve, form, approvedAt, signingSecret, 409, "replayed"},
 		{"unknown promotion", click(notifyslack.ActionApprove, notifyslack.ActionValue(ns, "web", "web-production-9.9.9", "slack"), approver, "pat", responseURL), form, time.Now(), signingSecret, 404, "not found"},
+		{"the requester, through Slack", click(notifyslack.ActionApprove, onSecond, requesterOnSlack, "carol", responseURL), form, time.Now(), signingSecret, 403, "carol (Slack UCAROL1) requested this promotion"},
 		{"not an approver", click(notifyslack.ActionApprove, onSecond, "UINTRUDER", "mallory", responseURL), form, time.Now(), signingSecret, 403, "may not approve"},
 		{"no longer waiting", click(notifyslack.ActionReject, notifyslack.ActionValue(ns, "web", first.Name, "slack"), secondApprover, "sam", responseURL), form, time.Now(), signingSecret, 409, "no longer waits"},
 		{"not a form", []byte(`{"payload":{}}`), "application/json", time.Now(), signingSecret, 400, "content type"},
