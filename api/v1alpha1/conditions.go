@@ -142,6 +142,12 @@ const (
 	// and nobody has approved or rejected the Promotion yet.
 	WaitingForApprovalReason ConditionReason = "WaitingForApproval"
 
+	// ApprovalPolicyNotEnforcedReason: the Promotion waits for approval and
+	// the API server does not enforce the ValidatingAdmissionPolicy
+	// tugboat-approvals, so Kubernetes votes do not count; the message says
+	// what is missing.
+	ApprovalPolicyNotEnforcedReason ConditionReason = "ApprovalPolicyNotEnforced"
+
 	// VerifyingReason: the strategy acted; the controller waits for every target
 	// of the destination environment to report the version, healthy.
 	VerifyingReason ConditionReason = "Verifying"

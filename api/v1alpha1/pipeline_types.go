@@ -185,17 +185,20 @@ type Gates struct {
 
 	// approvals is how many distinct people must approve a promotion into
 	// this environment (four eyes: 2). Defaults to 1. The requester of a
-	// manual promotion never counts. Needs requireApproval.
+	// manual promotion never counts, through any identity approvers.people
+	// declares to be theirs. Needs requireApproval.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=5
 	Approvals *int32 `json:"approvals,omitempty"`
 
 	// approvers say which Slack users and CI approval credentials may approve
-	// a promotion into this environment. Kubernetes users approve when RBAC
-	// grants them the verb "approve" on the resource "environments" of group
-	// tugboat.dev, named "<pipeline>/<environment>" or "<pipeline>/*" (as
-	// CertificateSigningRequest approval uses signers); see docs/approvals.md.
+	// a promotion into this environment, and which Kubernetes user each of
+	// them is (people), so that approvals counts people. Kubernetes users
+	// approve when RBAC grants them the verb "approve" on the resource
+	// "environments" of group tugboat.dev, named "<pipeline>/<environment>"
+	// or "<pipeline>/*" (as CertificateSigningRequest approval uses
+	// signers); see docs/approvals.md.
 	// +optional
 	Approvers *Approvers `json:"approvers,omitempty"`
 
@@ -206,7 +209,12 @@ type Gates struct {
 	RequireHealthy *bool `json:"requireHealthy,omitempty"`
 }
 
-// Approvers are the identities outside Kubernetes that may approve.
+// Approvers are the identities outside Kubernetes that may approve, and
+// the people they belong to.
+// +kubebuilder:validation:XValidation:rule="!has(self.people) || self.people.all(p, !has(p.slackUsers) || p.slackUsers.all(s, has(self.slackUsers) && s in self.slackUsers))",message="people[].slackUsers must also be listed in slackUsers: people say who an approver is, slackUsers who may approve",fieldPath=".people"
+// +kubebuilder:validation:XValidation:rule="!has(self.people) || self.people.all(p, !has(p.ciCredentials) || p.ciCredentials.all(c, has(self.ciCredentials) && c in self.ciCredentials))",message="people[].ciCredentials must also be listed in ciCredentials: people say who an approver is, ciCredentials who may approve",fieldPath=".people"
+// +kubebuilder:validation:XValidation:rule="!has(self.people) || self.people.all(p, !has(p.slackUsers) || p.slackUsers.all(s, self.people.exists_one(q, has(q.slackUsers) && s in q.slackUsers)))",message="a Slack user belongs to one person: list it under one entry of people only",fieldPath=".people"
+// +kubebuilder:validation:XValidation:rule="!has(self.people) || self.people.all(p, !has(p.ciCredentials) || p.ciCredentials.all(c, self.people.exists_one(q, has(q.ciCredentials) && c in q.ciCredentials)))",message="a CI credential belongs to one person: list it under one entry of people only",fieldPath=".people"
 type Approvers struct {
 	// slackUsers are Slack user IDs (e.g. U024BE7LH) whose clicks on Approve
 	// and Reject count. Without any, the Slack buttons are not shown.
@@ -222,6 +230,45 @@ type Approvers struct {
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:Pattern=`^[-._a-zA-Z0-9]{1,63}$`
+	CICredentials []string `json:"ciCredentials,omitempty"`
+
+	// people say which Kubernetes user a Slack user or CI credential is, so
+	// that the hub counts people, not identities: one person's votes count
+	// once, whichever identities they come through, and the requester of a
+	// manual promotion may approve it through none of them. A Slack user
+	// or CI credential not listed here counts as a person of its own.
+	// Listing an identity here does not let it approve: slackUsers and
+	// ciCredentials do.
+	// +optional
+	// +listType=map
+	// +listMapKey=user
+	// +kubebuilder:validation:MaxItems=20
+	People []ApproverIdentity `json:"people,omitempty"`
+}
+
+// ApproverIdentity names the Slack users and CI approval credentials of
+// one Kubernetes user.
+// +kubebuilder:validation:XValidation:rule="(has(self.slackUsers) && size(self.slackUsers) > 0) || (has(self.ciCredentials) && size(self.ciCredentials) > 0)",message="a person needs at least one entry in slackUsers or ciCredentials"
+type ApproverIdentity struct {
+	// user is the Kubernetes user name, as the hub cluster's API server
+	// authenticates it (what kubectl auth whoami shows).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	User string `json:"user"`
+
+	// slackUsers are the user's Slack user IDs.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=5
+	// +kubebuilder:validation:items:Pattern=`^[UW][A-Z0-9]{2,20}$`
+	SlackUsers []string `json:"slackUsers,omitempty"`
+
+	// ciCredentials are the names of the user's CI approval credentials.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=5
 	// +kubebuilder:validation:items:Pattern=`^[-._a-zA-Z0-9]{1,63}$`
 	CICredentials []string `json:"ciCredentials,omitempty"`
 }

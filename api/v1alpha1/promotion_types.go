@@ -446,6 +446,16 @@ type PromotionStatus struct {
 	// +kubebuilder:validation:MaxItems=20
 	Approvals []ApprovalVote `json:"approvals,omitempty"`
 
+	// unverifiedVotes is how many of the first approvals the hub found
+	// written while the API server did not enforce the
+	// ValidatingAdmissionPolicy tugboat-approvals: nothing checked who
+	// wrote their Kubernetes votes, so those never count, even once the
+	// policy is back. Only the hub writes it.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	UnverifiedVotes int32 `json:"unverifiedVotes,omitempty"`
+
 	// approval is the outcome of the approval gate, once decided.
 	// +optional
 	Approval *Approval `json:"approval,omitempty"`

@@ -117,9 +117,10 @@ type Step struct {
 // ApprovalRequest lets a notifier offer a decision: the Promotion's
 // namespace and name identify it in the interaction the hub receives back.
 type ApprovalRequest struct {
-	Namespace, Promotion string
+	Namespace, Pipeline, Promotion string
 	// Notifier is the name of the notifier in the Pipeline's spec.notify,
-	// so the hub knows which Secret signs the interaction.
+	// so the hub knows which Secret signs the interaction: only that
+	// notifier's signing secret authenticates a click.
 	Notifier string
 }
 

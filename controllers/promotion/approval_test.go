@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -218,4 +219,75 @@ func TestReconciler_doesNotCountTheRequestersApproval(t *testing.T) {
 		"WaitingApproval: promotion of 1.6.0 into production has 1 of 2 approvals (bob); not counted: alice requested it, so their approval does not count; " +
 			"waiting for 1 more approval from someone other than bob (tugboat approve " + pr.Name + ")"))
 	g.Consistently(func() *tugboatv1alpha1.Approval { return f.get(pr.Name).Status.Approval }, time.Second, 100*time.Millisecond).Should(BeNil())
+}
+
+// Issue 23, Low 7: where the API server does not enforce the policy
+// tugboat-approvals (not installed, or not bound), nothing checks who
+// wrote a Kubernetes vote, so the hub counts none and says why; votes
+// written meanwhile never count, even once the policy is back.
+func TestReconciler_countsNoKubernetesVoteWithoutThePolicy(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newApprovalFixture(t)
+	name := f.request("1.9.0")
+	g.Eventually(f.state(name), 30*time.Second, 50*time.Millisecond).Should(HavePrefix("WaitingApproval: "))
+
+	g.Expect(identity.Uninstall(ctx, cluster.Client)).To(Succeed())
+	t.Cleanup(func() {
+		if err := identity.Install(context.Background(), cluster.Client); err != nil {
+			t.Error(err)
+		}
+	})
+	g.Eventually(f.state(name), 30*time.Second, 50*time.Millisecond).Should(HaveSuffix(
+		"; Kubernetes votes do not count: the ValidatingAdmissionPolicy tugboat-approvals is not installed (hub chart value approvals.policy), so nothing checks who wrote them"))
+	reason := func() string {
+		c := apimeta.FindStatusCondition(f.get(name).Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
+		if c == nil {
+			return ""
+		}
+		return c.Reason
+	}
+	g.Expect(reason()).To(Equal(tugboatv1alpha1.ApprovalPolicyNotEnforcedReason.String()))
+
+	// alice votes, and, with nothing to stop her, writes a vote in bob's
+	// name too: two approvals, as the gate needs, that must not count.
+	f.vote(name, "alice", tugboatv1alpha1.DecisionApprove, "")
+	alice, err := identity.Client(cluster.RESTConfig, cluster.Client.Scheme(), "alice")
+	g.Expect(err).NotTo(HaveOccurred())
+	forge := func() error { // retried: the hub writes the status too
+		pr := f.get(name)
+		orig := pr.DeepCopy()
+		pr.Status.Approvals = append(pr.Status.Approvals, tugboatv1alpha1.ApprovalVote{
+			Decision: tugboatv1alpha1.DecisionApprove, User: "bob", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: metav1.Now()})
+		return alice.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	}
+	g.Eventually(forge, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	notCounted := "has 0 of 2 approvals; not counted: alice (Kubernetes) was written while the API server did not enforce the policy tugboat-approvals; " +
+		"bob (Kubernetes) was written while the API server did not enforce the policy tugboat-approvals"
+	g.Eventually(f.state(name), 30*time.Second, 50*time.Millisecond).Should(ContainSubstring(notCounted))
+	g.Consistently(func() *tugboatv1alpha1.Approval { return f.get(name).Status.Approval }, 2*time.Second, 100*time.Millisecond).Should(BeNil())
+	g.Expect(f.get(name).Status.UnverifiedVotes).To(BeEquivalentTo(2))
+
+	// A binding without Deny does not enforce it either.
+	g.Expect(identity.Install(ctx, cluster.Client)).To(Succeed())
+	g.Eventually(reason, 30*time.Second, 50*time.Millisecond).Should(Equal(tugboatv1alpha1.WaitingForApprovalReason.String()))
+	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Name: identity.PolicyName}, b)).To(Succeed())
+	b.Spec.ValidationActions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Audit}
+	g.Expect(cluster.Client.Update(ctx, b)).To(Succeed())
+	g.Eventually(f.state(name), 30*time.Second, 50*time.Millisecond).Should(HaveSuffix(
+		"; Kubernetes votes do not count: no ValidatingAdmissionPolicyBinding binds the policy tugboat-approvals with validationActions [Deny], so nothing checks who wrote them"))
+
+	// Back: the votes written without it still do not count, and do not
+	// stand in the way of the people's own.
+	g.Expect(identity.Install(ctx, cluster.Client)).To(Succeed())
+	g.Eventually(reason, 30*time.Second, 50*time.Millisecond).Should(Equal(tugboatv1alpha1.WaitingForApprovalReason.String()))
+	g.Expect(f.state(name)()).To(ContainSubstring(notCounted))
+	g.Expect(f.get(name).Status.Approval).To(BeNil())
+	f.vote(name, "alice", tugboatv1alpha1.DecisionApprove, "")
+	f.vote(name, "bob", tugboatv1alpha1.DecisionApprove, "")
+	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return f.get(name).Status.Phase }, 30*time.Second, 50*time.Millisecond).
+		Should(BeElementOf(tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.PromotionVerifying))
+	g.Expect(f.get(name).Status.Approval.ApprovedBy).To(Equal("alice, bob"))
+	g.Expect(f.get(name).Status.Approvals).To(HaveLen(4), "every vote stays on record")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,6 +78,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A Spoke that joins or leaves an environment by its labels
 		// (spokeSelector) changes what a running Promotion waits for.
 		Watches(&tugboatv1alpha1.Spoke{}, handler.EnqueueRequestsFromMapFunc(r.promotionsFor)).
+		// Whether Kubernetes votes count depends on the policy
+		// tugboat-approvals and its binding (request.PolicyEnforced).
+		Watches(&admissionregistrationv1.ValidatingAdmissionPolicy{}, handler.EnqueueRequestsFromMapFunc(r.waitingForApproval)).
+		Watches(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, handler.EnqueueRequestsFromMapFunc(r.waitingForApproval)).
 		Named("promotion").
 		Complete(r)
 }
@@ -98,6 +103,32 @@ func (r *Reconciler) promotionsFor(ctx context.Context, o client.Object) []recon
 			if !pr.Status.Phase.Terminal() {
 				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pr.Namespace, Name: pr.Name}})
 			}
+		}
+	}
+	return reqs
+}
+
+// waitingForApproval maps a change of the policy tugboat-approvals or of
+// a binding to every Promotion that may wait for approval.
+func (r *Reconciler) waitingForApproval(ctx context.Context, o client.Object) []reconcile.Request {
+	switch o := o.(type) {
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		if o.Name != request.PolicyName {
+			return nil
+		}
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		if o.Spec.PolicyName != request.PolicyName {
+			return nil
+		}
+	}
+	var promos tugboatv1alpha1.PromotionList
+	if err := r.Client.List(ctx, &promos); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, pr := range promos.Items {
+		if ph := pr.Status.Phase; (ph == "" || ph == tugboatv1alpha1.PromotionPending || ph == tugboatv1alpha1.PromotionWaitingApproval) && pr.Status.Approval == nil {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pr.Namespace, Name: pr.Name}})
 		}
 	}
 	return reqs
@@ -211,18 +242,33 @@ func (r *Reconciler) pending(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 // approved and what is missing. An outcome already recorded stands.
 func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
 	if a := pr.Status.Approval; a == nil {
+		// Kubernetes votes are authentic only where the API server
+		// enforces tugboat-approvals; those written while it does not
+		// never count (status.unverifiedVotes).
+		enforced, why, err := request.PolicyEnforced(ctx, r.Client)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !enforced && len(pr.Status.Approvals) > int(pr.Status.UnverifiedVotes) {
+			pr.Status.UnverifiedVotes = int32(len(pr.Status.Approvals))
+		}
 		tally := request.Count(p, pr)
 		switch {
 		case tally.Rejection != nil:
 			v := tally.Rejection
-			pr.Status.Approval = &tugboatv1alpha1.Approval{RejectedBy: clip(describeVote(v), 256), Time: v.Time, Message: v.Message}
+			pr.Status.Approval = &tugboatv1alpha1.Approval{RejectedBy: clip(tally.RejectedBy(), 256), Time: v.Time, Message: v.Message}
 		case tally.Approved():
 			last := tally.Approvals[len(tally.Approvals)-1]
 			pr.Status.Approval = &tugboatv1alpha1.Approval{ApprovedBy: clip(tally.ApprovedBy(), 1024), Time: last.Time, Message: last.Message}
 		default:
-			r.setPhase(pr, tugboatv1alpha1.PromotionWaitingApproval, tugboatv1alpha1.WaitingForApprovalReason,
-				fmt.Sprintf("promotion of %s into %s has %s; waiting for %s (tugboat approve %s)",
-					pr.Spec.Version, pr.Spec.To, tally.Summary(), tally.Missing(), pr.Name))
+			reason := tugboatv1alpha1.WaitingForApprovalReason
+			msg := fmt.Sprintf("promotion of %s into %s has %s; waiting for %s (tugboat approve %s)",
+				pr.Spec.Version, pr.Spec.To, tally.Summary(), tally.Missing(), pr.Name)
+			if !enforced {
+				reason = tugboatv1alpha1.ApprovalPolicyNotEnforcedReason
+				msg += "; Kubernetes votes do not count: " + why + ", so nothing checks who wrote them"
+			}
+			r.setPhase(pr, tugboatv1alpha1.PromotionWaitingApproval, reason, msg)
 			return ctrl.Result{}, nil
 		}
 	}
@@ -231,14 +277,6 @@ func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Pr
 		return ctrl.Result{}, nil
 	}
 	return r.start(ctx, pr, p, env)
-}
-
-// describeVote names who voted: the user, with the Slack display name.
-func describeVote(v *tugboatv1alpha1.ApprovalVote) string {
-	if v.DisplayName != "" && v.DisplayName != v.User {
-		return v.DisplayName + " (" + v.User + ")"
-	}
-	return v.User
 }
 
 // start moves the Promotion to Running and records its destination

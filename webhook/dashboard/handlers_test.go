@@ -135,7 +135,11 @@ func TestPromotionPage_timeline(t *testing.T) {
 	// hub's ServiceAccount could): neither renders as script.
 	pr := &tugboatv1alpha1.Promotion{}
 	g.Expect(hubc.Get(ctx, key(f.NS, f.Done), pr)).To(Succeed())
-	pr.Status.Approvals = []tugboatv1alpha1.ApprovalVote{{Decision: tugboatv1alpha1.DecisionApprove, User: "U024BE7LH", DisplayName: "erin", Source: tugboatv1alpha1.ApprovalSourceSlack, Time: *ago(3*time.Hour + 5*time.Minute), Message: "<script>alert(1)</script>"}}
+	// A Kubernetes voter's displayName is their own text: not shown.
+	pr.Status.Approvals = []tugboatv1alpha1.ApprovalVote{
+		{Decision: tugboatv1alpha1.DecisionApprove, User: "U024BE7LH", DisplayName: "erin", Source: tugboatv1alpha1.ApprovalSourceSlack, Time: *ago(3*time.Hour + 5*time.Minute), Message: "<script>alert(1)</script>"},
+		{Decision: tugboatv1alpha1.DecisionApprove, User: "frank", DisplayName: "Release Manager", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: *ago(3*time.Hour + 4*time.Minute)},
+	}
 	g.Expect(hubc.Status().Update(ctx, pr)).To(Succeed())
 	b := newBrowser(t, serve(t, f.NS, "bob", false))
 
@@ -143,7 +147,7 @@ func TestPromotionPage_timeline(t *testing.T) {
 	g.Expect(code).To(Equal(http.StatusOK))
 	for _, want := range []string{
 		"<strong>Created</strong>", "1.4.0 from dev into staging, requested by auto",
-		"erin (U024BE7LH) approved (via Slack)", "&lt;script&gt;alert(1)&lt;/script&gt;",
+		"erin (U024BE7LH) approved (via Slack)", "&lt;script&gt;alert(1)&lt;/script&gt;", "frank approved (via Kubernetes)",
 		"Started (notification strategy)",
 		"Strategy result: tugboat/web/staging/1.4.0", `href="https://git.example.com/fleet/web/pulls/42"`, "opened pull request #42",
 		"staging-1/apps/web done", "reports 1.4.0 (revision 7, Current)",
@@ -153,6 +157,7 @@ func TestPromotionPage_timeline(t *testing.T) {
 		g.Expect(body).To(ContainSubstring(want))
 	}
 	g.Expect(body).NotTo(ContainSubstring("<script>alert"))
+	g.Expect(body).NotTo(ContainSubstring("Release Manager"))
 	// In time order (the fixture's Promotion was created just now, its
 	// status tells of hours ago): vote, started, target done.
 	g.Expect(strings.Index(body, "approved (via Slack)")).To(BeNumerically("<", strings.Index(body, "Started (")))

@@ -110,7 +110,8 @@ func timeline(pr *tugboatv1alpha1.Promotion) []entry {
 	for i := range pr.Status.Approvals {
 		v := &pr.Status.Approvals[i]
 		who := v.User
-		if v.DisplayName != "" && v.DisplayName != v.User {
+		if v.DisplayName != "" && v.DisplayName != v.User && v.Source != tugboatv1alpha1.ApprovalSourceKubernetes {
+			// A Kubernetes voter's displayName is their own text.
 			who = v.DisplayName + " (" + v.User + ")"
 		}
 		verb, kind := "approved", "approve"
@@ -267,7 +268,7 @@ func (s *Server) decideView(ctx context.Context, pl *tugboatv1alpha1.Pipeline, p
 		return d
 	}
 	d.CanReject = true
-	d.CanApprove = !request.IsRequester(pr, tugboatv1alpha1.ApprovalVote{Source: tugboatv1alpha1.ApprovalSourceKubernetes, User: user})
+	d.CanApprove = !request.IsRequester(pl, pr, tugboatv1alpha1.ApprovalVote{Source: tugboatv1alpha1.ApprovalSourceKubernetes, User: user})
 	if !d.CanApprove {
 		d.Reason = fmt.Sprintf("You (%s) requested this promotion: another person must approve it. You may reject (withdraw) it.", user)
 	}

@@ -2,9 +2,11 @@
 // Reject buttons of the Slack notifier's messages.
 //
 // A click is taken only when Slack's request signature verifies (v0 HMAC
-// over "v0:timestamp:body" with the signing secret of a Slack notifier of
-// a Pipeline in the Promotion's namespace, timestamps within 5 minutes,
-// constant-time comparison), was not seen before (replays are refused),
+// over "v0:timestamp:body" with the signing secret of the Slack notifier
+// that posted the message, named with its Pipeline by the button's value,
+// and the Promotion is that Pipeline's; timestamps within 5 minutes,
+// constant-time comparison), was not seen before by this process (replays
+// are refused by the signature's bytes),
 // and comes from a Slack user the destination environment lists in
 // gates.approvers.slackUsers. The vote is recorded under the verified
 // Slack user ID, never under a name the payload could choose, and the

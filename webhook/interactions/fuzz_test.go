@@ -13,6 +13,7 @@ import (
 // panics, and what it accepts is one tugboat decision with a valid
 // Promotion reference and a Slack user.
 func FuzzParse(f *testing.F) {
+	f.Add("application/x-www-form-urlencoded", click(notifyslack.ActionApprove, "apps/web/web-production-1.4.0/slack", "U1", "pat", "https://hooks.slack.com/actions/T/1/x"))
 	f.Add("application/x-www-form-urlencoded", click(notifyslack.ActionApprove, "apps/web-production-1.4.0/slack", "U1", "pat", "https://hooks.slack.com/actions/T/1/x"))
 	f.Add("application/x-www-form-urlencoded", click(notifyslack.ActionReject, "apps/web-production-1.4.0/slack", "U1", "pat", ""))
 	f.Add("application/x-www-form-urlencoded; charset=utf-8", []byte("payload=%7B%7D"))
@@ -34,8 +35,10 @@ func FuzzParse(f *testing.F) {
 		if in.UserID == "" || in.Namespace == "" || in.Promotion == "" || in.Notifier == "" {
 			t.Fatalf("accepted an incomplete interaction: %+v", in)
 		}
-		if got := notifyslack.ActionValue(in.Namespace, in.Promotion, in.Notifier); strings.Count(got, "/") != 2 {
-			t.Fatalf("value %q does not round-trip", got)
+		if in.Pipeline != "" {
+			if got := notifyslack.ActionValue(in.Namespace, in.Pipeline, in.Promotion, in.Notifier); strings.Count(got, "/") != 3 {
+				t.Fatalf("value %q does not round-trip", got)
+			}
 		}
 	})
 }

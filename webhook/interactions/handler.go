@@ -2,6 +2,8 @@ package interactions
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,8 +68,12 @@ type Handler struct {
 	mayVote Authorizer
 	opts    Options
 
+	// dummy is a random signing secret known to no one, tried when the
+	// button names no Slack notifier with a secret.
+	dummy string
+
 	mu   sync.Mutex
-	seen map[string]time.Time // signature → when first seen, for replays
+	seen map[string]time.Time // signature bytes → when first seen, for replays
 	wg   sync.WaitGroup       // response_url posts in flight
 }
 
@@ -92,7 +98,9 @@ func New(c client.Client, reader client.Reader, decide Decider, mayVote Authoriz
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = ctrllog.Log.WithName("slack-interactions")
 	}
-	return &Handler{client: c, reader: reader, decide: decide, mayVote: mayVote, opts: opts, seen: map[string]time.Time{}}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return &Handler{client: c, reader: reader, decide: decide, mayVote: mayVote, opts: opts, dummy: hex.EncodeToString(key), seen: map[string]time.Time{}}
 }
 
 func slackHost(u *url.URL) bool {
@@ -145,38 +153,65 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // take verifies and records one parsed interaction.
+//
+// The click must be signed with the signing secret of the notifier that
+// posted the message: the notifier the button's value names, of the
+// Pipeline it names, which must be the Promotion's own Pipeline. A secret
+// of another notifier or of another Pipeline in the namespace (which a
+// tenant who can create Pipelines, or read one of their Secrets, may know)
+// authenticates nothing.
 func (h *Handler) take(ctx context.Context, header http.Header, body []byte, in *Interaction) (int, answer) {
-	pipes, err := h.pipelines(ctx, in.Namespace)
-	if err != nil {
-		h.opts.Logger.Error(err, "listing Pipelines for a Slack interaction", "namespace", in.Namespace)
-		return http.StatusServiceUnavailable, answer{Error: "the hub could not read its Pipelines; try again"}
+	unauthenticated := answer{Error: "unauthenticated: the Slack signature does not verify, or its timestamp is more than 5 minutes away"}
+	var pr *tugboatv1alpha1.Promotion
+	pipelineName := in.Pipeline
+	if pipelineName == "" {
+		// A message posted before button values named the Pipeline: the
+		// Promotion names it. Without the Promotion there is no secret
+		// to verify with, which is answered like a bad signature.
+		pr = &tugboatv1alpha1.Promotion{}
+		if err := h.client.Get(ctx, types.NamespacedName{Namespace: in.Namespace, Name: in.Promotion}, pr); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				h.verified(ctx, header, body, nil, in.Notifier) // the same work as for a bad signature
+				return http.StatusUnauthorized, unauthenticated
+			}
+			return http.StatusServiceUnavailable, answer{Error: "the hub could not read the promotion; try again"}
+		}
+		pipelineName = pr.Spec.Pipeline
 	}
-	if !h.verified(ctx, header, body, pipes) {
-		return http.StatusUnauthorized, answer{Error: "unauthenticated: the Slack signature does not verify, or its timestamp is more than 5 minutes away"}
+	p := &tugboatv1alpha1.Pipeline{}
+	if err := h.client.Get(ctx, types.NamespacedName{Namespace: in.Namespace, Name: pipelineName}, p); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			h.opts.Logger.Error(err, "reading the Pipeline of a Slack interaction", "pipeline", in.Namespace+"/"+pipelineName)
+			return http.StatusServiceUnavailable, answer{Error: "the hub could not read its Pipelines; try again"}
+		}
+		p = nil // nothing to verify with: answered like a bad signature
 	}
-	if h.replayed(header.Get("X-Slack-Signature")) {
+	sig, ok := h.verified(ctx, header, body, p, in.Notifier)
+	if !ok {
+		return http.StatusUnauthorized, unauthenticated
+	}
+	if h.replayed(sig) {
 		return http.StatusConflict, answer{Error: "replayed: this interaction was already taken"}
 	}
-	pr := &tugboatv1alpha1.Promotion{}
-	if err := h.client.Get(ctx, types.NamespacedName{Namespace: in.Namespace, Name: in.Promotion}, pr); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			h.reply(in, notifyslack.Outcome{Kind: notifyslack.OutcomeClosed, Message: "promotion " + in.Promotion + " no longer exists"})
-			return http.StatusNotFound, answer{Error: "promotion " + in.Namespace + "/" + in.Promotion + " not found"}
+	if pr == nil {
+		pr = &tugboatv1alpha1.Promotion{}
+		if err := h.client.Get(ctx, types.NamespacedName{Namespace: in.Namespace, Name: in.Promotion}, pr); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				h.reply(in, notifyslack.Outcome{Kind: notifyslack.OutcomeClosed, Message: "promotion " + in.Promotion + " no longer exists"})
+				return http.StatusNotFound, answer{Error: "promotion " + in.Namespace + "/" + in.Promotion + " not found"}
+			}
+			return http.StatusServiceUnavailable, answer{Error: "the hub could not read the promotion; try again"}
 		}
-		return http.StatusServiceUnavailable, answer{Error: "the hub could not read the promotion; try again"}
 	}
-	var p *tugboatv1alpha1.Pipeline
-	for i := range pipes {
-		if pipes[i].Name == pr.Spec.Pipeline {
-			p = &pipes[i]
-		}
+	if pr.Spec.Pipeline != p.Name {
+		// Signed by a notifier of another Pipeline than the Promotion's:
+		// never a message tugboat posted.
+		h.opts.Logger.Info("refused a Slack click signed for another pipeline", "promotion", in.Namespace+"/"+in.Promotion,
+			"pipeline", pr.Spec.Pipeline, "signedFor", p.Name+"/"+in.Notifier, "slackUser", in.UserID)
+		return http.StatusForbidden, answer{Error: "promotion " + in.Promotion + " belongs to pipeline " + pr.Spec.Pipeline +
+			", not to pipeline " + p.Name + " whose notifier " + in.Notifier + " signed this click"}
 	}
 	who := notifyslack.Outcome{UserID: in.UserID, UserName: in.UserName}
-	if p == nil {
-		who.Kind, who.Message = notifyslack.OutcomeClosed, "pipeline "+pr.Spec.Pipeline+" no longer exists"
-		h.reply(in, who)
-		return http.StatusNotFound, answer{Error: "pipeline " + pr.Spec.Pipeline + " not found"}
-	}
 	if !h.mayVote(p, pr.Spec.To, tugboatv1alpha1.ApprovalSourceSlack, in.UserID) {
 		who.Kind, who.Message = notifyslack.OutcomeRefused, "not an approver of "+pr.Spec.To+" (gates.approvers.slackUsers)"
 		h.reply(in, who)
@@ -186,7 +221,7 @@ func (h *Handler) take(ctx context.Context, header http.Header, body []byte, in 
 		Decision: in.Decision, User: in.UserID, DisplayName: in.UserName,
 		Source: tugboatv1alpha1.ApprovalSourceSlack, Time: metaNow(h.opts.Now()),
 	}
-	pr, err = h.decide(ctx, h.client, in.Namespace, in.Promotion, vote)
+	pr, err := h.decide(ctx, h.client, in.Namespace, in.Promotion, vote)
 	if err != nil {
 		code, msg := classify(err)
 		who.Kind, who.Message = notifyslack.OutcomeRefused, msg
@@ -210,51 +245,49 @@ func (h *Handler) take(ctx context.Context, header http.Header, body []byte, in 
 	return http.StatusOK, answer{Result: strings.ToLower(string(who.Kind)) + " by " + in.UserID}
 }
 
-// pipelines lists the Pipelines of namespace.
-func (h *Handler) pipelines(ctx context.Context, namespace string) ([]tugboatv1alpha1.Pipeline, error) {
-	var list tugboatv1alpha1.PipelineList
-	if err := h.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		return nil, err
-	}
-	return list.Items, nil
-}
-
-// verified reports whether the request is signed with the signing secret
-// of any Slack notifier of the namespace's Pipelines (every candidate is
-// tried, so the answer does not tell which exist).
-func (h *Handler) verified(ctx context.Context, header http.Header, body []byte, pipes []tugboatv1alpha1.Pipeline) bool {
-	tried := map[string]bool{}
-	ok := false
-	for i := range pipes {
-		for _, n := range pipes[i].Spec.Notify {
-			if n.Type != tugboatv1alpha1.NotifierSlack || n.Slack == nil || tried[n.Slack.SecretRef.Name] {
+// verified checks the request's Slack signature with the signing secret
+// of notifier, a Slack notifier of p, and returns the signature's bytes
+// when it verifies. A missing Pipeline (nil), notifier or secret is tried
+// with a key nobody holds, so that every failure costs the same work.
+func (h *Handler) verified(ctx context.Context, header http.Header, body []byte, p *tugboatv1alpha1.Pipeline, notifier string) ([]byte, bool) {
+	secret := ""
+	if p != nil {
+		for _, n := range p.Spec.Notify {
+			if n.Name != notifier || n.Type != tugboatv1alpha1.NotifierSlack || n.Slack == nil {
 				continue
 			}
-			tried[n.Slack.SecretRef.Name] = true
 			s := &corev1.Secret{}
-			if err := h.reader.Get(ctx, types.NamespacedName{Namespace: pipes[i].Namespace, Name: n.Slack.SecretRef.Name}, s); err != nil {
-				continue
-			}
-			secret := strings.TrimSpace(string(s.Data[SigningSecretKey]))
-			if secret == "" {
-				continue
-			}
-			sv, err := slack.NewSecretsVerifier(header, secret)
-			if err != nil {
-				continue // malformed or stale headers fail every candidate alike
-			}
-			_, _ = sv.Write(body)
-			if sv.Ensure() == nil {
-				ok = true
+			if err := h.reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: n.Slack.SecretRef.Name}, s); err == nil {
+				secret = strings.TrimSpace(string(s.Data[SigningSecretKey]))
 			}
 		}
 	}
-	return ok
+	known := secret != ""
+	if !known {
+		secret = h.dummy
+	}
+	sv, err := slack.NewSecretsVerifier(header, secret)
+	if err != nil {
+		return nil, false // malformed or stale headers
+	}
+	_, _ = sv.Write(body)
+	if sv.Ensure() != nil || !known {
+		return nil, false
+	}
+	// It verified, so the header is "v0=" and 64 hex digits.
+	sig, err := hex.DecodeString(strings.TrimPrefix(header.Get("X-Slack-Signature"), "v0="))
+	if err != nil {
+		return nil, false
+	}
+	return sig, true
 }
 
-// replayed records sig and reports whether it was seen within the last
-// 10 minutes (twice Slack's timestamp window).
-func (h *Handler) replayed(sig string) bool {
+// replayed records sig (a verified signature's bytes: the header's text
+// could be written again in upper case) and reports whether it was seen
+// within the last 10 minutes (twice Slack's timestamp window). The record
+// is this process's own: see docs/security.md for why a repeat on another
+// replica, or after a restart, is harmless.
+func (h *Handler) replayed(sig []byte) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.opts.Now()
@@ -263,10 +296,10 @@ func (h *Handler) replayed(sig string) bool {
 			delete(h.seen, s)
 		}
 	}
-	if _, dup := h.seen[sig]; dup {
+	if _, dup := h.seen[string(sig)]; dup {
 		return true
 	}
-	h.seen[sig] = now
+	h.seen[string(sig)] = now
 	return false
 }
 

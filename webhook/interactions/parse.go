@@ -20,8 +20,11 @@ import (
 type Interaction struct {
 	// Decision is Approve or Reject, from the clicked button's action id.
 	Decision tugboatv1alpha1.Decision
-	// Namespace, Promotion and Notifier come from the button's value.
-	Namespace, Promotion, Notifier string
+	// Namespace, Pipeline, Promotion and Notifier come from the button's
+	// value (Pipeline is empty in a message posted before the value named
+	// it). Only the signing secret of that notifier of that Pipeline
+	// authenticates the click.
+	Namespace, Pipeline, Promotion, Notifier string
 	// UserID and UserName identify the Slack user who clicked (trusted only
 	// once the signature verified).
 	UserID, UserName string
@@ -80,9 +83,11 @@ func Parse(contentType string, body []byte) (*Interaction, error) {
 	if len(in.UserID) > 64 || len(in.UserName) > 256 {
 		return nil, errors.New("payload.user: id or name too long")
 	}
-	if in.Namespace, in.Promotion, in.Notifier, err = notifyslack.ParseActionValue(found.Value); err != nil {
+	a, err := notifyslack.ParseActionValue(found.Value)
+	if err != nil {
 		return nil, fmt.Errorf("payload.actions[].value: %w", err)
 	}
+	in.Namespace, in.Pipeline, in.Promotion, in.Notifier = a.Namespace, a.Pipeline, a.Promotion, a.Notifier
 	return in, nil
 }
 

@@ -120,11 +120,12 @@ func (h *Handler) serveApproval(ctx context.Context, c *call, p *tugboatv1alpha1
 		h.outcome(c, err)
 		return
 	}
+	// Decide took the vote, or found the same decision of the same person
+	// already recorded (maybe through another identity, when
+	// gates.approvers.people declares the credential to be someone).
 	resp := ApprovalResponse{Promotion: pr.Name, Decision: "approved", DecidedBy: credential, Gate: request.Count(p, pr).Summary()}
-	for _, v := range pr.Status.Approvals {
-		if v.Source == tugboatv1alpha1.ApprovalSourceCI && v.User == credential && v.Decision == tugboatv1alpha1.DecisionReject {
-			resp.Decision = "rejected"
-		}
+	if vote.Decision == tugboatv1alpha1.DecisionReject {
+		resp.Decision = "rejected"
 	}
 	h.log.Info("Promotion decided by CI", "pipeline", c.namespace+"/"+c.pipeline, "promotion", pr.Name, "decision", resp.Decision, "credential", credential)
 	c.respond(http.StatusOK, resp)

@@ -77,12 +77,20 @@ func TestDeliver_promotionNoticesOnceEachInOrder(t *testing.T) {
 	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"PromotionCreated", "PromotionWaitingApproval"}))
 	setStatus(g, ns, pr.Name, func(s *tugboatv1alpha1.PromotionStatus) {
 		now := metav1.Now()
-		s.Approvals = []tugboatv1alpha1.ApprovalVote{{Decision: tugboatv1alpha1.DecisionApprove, User: "alice", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: now}}
+		// A Kubernetes voter's displayName is their own text (issue 23,
+		// Low 7): no notice shows it.
+		s.Approvals = []tugboatv1alpha1.ApprovalVote{{Decision: tugboatv1alpha1.DecisionApprove, User: "alice", DisplayName: "Bob (release manager)",
+			Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: now}}
 		s.Approval = &tugboatv1alpha1.Approval{ApprovedBy: "alice", Time: now}
 		s.Phase, s.StartedAt = tugboatv1alpha1.PromotionVerifying, &now
 		s.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: "https://git.example.com/fleet/pulls/7", Message: "pull request opened"}
 	})
 	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(HaveLen(3))
+	running := rcv.notices()[2]
+	g.Expect(running.Promotion).NotTo(BeNil())
+	g.Expect(running.Promotion.Votes).To(HaveLen(1))
+	g.Expect(running.Promotion.Votes[0].User).To(Equal("alice"))
+	g.Expect(running.Promotion.Votes[0].DisplayName).To(BeEmpty(), "a Kubernetes vote's displayName is not shown")
 	setStatus(g, ns, pr.Name, func(s *tugboatv1alpha1.PromotionStatus) {
 		now := metav1.Now()
 		s.Phase, s.CompletedAt = tugboatv1alpha1.PromotionSucceeded, &now

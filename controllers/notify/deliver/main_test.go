@@ -111,6 +111,12 @@ type notice struct {
 	Targets []struct {
 		Spoke string `json:"spoke"`
 	} `json:"targets"`
+	Promotion *struct {
+		Votes []struct {
+			User        string `json:"user"`
+			DisplayName string `json:"displayName"`
+		} `json:"votes"`
+	} `json:"promotion"`
 }
 
 func newReceiver(t *testing.T, codes ...int) (*receiver, string) {

@@ -23,7 +23,7 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 	info := &notify.Promotion{
 		Name: pr.Name, From: pr.Spec.From, To: pr.Spec.To, Version: pr.Spec.Version, Phase: s.Phase,
 		Strategy: pr.StrategyType(), RequestedBy: pr.Spec.RequestedBy, Requester: pr.Spec.Requester,
-		Votes: s.Approvals, Created: pr.CreationTimestamp.Time,
+		Votes: shownVotes(s.Approvals), Created: pr.CreationTimestamp.Time,
 	}
 	if c := apimeta.FindStatusCondition(s.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil {
 		info.Message = c.Message
@@ -90,7 +90,7 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 	}
 	if e == tugboatv1alpha1.EventPromotionWaitingApproval && s.Phase == tugboatv1alpha1.PromotionWaitingApproval &&
 		env != nil && env.Gates.Approvers != nil && len(env.Gates.Approvers.SlackUsers) > 0 {
-		n.Approval = &notify.ApprovalRequest{Namespace: pr.Namespace, Promotion: pr.Name, Notifier: spec.Name}
+		n.Approval = &notify.ApprovalRequest{Namespace: pr.Namespace, Pipeline: pr.Spec.Pipeline, Promotion: pr.Name, Notifier: spec.Name}
 	}
 	if n.Summary {
 		n.Timeline = r.promotionTimeline(ctx, p, env, pr)
@@ -154,7 +154,7 @@ func (r *deliverer) promotionTimeline(ctx context.Context, p *tugboatv1alpha1.Pi
 	add(pr.CreationTimestamp.Time, "hub", "promotion %s of %s from %s to %s created, requested by %s", pr.Name, pr.Spec.Version, from, pr.Spec.To, by)
 	for _, v := range s.Approvals {
 		who := v.User
-		if v.DisplayName != "" {
+		if v.DisplayName != "" && v.Source != tugboatv1alpha1.ApprovalSourceKubernetes {
 			who += " (" + v.DisplayName + ")"
 		}
 		verb := "approved"
@@ -254,4 +254,18 @@ func metavOK(gen int64) metav1.Condition {
 func metavFailed(gen int64, msg string) metav1.Condition {
 	return metav1.Condition{Type: tugboatv1alpha1.NotifiedCondition.String(), Status: metav1.ConditionFalse,
 		Reason: tugboatv1alpha1.NotificationFailedReason.String(), Message: msg, ObservedGeneration: gen}
+}
+
+// shownVotes are votes as notices show them: a Kubernetes vote's
+// displayName is the voter's own text, not something the API server
+// authenticated, so it is left out.
+func shownVotes(votes []tugboatv1alpha1.ApprovalVote) []tugboatv1alpha1.ApprovalVote {
+	out := make([]tugboatv1alpha1.ApprovalVote, len(votes))
+	for i, v := range votes {
+		if v.Source == tugboatv1alpha1.ApprovalSourceKubernetes {
+			v.DisplayName = ""
+		}
+		out[i] = v
+	}
+	return out
 }

@@ -70,7 +70,7 @@ func Promotion(e tugboatv1alpha1.NotifyEvent) notify.Notice {
 	case tugboatv1alpha1.EventPromotionWaitingApproval:
 		n.Promotion.Votes = n.Promotion.Votes[:1]
 		n.Promotion.ApprovedBy = ""
-		n.Approval = &notify.ApprovalRequest{Namespace: "apps", Promotion: "web-production-1.4.0", Notifier: "team-slack"}
+		n.Approval = &notify.ApprovalRequest{Namespace: "apps", Pipeline: "web", Promotion: "web-production-1.4.0", Notifier: "team-slack"}
 	case tugboatv1alpha1.EventPromotionFailed:
 		n.Promotion.Message = "timed out after 30m: prod-us/apps/web is Failed: Deployment web exceeded its progress deadline"
 		n.Targets[1].Health = tugboatv1alpha1.HealthFailed

@@ -182,7 +182,7 @@ func healthEmoji(h tugboatv1alpha1.Health) string {
 // decisionBlock is the actions block with Approve and Reject; nil when the
 // request does not fit a button value.
 func decisionBlock(a notify.ApprovalRequest) *slack.ActionBlock {
-	value := ActionValue(a.Namespace, a.Promotion, a.Notifier)
+	value := ActionValue(a.Namespace, a.Pipeline, a.Promotion, a.Notifier)
 	if len(value) > MaxButtonValue {
 		return nil
 	}

@@ -11,40 +11,60 @@ import (
 )
 
 // Action ids of the buttons (unique within a message). The button value of
-// both is ActionValue(namespace, promotion, notifier).
+// both is ActionValue(namespace, pipeline, promotion, notifier).
 const (
 	ActionApprove = "tugboat_approve"
 	ActionReject  = "tugboat_reject"
 )
 
-// ActionValue is a button's value: "<namespace>/<promotion>/<notifier>".
-func ActionValue(namespace, promotion, notifier string) string {
-	return namespace + "/" + promotion + "/" + notifier
+// Action is what a button's value names: the Promotion, and the notifier
+// of its Pipeline that posted the message, whose signing secret alone may
+// authenticate a click on it.
+type Action struct {
+	Namespace, Pipeline, Promotion, Notifier string
+}
+
+// ActionValue is a button's value:
+// "<namespace>/<pipeline>/<promotion>/<notifier>".
+func ActionValue(namespace, pipeline, promotion, notifier string) string {
+	return namespace + "/" + pipeline + "/" + promotion + "/" + notifier
 }
 
 // ParseActionValue splits a button value made by ActionValue. It checks the
-// shape only (a namespace and a notifier name that are DNS labels, a
-// Promotion name that is a DNS subdomain): the value comes from Slack, and
-// the signature on the interaction is what makes it trustworthy.
-func ParseActionValue(value string) (namespace, promotion, notifier string, err error) {
+// shape only (a namespace and a notifier name that are DNS labels, Pipeline
+// and Promotion names that are DNS subdomains): the value comes from Slack,
+// and the signature on the interaction is what makes it trustworthy.
+//
+// Messages posted before the value named the Pipeline carry
+// "<namespace>/<promotion>/<notifier>": that value is taken too, with
+// Pipeline empty (the hub then reads it from the Promotion).
+func ParseActionValue(value string) (Action, error) {
 	if len(value) > MaxButtonValue {
-		return "", "", "", fmt.Errorf("action value is longer than %d bytes", MaxButtonValue)
+		return Action{}, fmt.Errorf("action value is longer than %d bytes", MaxButtonValue)
 	}
 	parts := strings.Split(value, "/")
-	if len(parts) != 3 {
-		return "", "", "", fmt.Errorf("action value %q is not namespace/promotion/notifier", notify.Truncate(notify.Printable(value, 100), 100))
+	var a Action
+	switch len(parts) {
+	case 4:
+		a = Action{Namespace: parts[0], Pipeline: parts[1], Promotion: parts[2], Notifier: parts[3]}
+	case 3:
+		a = Action{Namespace: parts[0], Promotion: parts[1], Notifier: parts[2]}
+	default:
+		return Action{}, fmt.Errorf("action value %q is not namespace/pipeline/promotion/notifier", notify.Truncate(notify.Printable(value, 100), 100))
 	}
-	namespace, promotion, notifier = parts[0], parts[1], parts[2]
-	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-		return "", "", "", fmt.Errorf("action value: namespace: %s", strings.Join(errs, "; "))
+	if errs := validation.IsDNS1123Label(a.Namespace); len(errs) > 0 {
+		return Action{}, fmt.Errorf("action value: namespace: %s", strings.Join(errs, "; "))
 	}
-	if errs := validation.IsDNS1123Subdomain(promotion); len(errs) > 0 {
-		return "", "", "", fmt.Errorf("action value: promotion: %s", strings.Join(errs, "; "))
+	if errs := validation.IsDNS1123Subdomain(a.Pipeline); len(parts) == 4 && len(errs) > 0 {
+		return Action{}, fmt.Errorf("action value: pipeline: %s", strings.Join(errs, "; "))
 	}
-	if errs := validation.IsDNS1123Label(notifier); len(errs) > 0 {
-		return "", "", "", fmt.Errorf("action value: notifier: %s", strings.Join(errs, "; "))
+	if errs := validation.IsDNS1123Subdomain(a.Promotion); len(errs) > 0 {
+		return Action{}, fmt.Errorf("action value: promotion: %s", strings.Join(errs, "; "))
 	}
-	return namespace, promotion, notifier, nil
+	if errs := validation.IsDNS1123Label(a.Notifier); len(errs) > 0 {
+		return Action{}, fmt.Errorf("action value: notifier: %s", strings.Join(errs, "; "))
+	}
+	return a, nil
 }
 
 // OutcomeKind is what became of a click on Approve or Reject.

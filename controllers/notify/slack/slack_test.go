@@ -432,16 +432,16 @@ func TestSlack_buttonsOnlyWithApprovalAndSigningSecret(t *testing.T) {
 			approve, reject := els[0].(map[string]any), els[1].(map[string]any)
 			g.Expect(approve["action_id"]).To(Equal(slack.ActionApprove))
 			g.Expect(reject["action_id"]).To(Equal(slack.ActionReject))
-			g.Expect(approve["value"]).To(Equal("apps/web-production-1.4.0/team-slack"))
+			g.Expect(approve["value"]).To(Equal("apps/web/web-production-1.4.0/team-slack"), "the value names the Pipeline and the notifier whose secret signs a click")
 			g.Expect(reject["value"]).To(Equal(approve["value"]))
 			g.Expect(approve["style"]).To(Equal("primary"))
 			g.Expect(reject["style"]).To(Equal("danger"))
 			g.Expect(approve).NotTo(HaveKey("confirm"))
 			g.Expect(reject).To(HaveKey("confirm"), "Reject asks for confirmation")
 
-			ns, prom, notifier, err := slack.ParseActionValue(approve["value"].(string))
+			a, err := slack.ParseActionValue(approve["value"].(string))
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect([]string{ns, prom, notifier}).To(Equal([]string{"apps", "web-production-1.4.0", "team-slack"}))
+			g.Expect(a).To(Equal(slack.Action{Namespace: "apps", Pipeline: "web", Promotion: "web-production-1.4.0", Notifier: "team-slack"}))
 		})
 	}
 }
@@ -724,16 +724,20 @@ func TestSlack_decisionMessage(t *testing.T) {
 
 func TestParseActionValue(t *testing.T) {
 	g := NewWithT(t)
-	v := slack.ActionValue("apps", "web-production-1.4.0", "team-slack")
-	ns, p, n, err := slack.ParseActionValue(v)
+	v := slack.ActionValue("apps", "web", "web-production-1.4.0", "team-slack")
+	a, err := slack.ParseActionValue(v)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect([]string{ns, p, n}).To(Equal([]string{"apps", "web-production-1.4.0", "team-slack"}))
+	g.Expect(a).To(Equal(slack.Action{Namespace: "apps", Pipeline: "web", Promotion: "web-production-1.4.0", Notifier: "team-slack"}))
+	// A message posted before the value named the Pipeline.
+	a, err = slack.ParseActionValue("apps/web-production-1.4.0/team-slack")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(a).To(Equal(slack.Action{Namespace: "apps", Promotion: "web-production-1.4.0", Notifier: "team-slack"}))
 	for _, bad := range []string{
-		"", "apps/web", "apps/web/team/extra", "/web/team", "apps//team", "apps/web/",
+		"", "apps/web", "apps/web/web-1/team/extra", "/web/team", "apps//team", "apps/web/",
 		"Apps/web/team", "apps/web_1/team", "apps/web/team\n", strings.Repeat("a", 2001),
-		"apps/" + url.PathEscape("../x") + "/team",
+		"apps/" + url.PathEscape("../x") + "/team", "apps//web-1/team", "apps/Web/web-1/team",
 	} {
-		_, _, _, err := slack.ParseActionValue(bad)
+		_, err := slack.ParseActionValue(bad)
 		g.Expect(err).To(HaveOccurred(), "%q", bad)
 	}
 }

@@ -10,24 +10,35 @@ import (
 
 // Tally is where a Promotion's approval gate stands, from its votes.
 type Tally struct {
-	// Required is how many distinct approvers the destination's gate needs
-	// (gates.approvals, default 1).
+	// Required is how many distinct people must approve (gates.approvals,
+	// default 1).
 	Required int
-	// Approvals are the counted approvals, one per distinct identity, in
-	// the order they were made.
+	// Approvals are the counted approvals, one per person, in the order
+	// they were made.
 	Approvals []tugboatv1alpha1.ApprovalVote
 	// Rejection is the first counted rejection, if any: it decides.
 	Rejection *tugboatv1alpha1.ApprovalVote
 	// Ignored explains each vote that does not count.
 	Ignored []string
+
+	// approvers name the person of each of Approvals; rejecter the
+	// Rejection's.
+	approvers []string
+	rejecter  string
 }
 
 // Count tallies the votes in pr's status.approvals against the gate of its
-// destination environment in p. A vote counts once per identity (source
-// and user; the first one stands). A vote does not count when it is the
-// requester's own approval of a manual promotion, or when its Slack or CI
-// identity is no longer listed in gates.approvers (MayApprove). Kubernetes
-// votes were checked by the API server when written.
+// destination environment in p. It counts people, not identities: a
+// Slack user or CI credential that gates.approvers.people declares to be a
+// Kubernetes user is that user (PersonOf), and a person's first counted
+// vote stands, whichever identities they vote through. A vote does not
+// count when it is the requester's approval of a manual promotion, through
+// any identity (IsRequester), when its Slack or CI identity is no longer
+// listed in gates.approvers (MayApprove), or when it is a Kubernetes vote
+// among the first status.unverifiedVotes (written while the API server did
+// not enforce the policy tugboat-approvals, which the Promotion controller
+// records; the user may vote again). Other Kubernetes votes were checked
+// by the API server when written.
 func Count(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion) Tally {
 	t := Tally{Required: 1}
 	if idx := pipeline.EnvironmentIndex(p, pr.Spec.To); idx >= 0 {
@@ -35,24 +46,45 @@ func Count(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion) Tally {
 			t.Required = int(*n)
 		}
 	}
-	seen := map[string]bool{}
-	for _, v := range pr.Status.Approvals {
+	seen := map[string]bool{}       // identities (source and user): the first vote stands
+	unverified := map[string]bool{} // identities of unverified votes, noted once
+	voted := map[Person]string{}    // people counted → how they voted, described
+	for i, v := range pr.Status.Approvals {
 		key := string(v.Source) + "\x00" + v.User
-		switch {
-		case seen[key]:
+		if isUnverified(pr, i) {
+			// Not the user's vote for all anyone knows: it neither counts
+			// nor stands in the way of the user's own.
+			if !unverified[key] {
+				unverified[key] = true
+				t.Ignored = append(t.Ignored, v.User+" (Kubernetes) was written while the API server did not enforce the policy "+PolicyName)
+			}
 			continue
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		who := PersonOf(p, pr.Spec.To, v)
+		name := who.describe(v)
+		switch {
 		case v.Source != tugboatv1alpha1.ApprovalSourceKubernetes && !MayApprove(p, pr.Spec.To, v.Source, v.User):
 			t.Ignored = append(t.Ignored, fmt.Sprintf("%s (%s) is not an approver of %s", describeVoter(v), v.Source, pr.Spec.To))
-		case v.Decision == tugboatv1alpha1.DecisionApprove && IsRequester(pr, v):
-			t.Ignored = append(t.Ignored, v.User+" requested it, so their approval does not count")
+			continue
+		case v.Decision == tugboatv1alpha1.DecisionApprove && IsRequester(p, pr, v):
+			t.Ignored = append(t.Ignored, name+" requested it, so their approval does not count")
+			continue
+		case voted[who] != "":
+			t.Ignored = append(t.Ignored, fmt.Sprintf("%s already voted as %s, and one person counts once", name, voted[who]))
+			continue
 		case v.Decision == tugboatv1alpha1.DecisionReject:
 			if t.Rejection == nil {
-				t.Rejection = v.DeepCopy()
+				t.Rejection, t.rejecter = v.DeepCopy(), name
 			}
 		case v.Decision == tugboatv1alpha1.DecisionApprove:
 			t.Approvals = append(t.Approvals, v)
+			t.approvers = append(t.approvers, name)
 		}
-		seen[key] = true
+		voted[who] = name
 	}
 	return t
 }
@@ -64,12 +96,12 @@ func (t Tally) Approved() bool { return t.Rejection == nil && len(t.Approvals) >
 // ApprovedBy lists the counted approvers, comma-separated, as
 // status.approval.approvedBy records them.
 func (t Tally) ApprovedBy() string {
-	names := make([]string, len(t.Approvals))
-	for i, v := range t.Approvals {
-		names[i] = describeVoter(v)
-	}
-	return strings.Join(names, ", ")
+	return strings.Join(t.approvers, ", ")
 }
+
+// RejectedBy names who rejected (the counted Rejection), as
+// status.approval.rejectedBy records it; "" when nobody did.
+func (t Tally) RejectedBy() string { return t.rejecter }
 
 // Summary says where the gate stands, e.g. "1 of 2 approvals (alice)".
 func (t Tally) Summary() string {
@@ -101,4 +133,11 @@ func (t Tally) Missing() string {
 		s += " from someone other than " + t.ApprovedBy()
 	}
 	return s
+}
+
+// isUnverified reports whether pr's i-th vote is a Kubernetes vote among
+// the first status.unverifiedVotes: written while the API server did not
+// enforce the policy tugboat-approvals, so nothing checked who wrote it.
+func isUnverified(pr *tugboatv1alpha1.Promotion, i int) bool {
+	return pr.Status.Approvals[i].Source == tugboatv1alpha1.ApprovalSourceKubernetes && i < int(pr.Status.UnverifiedVotes)
 }

@@ -39,8 +39,11 @@ const MaxVotes = 20
 // yet (status.approval unset); otherwise *PhaseError. The same user's same
 // decision again changes nothing and returns the Promotion, whatever its
 // phase; a different decision by the same user is a *PhaseError (a vote
-// cannot be changed). The requester of a manual promotion may not approve
-// it (*NotAllowedError); they may reject it. The patch carries the
+// cannot be changed). A vote is one person's (PersonOf: a Slack user or CI
+// credential that gates.approvers.people declares to be a Kubernetes user
+// is that user): their vote through another identity is the same vote. The
+// requester of a manual promotion may not approve it, through any identity
+// (*NotAllowedError); they may reject it. The patch carries the
 // resourceVersion read, so a concurrent vote or phase change is seen and
 // the checks run again.
 //
@@ -66,12 +69,12 @@ func Decide(ctx context.Context, c client.Client, namespace, name string, vote t
 				return false, &NotAllowedError{Promotion: name, User: vote.User,
 					Detail: fmt.Sprintf("%s identity %s is not an approver of %s (gates.approvers of pipeline %s)", vote.Source, vote.User, pr.Spec.To, pr.Spec.Pipeline)}
 			}
-			if prev := voteOf(pr, vote.Source, vote.User); prev != nil {
+			if prev := voteOf(p, pr, vote); prev != nil {
 				if prev.Decision == vote.Decision {
-					return false, nil // asked twice: the first vote stands
+					return false, nil // asked twice, maybe through another identity: the first vote stands
 				}
 				return false, &PhaseError{Promotion: name, Phase: pr.Status.Phase,
-					Detail: fmt.Sprintf("was already %s by %s: a decision cannot be changed", pastTense(prev.Decision), describeVoter(*prev))}
+					Detail: fmt.Sprintf("was already %s by %s: a decision cannot be changed", pastTense(prev.Decision), PersonOf(p, pr.Spec.To, *prev).describe(*prev))}
 			}
 			if a := pr.Status.Approval; a != nil {
 				return false, &PhaseError{Promotion: name, Phase: pr.Status.Phase, Detail: "was already " + describe(a)}
@@ -79,9 +82,9 @@ func Decide(ctx context.Context, c client.Client, namespace, name string, vote t
 			if !waitsForApproval(p, pr) {
 				return false, &PhaseError{Promotion: name, Phase: pr.Status.Phase}
 			}
-			if vote.Decision == tugboatv1alpha1.DecisionApprove && IsRequester(pr, vote) {
+			if vote.Decision == tugboatv1alpha1.DecisionApprove && IsRequester(p, pr, vote) {
 				return false, &NotAllowedError{Promotion: name, User: vote.User,
-					Detail: vote.User + " requested this promotion: another person must approve it"}
+					Detail: PersonOf(p, pr.Spec.To, vote).describe(vote) + " requested this promotion: another person must approve it"}
 			}
 			if len(pr.Status.Approvals) >= MaxVotes {
 				return false, &PhaseError{Promotion: name, Phase: pr.Status.Phase, Detail: fmt.Sprintf("already records %d decisions, the most it holds", MaxVotes)}
@@ -140,19 +143,13 @@ func MayApprove(p *tugboatv1alpha1.Pipeline, env string, source tugboatv1alpha1.
 	return false
 }
 
-// IsRequester reports whether v is by the person who requested pr by hand
-// (requestedBy user, requester the Kubernetes user name that the policy
-// tugboat-approvals made sure of). Their approval never counts.
-func IsRequester(pr *tugboatv1alpha1.Promotion, v tugboatv1alpha1.ApprovalVote) bool {
-	return pr.Spec.RequestedBy == tugboatv1alpha1.RequestedByUser && pr.Spec.Requester != "" &&
-		v.Source == tugboatv1alpha1.ApprovalSourceKubernetes && v.User == pr.Spec.Requester
-}
-
-// voteOf returns the first vote of user (authenticated by source) on pr.
-func voteOf(pr *tugboatv1alpha1.Promotion, source tugboatv1alpha1.ApprovalSource, user string) *tugboatv1alpha1.ApprovalVote {
+// voteOf returns the first vote on pr of the person who cast v (PersonOf),
+// through whichever identity, leaving out unverified votes (isUnverified).
+func voteOf(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion, v tugboatv1alpha1.ApprovalVote) *tugboatv1alpha1.ApprovalVote {
+	who := PersonOf(p, pr.Spec.To, v)
 	for i := range pr.Status.Approvals {
-		if v := &pr.Status.Approvals[i]; v.Source == source && v.User == user {
-			return v
+		if prev := &pr.Status.Approvals[i]; !isUnverified(pr, i) && PersonOf(p, pr.Spec.To, *prev) == who {
+			return prev
 		}
 	}
 	return nil
@@ -189,8 +186,10 @@ func pastTense(d tugboatv1alpha1.Decision) string {
 
 // describeVoter names a voter for people: the user, with the Slack display
 // name where there is one.
+// A Kubernetes vote's displayName is the voter's own text, not something
+// the API server authenticated: it is never shown.
 func describeVoter(v tugboatv1alpha1.ApprovalVote) string {
-	if v.DisplayName != "" && v.DisplayName != v.User {
+	if v.Source != tugboatv1alpha1.ApprovalSourceKubernetes && v.DisplayName != "" && v.DisplayName != v.User {
 		return v.DisplayName + " (" + v.User + ")"
 	}
 	return v.User

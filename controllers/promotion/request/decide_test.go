@@ -361,6 +361,7 @@ func TestPolicy_onlyTheHubWritesTheOutcomeAndOtherStatus(t *testing.T) {
 		{"another's vote, copied", func(s *tugboatv1alpha1.PromotionStatus) {
 			s.Approvals = append(s.Approvals, s.Approvals[0])
 		}, "a new decision must name you"},
+		{"unverifiedVotes", func(s *tugboatv1alpha1.PromotionStatus) { s.UnverifiedVotes = 1 }, "only the tugboat hub writes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -384,4 +385,209 @@ func TestPolicy_onlyTheHubWritesTheOutcomeAndOtherStatus(t *testing.T) {
 		Decision: tugboatv1alpha1.DecisionReject, User: "alice", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: metav1.Now()})
 	err = as(t, "alice").Status().Patch(ctx, cur, client.MergeFrom(orig))
 	g.Expect(err).To(MatchError(ContainSubstring("no longer waiting for approval")))
+}
+
+// peoplePipeline is Pipeline web of newPipeline whose production needs two
+// approvals, with Slack users and CI credentials declared to be the
+// Kubernetes users bob and carol (gates.approvers.people), and one Slack
+// user (U0ERIN) declared to be nobody.
+func peoplePipeline(t *testing.T, ns string) *tugboatv1alpha1.Pipeline {
+	t.Helper()
+	p := newPipeline(t, ns)
+	p.Spec.Environments[2].Gates.Approvals = ptr.To[int32](2)
+	p.Spec.Environments[2].Gates.Approvers = &tugboatv1alpha1.Approvers{
+		SlackUsers:    []string{"U0BOB", "U0CAROL", "U0ERIN"},
+		CICredentials: []string{"bob-ci", "carol-ci"},
+		People: []tugboatv1alpha1.ApproverIdentity{
+			{User: "bob", SlackUsers: []string{"U0BOB"}, CICredentials: []string{"bob-ci"}},
+			{User: "carol", SlackUsers: []string{"U0CAROL"}, CICredentials: []string{"carol-ci"}},
+		},
+	}
+	if err := hub.Client.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Issue 23, Medium 2: votes are counted per person, and the requester's
+// approval counts through none of their identities.
+func TestCount_countsPeopleNotIdentities(t *testing.T) {
+	g := NewWithT(t)
+	approve, reject := tugboatv1alpha1.DecisionApprove, tugboatv1alpha1.DecisionReject
+	k, slack, ci := tugboatv1alpha1.ApprovalSourceKubernetes, tugboatv1alpha1.ApprovalSourceSlack, tugboatv1alpha1.ApprovalSourceCI
+	p := &tugboatv1alpha1.Pipeline{Spec: tugboatv1alpha1.PipelineSpec{Environments: []tugboatv1alpha1.Environment{
+		{Name: "production", Gates: tugboatv1alpha1.Gates{RequireApproval: true, Approvals: ptr.To[int32](2),
+			Approvers: &tugboatv1alpha1.Approvers{
+				SlackUsers: []string{"U0BOB", "U0CAROL", "U0ERIN"}, CICredentials: []string{"bob-ci", "carol-ci"},
+				People: []tugboatv1alpha1.ApproverIdentity{
+					{User: "bob", SlackUsers: []string{"U0BOB"}, CICredentials: []string{"bob-ci"}},
+					{User: "carol", SlackUsers: []string{"U0CAROL"}, CICredentials: []string{"carol-ci"}},
+				}}}},
+	}}}
+	pr := &tugboatv1alpha1.Promotion{Spec: tugboatv1alpha1.PromotionSpec{To: "production", RequestedBy: tugboatv1alpha1.RequestedByUser, Requester: "bob"}}
+	pr.Status.Approvals = []tugboatv1alpha1.ApprovalVote{
+		vote(approve, slack, "U0BOB", ""),   // the requester, through Slack
+		vote(approve, ci, "bob-ci", ""),     // and through CI
+		vote(approve, k, "carol", ""),       // carol
+		vote(approve, slack, "U0CAROL", ""), // carol again, through Slack
+		vote(approve, ci, "carol-ci", ""),   // and through CI
+	}
+	tally := request.Count(p, pr)
+	g.Expect(tally.Approved()).To(BeFalse(), "one person other than the requester approved, three identities of it")
+	g.Expect(tally.ApprovedBy()).To(Equal("carol"))
+	g.Expect(tally.Ignored).To(Equal([]string{
+		"bob (Slack U0BOB) requested it, so their approval does not count",
+		"bob (CI bob-ci) requested it, so their approval does not count",
+		"carol (Slack U0CAROL) already voted as carol, and one person counts once",
+		"carol (CI carol-ci) already voted as carol, and one person counts once",
+	}))
+	g.Expect(tally.Missing()).To(Equal("1 more approval from someone other than carol"))
+
+	// A Slack user declared to be nobody is a person of their own.
+	pr.Status.Approvals = append(pr.Status.Approvals, vote(approve, slack, "U0ERIN", ""))
+	tally = request.Count(p, pr)
+	g.Expect(tally.Approved()).To(BeTrue())
+	g.Expect(tally.ApprovedBy()).To(Equal("carol, U0ERIN"))
+
+	// The requester may reject through any identity; a rejection by a
+	// person who already approved does not count (the first vote stands).
+	pr.Status.Approvals = append(pr.Status.Approvals, vote(reject, slack, "U0CAROL", "changed my mind"))
+	g.Expect(request.Count(p, pr).Rejection).To(BeNil())
+	pr.Status.Approvals = []tugboatv1alpha1.ApprovalVote{vote(reject, ci, "bob-ci", "withdrawn")}
+	tally = request.Count(p, pr)
+	g.Expect(tally.Rejection).NotTo(BeNil())
+	g.Expect(tally.RejectedBy()).To(Equal("bob (CI bob-ci)"))
+}
+
+// The hub refuses the requester's approval through Slack and CI when
+// those identities are declared to be them, and takes one person's vote
+// once, on a real API server as the hub's ServiceAccount.
+func TestDecide_refusesTheRequesterThroughEveryIdentity(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := peoplePipeline(t, ns)
+	grantApprovers(t, ns)
+	if err := identity.Grant(ctx, hub.Client, ns, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	// bob asks for the promotion himself: the API server records him.
+	pr, err := request.Create(ctx, as(t, "bob"), p, "production", "1.4.0", tugboatv1alpha1.RequestedByUser, "bob")
+	g.Expect(err).NotTo(HaveOccurred())
+	setPhase(t, pr, tugboatv1alpha1.PromotionWaitingApproval)
+	approve, reject := tugboatv1alpha1.DecisionApprove, tugboatv1alpha1.DecisionReject
+	slack, ci := tugboatv1alpha1.ApprovalSourceSlack, tugboatv1alpha1.ApprovalSourceCI
+
+	for _, v := range []tugboatv1alpha1.ApprovalVote{vote(approve, slack, "U0BOB", ""), vote(approve, ci, "bob-ci", "")} {
+		_, err = request.Decide(ctx, hubc, ns, pr.Name, v)
+		g.Expect(err).To(MatchError(request.ErrNotAllowed), "%s %s", v.Source, v.User)
+		g.Expect(err).To(MatchError(ContainSubstring("bob (" + string(v.Source) + " " + v.User + ") requested this promotion: another person must approve it")))
+	}
+	g.Expect(getPromotion(t, ns, pr.Name).Status.Approvals).To(BeEmpty())
+
+	_, err = request.Decide(ctx, hubc, ns, pr.Name, vote(approve, slack, "U0CAROL", ""))
+	g.Expect(err).NotTo(HaveOccurred())
+	rv := getPromotion(t, ns, pr.Name).ResourceVersion
+	_, err = request.Decide(ctx, hubc, ns, pr.Name, vote(approve, ci, "carol-ci", ""))
+	g.Expect(err).NotTo(HaveOccurred(), "carol's approval again, through CI: the first stands")
+	g.Expect(getPromotion(t, ns, pr.Name).ResourceVersion).To(Equal(rv), "nothing written")
+	_, err = request.Decide(ctx, hubc, ns, pr.Name, vote(reject, ci, "carol-ci", ""))
+	g.Expect(err).To(MatchError(request.ErrNotWaiting))
+	g.Expect(err).To(MatchError(ContainSubstring("was already approved by carol (Slack U0CAROL): a decision cannot be changed")))
+
+	_, err = request.Decide(ctx, hubc, ns, pr.Name, vote(reject, ci, "bob-ci", "withdrawn"))
+	g.Expect(err).NotTo(HaveOccurred(), "the requester may withdraw it, through any identity")
+	g.Expect(getPromotion(t, ns, pr.Name).Status.Approvals).To(HaveLen(2))
+}
+
+// gates.approvers.people is validated by the API server, for the person
+// who writes the Pipeline (here pat, who may create Pipelines), with
+// messages that say what to fix.
+func TestPipeline_approverPeopleAreValidated(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	g.Expect(identity.Grant(ctx, hub.Client, ns, "pat")).To(Succeed())
+	pat := as(t, "pat")
+	base := func(name string, a *tugboatv1alpha1.Approvers) *tugboatv1alpha1.Pipeline {
+		return &tugboatv1alpha1.Pipeline{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: tugboatv1alpha1.PipelineSpec{
+				Release: "web", Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification},
+				Environments: []tugboatv1alpha1.Environment{
+					{Name: "production", Targets: []tugboatv1alpha1.Target{{Spoke: "prod-1", Namespace: "apps"}},
+						Gates: tugboatv1alpha1.Gates{RequireApproval: true, Approvers: a}},
+				},
+			},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		a    *tugboatv1alpha1.Approvers
+		says string
+	}{
+		{"a mapped Slack user who may not approve", &tugboatv1alpha1.Approvers{
+			People: []tugboatv1alpha1.ApproverIdentity{{User: "alice", SlackUsers: []string{"U0ALICE"}}}},
+			"people[].slackUsers must also be listed in slackUsers"},
+		{"a mapped CI credential that may not approve", &tugboatv1alpha1.Approvers{CICredentials: []string{"other"},
+			People: []tugboatv1alpha1.ApproverIdentity{{User: "alice", CICredentials: []string{"alice-ci"}}}},
+			"people[].ciCredentials must also be listed in ciCredentials"},
+		{"one Slack user, two people", &tugboatv1alpha1.Approvers{SlackUsers: []string{"U0ALICE"},
+			People: []tugboatv1alpha1.ApproverIdentity{{User: "alice", SlackUsers: []string{"U0ALICE"}}, {User: "bob", SlackUsers: []string{"U0ALICE"}}}},
+			"a Slack user belongs to one person"},
+		{"one CI credential, two people", &tugboatv1alpha1.Approvers{CICredentials: []string{"ci"},
+			People: []tugboatv1alpha1.ApproverIdentity{{User: "alice", CICredentials: []string{"ci"}}, {User: "bob", CICredentials: []string{"ci"}}}},
+			"a CI credential belongs to one person"},
+		{"a person with no identity", &tugboatv1alpha1.Approvers{SlackUsers: []string{"U0ALICE"},
+			People: []tugboatv1alpha1.ApproverIdentity{{User: "alice"}}},
+			"a person needs at least one entry in slackUsers or ciCredentials"},
+		{"a person listed twice", &tugboatv1alpha1.Approvers{SlackUsers: []string{"U0ALICE", "U0BOB"},
+			People: []tugboatv1alpha1.ApproverIdentity{{User: "alice", SlackUsers: []string{"U0ALICE"}}, {User: "alice", SlackUsers: []string{"U0BOB"}}}},
+			"Duplicate value"},
+		{"no user", &tugboatv1alpha1.Approvers{SlackUsers: []string{"U0ALICE"},
+			People: []tugboatv1alpha1.ApproverIdentity{{SlackUsers: []string{"U0ALICE"}}}},
+			"people[0].user"},
+	} {
+		err := pat.Create(ctx, base("bad", tc.a))
+		g.Expect(err).To(MatchError(ContainSubstring(tc.says)), tc.name)
+	}
+	good := base("good", &tugboatv1alpha1.Approvers{SlackUsers: []string{"U0ALICE", "U0ERIN"}, CICredentials: []string{"alice-ci"},
+		People: []tugboatv1alpha1.ApproverIdentity{{User: "alice@example.com", SlackUsers: []string{"U0ALICE"}, CICredentials: []string{"alice-ci"}}}})
+	g.Expect(pat.Create(ctx, good)).To(Succeed())
+	got := &tugboatv1alpha1.Pipeline{}
+	g.Expect(hub.Client.Get(ctx, client.ObjectKeyFromObject(good), got)).To(Succeed())
+	g.Expect(got.Spec.Environments[0].Gates.Approvers.People).To(Equal(good.Spec.Environments[0].Gates.Approvers.People))
+}
+
+// Issue 23, Low 7: a Kubernetes voter cannot choose the name shown for
+// them; the API server refuses a displayName other than their user name,
+// and the hub never shows a Kubernetes vote's displayName.
+func TestPolicy_refusesADisplayNameThatIsNotTheUser(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newPipeline(t, ns)
+	grantApprovers(t, ns)
+	pr, err := request.Create(ctx, hubc, p, "production", "1.4.0", tugboatv1alpha1.RequestedByCI, "ci")
+	g.Expect(err).NotTo(HaveOccurred())
+	setPhase(t, pr, tugboatv1alpha1.PromotionWaitingApproval)
+
+	v := kubeVote(tugboatv1alpha1.DecisionApprove, "alice")
+	v.DisplayName = "Bob (release manager)"
+	_, err = request.Decide(ctx, as(t, "alice"), ns, pr.Name, v)
+	g.Expect(err).To(MatchError(request.ErrNotAllowed))
+	g.Expect(err).To(MatchError(ContainSubstring("a new decision may not set displayName to anything but your user name (alice)")))
+	g.Expect(getPromotion(t, ns, pr.Name).Status.Approvals).To(BeEmpty())
+
+	v.DisplayName = "alice"
+	_, err = request.Decide(ctx, as(t, "alice"), ns, pr.Name, v)
+	g.Expect(err).NotTo(HaveOccurred(), "their own name is no lie")
+
+	// A displayName that reached the status anyway (before the rule, or
+	// written by the hub) is not shown for a Kubernetes vote.
+	counted := &tugboatv1alpha1.Promotion{Spec: pr.Spec}
+	forged := kubeVote(tugboatv1alpha1.DecisionApprove, "dave")
+	forged.DisplayName = "Bob (release manager)"
+	counted.Status.Approvals = []tugboatv1alpha1.ApprovalVote{forged}
+	g.Expect(request.Count(p, counted).ApprovedBy()).To(Equal("dave"))
 }
