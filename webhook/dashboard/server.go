@@ -38,6 +38,11 @@ type Options struct {
 	// "127.0.0.1:7070", "localhost:7070"), which refuses DNS rebinding.
 	// Empty accepts any host (behind a proxy that checks it).
 	AllowedHosts []string
+	// AccessToken, when set, must come with every request: in the query
+	// parameter "token" of the first address (tugboat ui prints it once),
+	// then in an HttpOnly cookie. Without it, any process that can reach
+	// the address could read the pages and act as the dashboard's user.
+	AccessToken string
 	// Clock returns the current time. Defaults to time.Now.
 	Clock func() time.Time
 	// Log receives the dashboard's errors. Defaults to discarding them.
@@ -51,12 +56,13 @@ type Server struct {
 	opts   Options
 	// token is the per-process CSRF token, also the value of the cookie
 	// cookieName.
-	token      string
-	cookieName string
-	pages      map[string]*pageTemplate
-	events     *broker
-	handler    http.Handler
-	cop        *http.CrossOriginProtection
+	token        string
+	cookieName   string
+	accessCookie string
+	pages        map[string]*pageTemplate
+	events       *broker
+	handler      http.Handler
+	cop          *http.CrossOriginProtection
 	// stopped is closed when Start returns, which ends the event streams.
 	stopped chan struct{}
 }
@@ -103,11 +109,12 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Server, error
 		token:  token,
 		// Cookies do not tell ports apart: two dashboards on one host
 		// each keep their own cookie.
-		cookieName: "tugboat_csrf_" + hex.EncodeToString(sum[:4]),
-		pages:      pages,
-		events:     newBroker(),
-		cop:        http.NewCrossOriginProtection(),
-		stopped:    make(chan struct{}),
+		cookieName:   "tugboat_csrf_" + hex.EncodeToString(sum[:4]),
+		accessCookie: accessCookieName(opts.AccessToken),
+		pages:        pages,
+		events:       newBroker(),
+		cop:          http.NewCrossOriginProtection(),
+		stopped:      make(chan struct{}),
 	}
 	s.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusForbidden, "cross-site request refused: actions are taken only from the dashboard's own pages")
@@ -174,6 +181,9 @@ func (s *Server) secure(next http.Handler) http.Handler {
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		if len(s.opts.AllowedHosts) > 0 && !slices.Contains(s.opts.AllowedHosts, strings.ToLower(r.Host)) {
 			s.fail(w, r, http.StatusMisdirectedRequest, "this dashboard is not served as host "+clip(r.Host, 100)+": open it through the address tugboat ui printed")
+			return
+		}
+		if !s.checkAccess(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -4,6 +4,8 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +15,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -83,12 +86,23 @@ func (o *uiOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
 	loopback := isLoopback(o.address)
-	var hosts []string
-	if loopback {
-		p := strconv.Itoa(port)
+	p := strconv.Itoa(port)
+	hosts := []string{strings.ToLower(net.JoinHostPort(o.address, p))}
+	switch {
+	case loopback:
 		hosts = []string{"127.0.0.1:" + p, "localhost:" + p, "[::1]:" + p}
+	case isUnspecified(o.address):
+		hosts = nil // every address of the machine: the access token guards it
 	}
-	d, err := dashboard.New(s.config, hub.Scheme(), dashboard.Options{Namespace: s.namespace, AllowedHosts: hosts})
+	// This run's access token: the dashboard answers nothing without it,
+	// so another local process (or a page in the browser) cannot read the
+	// pages or their CSRF token and act as the user. Printed once, in the
+	// address.
+	token, err := accessToken()
+	if err != nil {
+		return err
+	}
+	d, err := dashboard.New(s.config, hub.Scheme(), dashboard.Options{Namespace: s.namespace, AllowedHosts: hosts, AccessToken: token})
 	if err != nil {
 		return err
 	}
@@ -96,7 +110,7 @@ func (o *uiOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	if loopback {
 		host = "127.0.0.1"
 	}
-	url := "http://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/"
+	url := "http://" + net.JoinHostPort(host, p) + "/?token=" + token
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Dashboard of namespace %s, as %s: %s\n", s.namespace, user, url)
 	if !loopback {
@@ -167,4 +181,23 @@ func openBrowser(url string) error {
 	}
 	go func() { _ = c.Wait() }()
 	return nil
+}
+
+// accessToken is a random token for one run of tugboat ui.
+func accessToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// isUnspecified reports whether address listens on every address of the
+// machine (0.0.0.0, ::, or empty).
+func isUnspecified(address string) bool {
+	if address == "" {
+		return true
+	}
+	ip := net.ParseIP(address)
+	return ip != nil && ip.IsUnspecified()
 }

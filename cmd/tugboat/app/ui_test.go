@@ -7,7 +7,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,16 +52,34 @@ func TestUI_servesTheDashboardOnLoopbackAsTheUser(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 
-	addr := regexp.MustCompile(`as (\S+): (http://127\.0\.0\.1:\d+/)`)
+	addr := regexp.MustCompile(`as (\S+): (http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]{48})\n`)
 	g.Eventually(out.String, 20*time.Second, 50*time.Millisecond).Should(MatchRegexp(addr.String()))
 	m := addr.FindStringSubmatch(out.String())
 	// The name the API server authenticated, not the kubeconfig's user
 	// entry (hub-admin).
 	g.Expect(m[1]).To(Equal("tugboat-harness-admin"))
-	url := m[2]
+	url, token := m[2], m[3]
 
-	resp, err := http.Get(url)
+	// Without this run's access token, nothing is served: another local
+	// process cannot read a page, or its CSRF token, and act as the user
+	// (security review 3, low 6).
+	for _, u := range []string{url, url + "promotions/x", url + "events", url + "?token=" + strings.Repeat("0", 48)} {
+		resp, err := http.Get(u)
+		g.Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized), u)
+		g.Expect(string(body)).NotTo(ContainSubstring("csrf"), u)
+	}
+
+	// The printed address sets an access cookie and drops the token from
+	// the address.
+	jar, err := cookiejar.New(nil)
 	g.Expect(err).NotTo(HaveOccurred())
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.Get(url + "?token=" + token)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.Request.URL.String()).To(Equal(url), "redirected to the page without the token")
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
@@ -69,7 +89,7 @@ func TestUI_servesTheDashboardOnLoopbackAsTheUser(t *testing.T) {
 	// Another name for the address (DNS rebinding) is refused.
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Host = "rebind.example:80"
-	resp, err = http.DefaultClient.Do(req)
+	resp, err = browser.Do(req)
 	g.Expect(err).NotTo(HaveOccurred())
 	resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusMisdirectedRequest))
@@ -78,7 +98,7 @@ func TestUI_servesTheDashboardOnLoopbackAsTheUser(t *testing.T) {
 	sctx, scancel := context.WithCancel(context.Background())
 	defer scancel()
 	sreq, _ := http.NewRequestWithContext(sctx, http.MethodGet, url+"events", nil)
-	stream, err := http.DefaultClient.Do(sreq)
+	stream, err := browser.Do(sreq)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer stream.Body.Close()
 
