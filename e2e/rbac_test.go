@@ -2,13 +2,19 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/config"
+	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/e2e/identity"
 )
@@ -44,7 +51,7 @@ func TestHub_readsNoSecretOutsideTheNamespacesItServes(t *testing.T) {
 	g.Eventually(func() error {
 		return hub.Get(ctx, client.ObjectKey{Namespace: "fleet", Name: "creds"}, &corev1.Secret{})
 	}).WithTimeout(hubWait).Should(Succeed())
-	// The Secret the hub creates: a Spoke's key, labelled and owned by it.
+	// The Secret the hub creates: a Spoke's key, labeled and owned by it.
 	keySecret := func(ns string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "key",
 			Labels:          map[string]string{"tugboat.dev/spoke": "prod-1"},
@@ -226,4 +233,55 @@ func TestAgent_neverWritesInTheSystemNamespaces(t *testing.T) {
 	g.Eventually(func() error {
 		return agent.Patch(ctx, deployment("kube-system", "existing"), label, client.DryRunAll)
 	}).WithTimeout(hubWait).Should(MatchError(ContainSubstring("the tugboat agent does not write in kube-system")))
+}
+
+// TestHub_servesMetricsOnlyToAuthorizedScrapers: with --metrics-secure (the
+// chart's default) the hub, running as its chart's ServiceAccount, serves
+// /metrics over HTTPS only to a caller whose bearer token the API server
+// authenticates and whose RBAC allows get on /metrics (the chart's
+// ClusterRole tugboat-hub-metrics-reader): the DORA gauges name every
+// tenant's Pipelines (security review 3, low 8).
+func TestHub_servesMetricsOnlyToAuthorizedScrapers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := startHubCluster(t)
+	g.Expect(c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}})).To(Succeed())
+	installHubChart(t, c)
+	opts := hubtest.Options()
+	opts.MetricsBindAddress, opts.MetricsSecure = freeAddr(t), true
+	hubtest.Start(t, identity.HubConfig(c.RESTConfig), opts)
+
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "monitoring", Name: "prometheus"}}
+	g.Expect(c.Client.Create(ctx, sa)).To(Succeed())
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	g.Expect(c.Client.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
+	scrape := func(token string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+opts.MetricsBindAddress+"/metrics", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		// The hub's metrics certificate is self-signed.
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	g.Eventually(func() int { code, _ := scrape(""); return code }).WithTimeout(hubWait).Should(Equal(http.StatusUnauthorized), "no token")
+	code, _ := scrape(tr.Status.Token)
+	g.Expect(code).To(Equal(http.StatusForbidden), "a token without the reader role")
+
+	g.Expect(c.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-reads-tugboat"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "tugboat-hub-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "monitoring", Name: "prometheus"}},
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		code, body := scrape(tr.Status.Token)
+		g.Expect(code).To(Equal(http.StatusOK))
+		g.Expect(body).To(ContainSubstring("tugboat_"))
+	}).WithTimeout(hubWait).Should(Succeed())
 }

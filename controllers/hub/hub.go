@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -52,6 +53,11 @@ import (
 type Options struct {
 	// MetricsBindAddress serves /metrics ("0" disables).
 	MetricsBindAddress string
+	// MetricsSecure serves /metrics over HTTPS to authenticated and
+	// authorized clients only (a bearer token the API server reviews, and
+	// RBAC get on the non-resource URL /metrics): the DORA gauges name
+	// every tenant's Pipelines. The chart turns it on.
+	MetricsSecure bool
 	// HealthProbeBindAddress serves /healthz and /readyz for the kubelet.
 	HealthProbeBindAddress string
 	// LeaderElection elects one replica to run the reconcilers.
@@ -155,6 +161,7 @@ func NewOptions() Options {
 // BindFlags binds every option of the hub to fs.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of the Prometheus /metrics endpoint ("0" disables it)`)
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS to clients whose bearer token the API server authenticates and whose RBAC allows get on /metrics (the chart's default; off: plain HTTP to anyone who reaches it)")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of the /healthz and /readyz probes")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one replica to run the reconcilers (the receiver serves on every replica)")
 	fs.DurationVar(&o.Promotion.DefaultTimeout, "promotion-timeout", o.Promotion.DefaultTimeout, "timeout of a Promotion whose Pipeline sets none")
@@ -237,7 +244,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme(),
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Metrics:                 metricsOptions(opts),
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "tugboat-hub.tugboat.dev",
@@ -418,3 +425,20 @@ func (c *cidrs) Set(v string) error {
 }
 
 func (c *cidrs) Type() string { return "cidr" }
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions serves /metrics on opts.MetricsBindAddress; with
+// MetricsSecure over HTTPS (a self-signed certificate) behind
+// controller-runtime's authentication and authorization filter: a
+// TokenReview of the caller's bearer token, then a SubjectAccessReview of
+// get on /metrics (the chart's ClusterRole tugboat-hub-metrics-reader).
+func metricsOptions(opts Options) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: opts.MetricsBindAddress}
+	if opts.MetricsSecure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
+}

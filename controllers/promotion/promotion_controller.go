@@ -250,7 +250,7 @@ func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Pr
 			return ctrl.Result{}, err
 		}
 		if !enforced && len(pr.Status.Approvals) > int(pr.Status.UnverifiedVotes) {
-			pr.Status.UnverifiedVotes = int32(len(pr.Status.Approvals))
+			pr.Status.UnverifiedVotes = int32(min(len(pr.Status.Approvals), math.MaxInt32))
 		}
 		tally := request.Count(p, pr)
 		switch {

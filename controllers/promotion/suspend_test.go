@@ -23,7 +23,7 @@ import (
 // CI (or a person, or approved) into an environment whose Spoke is
 // suspended does not run its strategy: it waits, saying why, and runs once
 // the Spoke is resumed (security review 3: only the Pipeline controller's
-// automatic decisions honoured spec.suspend).
+// automatic decisions honored spec.suspend).
 func TestReconciler_neverPromotesIntoASuspendedSpoke(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()

@@ -36,7 +36,7 @@ func (s *Server) checkAccess(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	if v := r.URL.Query().Get(accessQuery); v != "" && s.validAccess(v) && r.Method == http.MethodGet {
-		http.SetCookie(w, &http.Cookie{Name: s.accessCookie, Value: s.opts.AccessToken, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: s.accessCookie, Value: s.opts.AccessToken, Path: s.opts.BasePath, HttpOnly: true, SameSite: http.SameSiteStrictMode}) //nolint:gosec // plain HTTP on loopback: Secure would drop it
 		q := r.URL.Query()
 		q.Del(accessQuery)
 		to := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}

@@ -262,7 +262,7 @@ func TestEmail_replies(t *testing.T) {
 // TestEmail_dialsThroughTheEgressPolicy: the hub passes its egress policy's
 // dialer, so a Pipeline's email.server on loopback (the hub itself, the
 // node) is refused before a byte is sent, and allowed where the policy
-// allows loopback (security review 3: the email notifier dialled
+// allows loopback (security review 3: the email notifier dialed
 // email.server directly).
 func TestEmail_dialsThroughTheEgressPolicy(t *testing.T) {
 	g := NewWithT(t)

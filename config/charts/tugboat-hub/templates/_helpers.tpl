@@ -35,3 +35,8 @@ system:serviceaccount:{{ .Release.Namespace }}:tugboat-hub
 {{- $names := list "tugboat-hub" (printf "tugboat-hub.%s" $ns) (printf "tugboat-hub.%s.svc" $ns) (printf "tugboat-hub.%s.svc.cluster.local" $ns) -}}
 {{- concat $names .Values.receiver.tls.dnsNames | uniq | toJson -}}
 {{- end }}
+
+{{/* The port of /metrics: 8443 over HTTPS (metrics.secure), else 8080. */}}
+{{- define "tugboat-hub.metricsPort" -}}
+{{- if .Values.metrics.secure }}8443{{ else }}8080{{ end }}
+{{- end }}

@@ -182,7 +182,7 @@ func selfContained(raw *clientcmdapi.Config) error {
 }
 
 // Guard makes cfg's connections obey the egress policy p: every dial is
-// checked on the address actually dialled (a kubeconfig's server: is
+// checked on the address actually dialed (a kubeconfig's server: is
 // written by whoever can write the Secret, a tenant), and no proxy is used,
 // the environment's included (a proxy would dial past the check). It
 // returns cfg.
