@@ -15,7 +15,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/slack-go/slack"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -23,6 +22,7 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	notifyslack "tugboat.dev/tugboat/controllers/notify/slack"
 	"tugboat.dev/tugboat/controllers/promotion/request"
+	"tugboat.dev/tugboat/webhook/secretcache"
 )
 
 // Path is where the handler is mounted.
@@ -58,12 +58,16 @@ type Options struct {
 	Now func() time.Time
 	// Logger defaults to controller-runtime's logger named "slack-interactions".
 	Logger logr.Logger
+	// SecretCacheTTL is how long a notifier's Secret (or its absence) is
+	// kept (secretcache.DefaultTTL when zero): a forged click costs the API
+	// server no read, and a rotated signing secret takes effect within it.
+	SecretCacheTTL time.Duration
 }
 
 // Handler serves Slack interactions.
 type Handler struct {
 	client  client.Client
-	reader  client.Reader
+	secrets *secretcache.Cache
 	decide  Decider
 	mayVote Authorizer
 	opts    Options
@@ -100,7 +104,8 @@ func New(c client.Client, reader client.Reader, decide Decider, mayVote Authoriz
 	}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	return &Handler{client: c, reader: reader, decide: decide, mayVote: mayVote, opts: opts, dummy: hex.EncodeToString(key), seen: map[string]time.Time{}}
+	return &Handler{client: c, secrets: secretcache.New(reader, opts.SecretCacheTTL, opts.Now), decide: decide, mayVote: mayVote, opts: opts,
+		dummy: hex.EncodeToString(key), seen: map[string]time.Time{}}
 }
 
 func slackHost(u *url.URL) bool {
@@ -256,8 +261,9 @@ func (h *Handler) verified(ctx context.Context, header http.Header, body []byte,
 			if n.Name != notifier || n.Type != tugboatv1alpha1.NotifierSlack || n.Slack == nil {
 				continue
 			}
-			s := &corev1.Secret{}
-			if err := h.reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: n.Slack.SecretRef.Name}, s); err == nil {
+			// Cached: anonymous clicks naming a real notifier cost the API
+			// server one read per TTL, not one each.
+			if s, err := h.secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: n.Slack.SecretRef.Name}); err == nil {
 				secret = strings.TrimSpace(string(s.Data[SigningSecretKey]))
 			}
 		}

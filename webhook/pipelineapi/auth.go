@@ -93,7 +93,7 @@ func (h *Handler) checkRequestCredential(ctx context.Context, r *http.Request, p
 	if p.Spec.SecretRef == nil || p.Spec.SecretRef.Name == "" {
 		return reasonNoSecretRef, nil
 	}
-	secret, err := h.secrets.get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.SecretRef.Name})
+	secret, err := h.secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.SecretRef.Name})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return reasonMissingSecret, nil
@@ -111,7 +111,7 @@ func (h *Handler) checkApprovalCredential(ctx context.Context, r *http.Request, 
 	if p.Spec.ApprovalSecretRef == nil || p.Spec.ApprovalSecretRef.Name == "" {
 		return "", reasonNoApprovalRef, nil
 	}
-	secret, err := h.secrets.get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ApprovalSecretRef.Name})
+	secret, err := h.secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ApprovalSecretRef.Name})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", reasonMissingApproval, nil

@@ -19,6 +19,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/webhook/secretcache"
 )
 
 // PathPrefix is where the API is mounted.
@@ -65,7 +66,7 @@ type Options struct {
 	// whatever X-Forwarded-For says.
 	TrustedProxies []netip.Prefix
 	// SecretCacheTTL is how long a Pipeline's Secret (or its absence) is
-	// kept (DefaultSecretCacheTTL when zero).
+	// kept (secretcache.DefaultTTL when zero).
 	SecretCacheTTL time.Duration
 	// Clock returns the current time (time.Now when nil).
 	Clock func() time.Time
@@ -81,7 +82,7 @@ type Handler struct {
 	client  client.Client // writes through c, reads through the API reader
 	reader  client.Reader
 	cached  client.Reader // c's own reads: the manager's cache, for Pipelines
-	secrets *secretCache
+	secrets *secretcache.Cache
 	limits  *clientLimiter
 	opts    Options
 	log     logr.Logger
@@ -116,7 +117,7 @@ func New(c client.Client, reader client.Reader, opts Options) *Handler {
 		opts.RateBurst = DefaultRateBurst
 	}
 	if opts.SecretCacheTTL <= 0 {
-		opts.SecretCacheTTL = DefaultSecretCacheTTL
+		opts.SecretCacheTTL = secretcache.DefaultTTL
 	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = ctrllog.Log.WithName("pipeline-api")
@@ -128,7 +129,7 @@ func New(c client.Client, reader client.Reader, opts Options) *Handler {
 		client:  readThrough{Client: c, reader: reader},
 		reader:  reader,
 		cached:  c,
-		secrets: newSecretCache(reader, opts.SecretCacheTTL, opts.Clock),
+		secrets: secretcache.New(reader, opts.SecretCacheTTL, opts.Clock),
 		limits:  newClientLimiter(opts.RateLimit, opts.RateBurst, opts.Clock, opts.TrustedProxies),
 		opts:    opts,
 		log:     opts.Logger,
