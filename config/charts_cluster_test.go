@@ -2,6 +2,8 @@ package config_test
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"testing"
 	"time"
 
@@ -229,4 +231,54 @@ func extractChart(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return dir + "/" + name
+}
+
+// TestHubChart_upgradeReissuesTheReceiverCertificateForNewNames: adding a
+// name to receiver.tls.dnsNames on an upgrade issues a new serving
+// certificate with it, signed by the same CA (the agents' --hub-ca-file
+// keeps working); an upgrade with the same names keeps the certificate
+// (security review 3: before, nothing changed until the Secret was
+// deleted, as install.md did not say).
+func TestHubChart_upgradeReissuesTheReceiverCertificateForNewNames(t *testing.T) {
+	c := harness.StartT(t, harness.Options{Name: "tls-names", ControlPlaneOnly: true})
+	ctx := context.Background()
+	g := NewWithT(t)
+	target := config.Target{Kubeconfig: c.KubeconfigPath, Namespace: "tugboat-system"}
+	values := func(names ...any) map[string]any {
+		return map[string]any{"replicas": 0, "receiver": map[string]any{"tls": map[string]any{"dnsNames": names}}}
+	}
+	served := func() (*x509.Certificate, []byte, []byte) {
+		s := &corev1.Secret{}
+		g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: "tugboat-system", Name: "tugboat-hub-receiver-tls"}, s)).To(Succeed())
+		block, _ := pem.Decode(s.Data["tls.crt"])
+		g.Expect(block).NotTo(BeNil())
+		cert, err := x509.ParseCertificate(block.Bytes)
+		g.Expect(err).NotTo(HaveOccurred())
+		return cert, s.Data["ca.crt"], s.Data["tls.crt"]
+	}
+	verifies := func(cert *x509.Certificate, ca []byte, name string) error {
+		pool := x509.NewCertPool()
+		g.Expect(pool.AppendCertsFromPEM(ca)).To(BeTrue())
+		_, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: name})
+		return err
+	}
+
+	_, err := config.Apply(ctx, target, config.HubChart, values("hub.example.com"), time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	first, ca, firstPEM := served()
+	g.Expect(first.DNSNames).To(ContainElement("hub.example.com"))
+	g.Expect(first.DNSNames).NotTo(ContainElement("hub2.example.com"))
+
+	_, err = config.Apply(ctx, target, config.HubChart, values("hub.example.com"), time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, caAgain, samePEM := served()
+	g.Expect(samePEM).To(Equal(firstPEM), "the same names keep the certificate")
+	g.Expect(caAgain).To(Equal(ca))
+
+	_, err = config.Apply(ctx, target, config.HubChart, values("hub.example.com", "hub2.example.com"), time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	second, caAfter, _ := served()
+	g.Expect(second.DNSNames).To(ContainElements("hub.example.com", "hub2.example.com"))
+	g.Expect(caAfter).To(Equal(ca), "the CA the agents trust stays")
+	g.Expect(verifies(second, ca, "hub2.example.com")).To(Succeed())
 }

@@ -424,3 +424,27 @@ func startHub(t *testing.T) {
 	opts.Strategies = strategy.Registry{}
 	hubtest.Start(t, cluster.RESTConfig, opts)
 }
+
+// TestInstall_hubAdoptsCRDsAppliedOutsideHelm: CRDs applied with kubectl
+// before (as a new user following another guide does) made the install fail
+// with Helm's "invalid ownership metadata"; install hub adopts them into its
+// release, and says so (security review 3, docs that misled).
+func TestInstall_hubAdoptsCRDsAppliedOutsideHelm(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := harness.StartT(t, harness.Options{Name: "adopt", ControlPlaneOnly: true})
+	files, err := config.CRDs()
+	g.Expect(err).NotTo(HaveOccurred())
+	crds, err := harness.ReadCRDFiles(files)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(harness.Install(ctx, c.Client, crds)).To(Succeed())
+
+	out, _, err := run("install", "hub", "--kubeconfig", c.KubeconfigPath, "--image", "registry.example.com/tugboat/tugboat:v1.2.3", "--timeout", "60s")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("adopted CRD spokes.tugboat.dev (applied outside Helm) into release tugboat-system/tugboat-hub"))
+	g.Expect(out).To(ContainSubstring("Release tugboat-system/tugboat-hub installed"))
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	g.Expect(c.Client.Get(ctx, client.ObjectKey{Name: "spokes.tugboat.dev"}, crd)).To(Succeed())
+	g.Expect(crd.Annotations).To(HaveKeyWithValue("meta.helm.sh/release-name", "tugboat-hub"))
+	g.Expect(crd.Labels).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "Helm"))
+}
