@@ -333,7 +333,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 		}),
 	}
 	if opts.DashboardNamespace != "" {
-		d, err := dashboard.New(mgr.GetConfig(), Scheme(), dashboard.Options{Namespace: opts.DashboardNamespace, ReadOnly: true, BasePath: dashboard.HubPath, Log: ctrl.Log.WithName("dashboard")})
+		d, err := dashboard.New(mgr.GetConfig(), Scheme(), dashboard.Options{Namespace: opts.DashboardNamespace, ReadOnly: true, BasePath: dashboard.HubPath,
+			Reader: mgr.GetClient(), Log: ctrl.Log.WithName("dashboard")})
 		if err != nil {
 			return nil, err
 		}

@@ -200,7 +200,7 @@ func TestPromotionPage_buttonsFollowRBAC(t *testing.T) {
 			g := NewWithT(t)
 			b := newBrowser(t, serve(t, f.NS, tc.user, tc.readOnly))
 			code, body := b.get("/promotions/" + tc.promotion)
-			g.Expect(code).To(Equal(http.StatusOK))
+			g.Expect(code).To(Equal(http.StatusOK), body)
 			g.Expect(strings.Contains(body, `id="approve"`)).To(Equal(tc.approve), "Approve button")
 			g.Expect(strings.Contains(body, `id="reject"`)).To(Equal(tc.reject), "Reject button")
 			g.Expect(strings.Contains(body, "<form method=\"post\"")).To(Equal(tc.approve || tc.reject), "form")

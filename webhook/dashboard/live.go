@@ -25,12 +25,16 @@ type broker struct {
 
 func newBroker() *broker { return &broker{subs: map[chan string]map[string]bool{}} }
 
-// subscribe returns a channel that receives changes of kinds.
-func (b *broker) subscribe(kinds map[string]bool) chan string {
-	ch := make(chan string, 1)
+// subscribe returns a channel that receives changes of kinds, or nil when
+// max subscribers are open already.
+func (b *broker) subscribe(kinds map[string]bool, max int) chan string {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.subs) >= max {
+		return nil
+	}
+	ch := make(chan string, 1)
 	b.subs[ch] = kinds
-	b.mu.Unlock()
 	return ch
 }
 
@@ -150,6 +154,9 @@ const heartbeat = 15 * time.Second
 // serveEvents streams a "change" event (Server-Sent Events) whenever an
 // object of the kinds asked for (?kinds=promotion,pipeline; default all of
 // watched) changes; the page's script then fetches the page again.
+// streamWriteTimeout bounds each write of a live event stream.
+const streamWriteTimeout = 10 * time.Second
+
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	kinds := map[string]bool{}
 	known := watched()
@@ -166,15 +173,23 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			kinds[k] = true
 		}
 	}
+	ch := s.events.subscribe(kinds, s.opts.MaxStreams)
+	if ch == nil {
+		w.Header().Set("Retry-After", "10")
+		s.fail(w, r, http.StatusServiceUnavailable, fmt.Sprintf("%d live streams are open already: try again later", s.opts.MaxStreams))
+		return
+	}
+	defer s.events.unsubscribe(ch)
 	rc := http.NewResponseController(w)
-	// The hub's receiver bounds writes; a stream outlives that bound.
-	_ = rc.SetWriteDeadline(time.Time{})
+	// Each write must finish within streamWriteTimeout: a client that stops
+	// reading is dropped, its stream slot freed (the receiver's own write
+	// bound would end every stream).
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) }
+	deadline()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	ch := s.events.subscribe(kinds)
-	defer s.events.unsubscribe(ch)
 	w.WriteHeader(http.StatusOK)
 	if _, err := fmt.Fprint(w, "retry: 1000\n: connected\n\n"); err != nil {
 		return
@@ -192,8 +207,10 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-s.stopped:
 			return
 		case what := <-ch:
+			deadline()
 			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", what)
 		case <-tick.C:
+			deadline()
 			_, err = fmt.Fprint(w, ": keep-alive\n\n")
 		}
 		if err == nil {

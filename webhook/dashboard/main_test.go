@@ -292,6 +292,7 @@ func seed(t *testing.T) fixture {
 	started, completed := ago(3*time.Hour+2*time.Minute), ago(3*time.Hour)
 	done.Status = tugboatv1alpha1.PromotionStatus{
 		Phase: tugboatv1alpha1.PromotionSucceeded, Attempts: 1, StartedAt: started, CompletedAt: completed,
+		Strategy:       &tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification},
 		StrategyResult: &tugboatv1alpha1.StrategyResult{URL: "https://git.example.com/fleet/web/pulls/42", Reference: "tugboat/web/staging/1.4.0", Message: "opened pull request #42"},
 		Targets:        []tugboatv1alpha1.PromotionTargetStatus{{Spoke: "staging-1", Namespace: "apps", Release: "web", Version: "1.4.0", Revision: 7, Health: tugboatv1alpha1.HealthCurrent, Done: true, LastTransitionTime: completed}},
 		Notifications: []tugboatv1alpha1.NotificationDelivery{

@@ -72,12 +72,12 @@ func (s *Server) servePipelines(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	p := pipelinesPage{page: s.page("Pipelines", "pipelines", "pipeline", "promotion")}
 	var pipelines tugboatv1alpha1.PipelineList
-	if err := s.client.List(ctx, &pipelines, client.InNamespace(s.opts.Namespace)); err != nil {
+	if err := s.reader.List(ctx, &pipelines, client.InNamespace(s.opts.Namespace)); err != nil {
 		s.failRead(w, r, "pipelines", err)
 		return
 	}
 	var promotions tugboatv1alpha1.PromotionList
-	if err := s.client.List(ctx, &promotions, client.InNamespace(s.opts.Namespace)); err != nil {
+	if err := s.reader.List(ctx, &promotions, client.InNamespace(s.opts.Namespace)); err != nil {
 		p.Warnings = append(p.Warnings, readWarning("promotions", s.opts.Namespace, err))
 	}
 	byName := map[string]*tugboatv1alpha1.Promotion{}

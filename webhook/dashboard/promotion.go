@@ -66,7 +66,7 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, "promotion: not a valid name: "+clip(name, 64))
 		return
 	}
-	pr, err := request.GetPromotion(ctx, s.client, s.opts.Namespace, name)
+	pr, err := request.GetPromotion(ctx, s.reader, s.opts.Namespace, name)
 	if err != nil {
 		s.failRead(w, r, "promotion "+name, err)
 		return
@@ -78,7 +78,7 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 	if c := apimeta.FindStatusCondition(pr.Status.Conditions, "Ready"); c != nil {
 		p.Ready = c.Message
 	}
-	pl, err := request.GetPipeline(ctx, s.client, pr.Namespace, pr.Spec.Pipeline)
+	pl, err := request.GetPipeline(ctx, s.reader, pr.Namespace, pr.Spec.Pipeline)
 	if err != nil && !errors.Is(err, request.ErrNotFound) {
 		p.Warnings = append(p.Warnings, err.Error())
 	}

@@ -41,7 +41,7 @@ func (s *Server) serveRelease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := &tugboatv1alpha1.ReleaseHistory{}
-	if err := s.client.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: name}, h); err != nil {
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: name}, h); err != nil {
 		s.failRead(w, r, "release history "+name, err)
 		return
 	}
@@ -50,11 +50,11 @@ func (s *Server) serveRelease(w http.ResponseWriter, r *http.Request) {
 		p.Current = h.Status.Current.Revision
 	}
 	var pipelines tugboatv1alpha1.PipelineList
-	if err := s.client.List(ctx, &pipelines, client.InNamespace(s.opts.Namespace)); err != nil {
+	if err := s.reader.List(ctx, &pipelines, client.InNamespace(s.opts.Namespace)); err != nil {
 		p.Warnings = append(p.Warnings, readWarning("pipelines", s.opts.Namespace, err))
 	}
 	var histories tugboatv1alpha1.ReleaseHistoryList
-	if err := s.client.List(ctx, &histories, client.InNamespace(s.opts.Namespace)); err != nil {
+	if err := s.reader.List(ctx, &histories, client.InNamespace(s.opts.Namespace)); err != nil {
 		p.Warnings = append(p.Warnings, readWarning("release histories", s.opts.Namespace, err))
 	}
 	byName := map[string]*tugboatv1alpha1.ReleaseHistory{}
@@ -137,7 +137,7 @@ func (s *Server) serveFleet(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var spokes tugboatv1alpha1.SpokeList
-	if err := s.client.List(ctx, &spokes, client.InNamespace(s.opts.Namespace)); err != nil {
+	if err := s.reader.List(ctx, &spokes, client.InNamespace(s.opts.Namespace)); err != nil {
 		p.Warnings = append(p.Warnings, readWarning("spokes", s.opts.Namespace, err))
 	}
 	sort.Slice(spokes.Items, func(i, j int) bool { return spokes.Items[i].Name < spokes.Items[j].Name })
@@ -152,7 +152,7 @@ func (s *Server) serveFleet(w http.ResponseWriter, r *http.Request) {
 		p.Spokes = append(p.Spokes, v)
 	}
 	var histories tugboatv1alpha1.ReleaseHistoryList
-	if err := s.client.List(ctx, &histories, client.InNamespace(s.opts.Namespace)); err != nil {
+	if err := s.reader.List(ctx, &histories, client.InNamespace(s.opts.Namespace)); err != nil {
 		p.Warnings = append(p.Warnings, readWarning("release histories", s.opts.Namespace, err))
 	}
 	p.Searched = p.Chart != "" || p.Version != ""

@@ -43,6 +43,14 @@ type Options struct {
 	// then in an HttpOnly cookie. Without it, any process that can reach
 	// the address could read the pages and act as the dashboard's user.
 	AccessToken string
+	// Reader, when set, serves the pages' reads (e.g. the hub manager's
+	// cached client: a GET then costs the API server nothing). Nil reads
+	// through the dashboard's own client, as its user (tugboat ui: what
+	// RBAC lets that user read).
+	Reader client.Reader
+	// MaxStreams bounds the live event streams open at once (100 when
+	// zero); past it a new one is answered 503 with Retry-After.
+	MaxStreams int
 	// Clock returns the current time. Defaults to time.Now.
 	Clock func() time.Time
 	// Log receives the dashboard's errors. Defaults to discarding them.
@@ -53,6 +61,8 @@ type Options struct {
 // pages live. Start runs the watches.
 type Server struct {
 	client client.WithWatch
+	// reader serves the pages' reads: Options.Reader, else client.
+	reader client.Reader
 	opts   Options
 	// token is the per-process CSRF token, also the value of the cookie
 	// cookieName.
@@ -103,8 +113,16 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Server, error
 	}
 	token := hex.EncodeToString(b)
 	sum := sha256.Sum256(b)
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = 100
+	}
+	var reader client.Reader = c
+	if opts.Reader != nil {
+		reader = opts.Reader
+	}
 	s := &Server{
 		client: c,
+		reader: reader,
 		opts:   opts,
 		token:  token,
 		// Cookies do not tell ports apart: two dashboards on one host
