@@ -42,6 +42,10 @@ func setStatus(g Gomega, ns, name string, mutate func(*tugboatv1alpha1.Promotion
 		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pr); err != nil {
 			return err
 		}
+		if pr.Status.Strategy == nil {
+			// The Promotion controller resolves it on its first reconcile.
+			pr.Status.Strategy = &tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification}
+		}
 		mutate(&pr.Status)
 		return cluster.Client.Status().Update(context.Background(), pr)
 	}, 10*time.Second, 50*time.Millisecond).Should(Succeed())

@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
+	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
 )
 
 // newNamespace creates a namespace for one test.
@@ -110,7 +112,7 @@ func TestKubernetes_appliesVersionOnce(t *testing.T) {
 	kubeconfigSecret(g, ns, "production-1-kubeconfig", "value")
 	helmRelease(g, ns, "web", "1.0.0")
 	spoke := spokeWithSecret(ns, "production-1-kubeconfig")
-	s := New(nil)
+	s := newOnLoopback()
 	req := request(ns, "1.1.0", target(spoke, ns, "web"))
 
 	res, err := s.Promote(ctx, req)
@@ -175,7 +177,7 @@ func TestKubernetes_clusterAPIKubeconfigAndSeveralTargets(t *testing.T) {
 	canary := target(spoke, ns, "web-canary")
 	canary.Release = "web-canary"
 
-	res, err := New(nil).Promote(ctx, request(ns, "1.1.0", target(spoke, ns, "web"), canary))
+	res, err := newOnLoopback().Promote(ctx, request(ns, "1.1.0", target(spoke, ns, "web"), canary))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.Message).To(Equal("set version 1.1.0 on HelmRelease prod-eu:" + ns + "/web (was 1.0.0); already at 1.1.0: prod-eu:" + ns + "/web-canary"))
 	g.Expect(nested(getHR(g, ns, "web").Object, "spec", "chart", "spec", "version")).To(Equal("1.1.0"))
@@ -189,7 +191,7 @@ func TestKubernetes_missingHelmReleaseIsNamedAndNotCreated(t *testing.T) {
 	ns := newNamespace(t, g)
 	kubeconfigSecret(g, ns, "kc", "value")
 
-	_, err := New(nil).Promote(ctx, request(ns, "1.1.0", target(spokeWithSecret(ns, "kc"), ns, "absent")))
+	_, err := newOnLoopback().Promote(ctx, request(ns, "1.1.0", target(spokeWithSecret(ns, "kc"), ns, "absent")))
 	g.Expect(err).To(MatchError(ContainSubstring("HelmRelease " + ns + "/absent not found")))
 	g.Expect(strategy.IsTerminal(err)).To(BeFalse(), "it may yet be created by Flux")
 
@@ -209,11 +211,11 @@ func TestKubernetes_configurationErrorsAreTerminal(t *testing.T) {
 	good := target(spokeWithSecret(ns, "kc"), ns, "web")
 
 	noKubeconfig := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}}
-	_, err := New(nil).Promote(ctx, request(ns, "1.1.0", good, target(noKubeconfig, ns, "web")))
+	_, err := newOnLoopback().Promote(ctx, request(ns, "1.1.0", good, target(noKubeconfig, ns, "web")))
 	g.Expect(strategy.IsTerminal(err)).To(BeTrue())
 	g.Expect(err).To(MatchError(ContainSubstring("spoke " + ns + "/edge has no kubeconfig for the hub: set spec.kubeConfigSecretRef or spec.clusterRef")))
 
-	_, err = New(nil).Promote(ctx, request(ns, "1.1.0", good, target(spokeWithSecret(ns, "kc"), ns, "")))
+	_, err = newOnLoopback().Promote(ctx, request(ns, "1.1.0", good, target(spokeWithSecret(ns, "kc"), ns, "")))
 	g.Expect(strategy.IsTerminal(err)).To(BeTrue())
 	g.Expect(err).To(MatchError(ContainSubstring("target production-1/" + ns + "/web has no helmRelease")))
 
@@ -228,7 +230,7 @@ func TestKubernetes_configurationErrorsAreTerminal(t *testing.T) {
 		"spec":       map[string]any{"interval": "5m", "chartRef": map[string]any{"kind": "OCIRepository", "name": "web"}},
 	}}
 	g.Expect(cluster.Client.Create(ctx, ref)).To(Succeed())
-	_, err = New(nil).Promote(ctx, request(ns, "1.1.0", target(spokeWithSecret(ns, "kc"), ns, "oci")))
+	_, err = newOnLoopback().Promote(ctx, request(ns, "1.1.0", target(spokeWithSecret(ns, "kc"), ns, "oci")))
 	g.Expect(strategy.IsTerminal(err)).To(BeTrue())
 	g.Expect(err).To(MatchError(ContainSubstring("HelmRelease " + ns + "/oci takes its chart from spec.chartRef")))
 }
@@ -236,7 +238,7 @@ func TestKubernetes_configurationErrorsAreTerminal(t *testing.T) {
 func TestKubernetes_missingSpokeIsRetryable(t *testing.T) {
 	g := NewWithT(t)
 	tg := strategy.Target{SpokeName: "gone", Namespace: "apps", Release: "web", HelmRelease: &tugboatv1alpha1.ObjectReference{Name: "web"}}
-	_, err := New(nil).Promote(context.Background(), request("default", "1.1.0", tg))
+	_, err := newOnLoopback().Promote(context.Background(), request("default", "1.1.0", tg))
 	g.Expect(err).To(MatchError(ContainSubstring(`spoke "gone" not found`)))
 	g.Expect(strategy.IsTerminal(err)).To(BeFalse())
 }
@@ -260,4 +262,10 @@ func TestApply_uidPreconditionNeverCreates(t *testing.T) {
 	hr := &unstructured.Unstructured{}
 	hr.SetGroupVersionKind(patch.GroupVersionKind())
 	g.Expect(apierrors.IsNotFound(cluster.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "deleted-meanwhile"}, hr))).To(BeTrue())
+}
+
+// newOnLoopback is the strategy as the hub builds it, with an egress
+// policy that lets it reach the test's API servers on loopback.
+func newOnLoopback() *Strategy {
+	return New(spokeaccess.NewCache(nil).WithEgress(egress.Policy{AllowLoopback: true}))
 }
