@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,5 +89,37 @@ func TestPolicy_Client_refusesLoopbackByName(t *testing.T) {
 	_ = resp.Body.Close()
 	if hits != 1 {
 		t.Fatalf("the server saw %d requests, want 1", hits)
+	}
+}
+
+// TestPolicy_Client_followsNoRedirect: a destination that answers 307 (which
+// would make a client repeat the same signed body and headers) to another
+// address gets its own answer back; the other address receives nothing, not
+// the body, not the X-Tugboat-* headers.
+func TestPolicy_Client_followsNoRedirect(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer other.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/steal", http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+
+	req, _ := http.NewRequest(http.MethodPost, redirecting.URL+"/hook", strings.NewReader(`{"signed":"body"}`))
+	req.Header.Set("X-Tugboat-Timestamp", "1700000000")
+	req.Header.Set("X-Tugboat-Signature", "v1=00")
+	resp, err := (egress.Policy{AllowLoopback: true}).Client(5 * time.Second).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect {
+		t.Errorf("got %d, want the destination's own 307", resp.StatusCode)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the redirect's target received %d requests", n)
 	}
 }

@@ -88,6 +88,29 @@ func TestRules_rollbackHold(t *testing.T) {
 		g.Expect(w.heldNames()).To(Equal([]string{"staging"}))
 		g.Expect(w.p.Status.HeldEnvironments[0].Version).To(Equal("1.1.0"))
 	})
+	t.Run("a second rollback while held: the hold follows the newest one", func(t *testing.T) {
+		g := NewWithT(t)
+		w := rolledBack()
+		_, _, _ = w.reconcile(t0.Add(2 * time.Minute))
+		g.Expect(w.p.Status.HeldEnvironments[0].Version).To(Equal("1.0.0"))
+		// Still held, a person upgrades by hand, then rolls back to
+		// another version than the first rollback's.
+		w.deploy("staging-1", 4, "1.2.0", healthy, t0.Add(3*time.Minute))
+		w.deploy("staging-1", 5, "1.1.0", healthy, t0.Add(4*time.Minute))
+		_, _, _ = w.reconcile(t0.Add(5 * time.Minute))
+		g.Expect(w.heldNames()).To(Equal([]string{"staging"}))
+		h := w.p.Status.HeldEnvironments[0]
+		g.Expect(h.Version).To(Equal("1.1.0"), "the newest rollback's version")
+		g.Expect(h.Since.Time).To(Equal(t0.Add(4*time.Minute)), "and its time")
+		// A resume dated between the two rollbacks does not release it.
+		w.resume("staging", t0.Add(3*time.Minute+30*time.Second))
+		got, _, _ := w.reconcile(t0.Add(6 * time.Minute))
+		g.Expect(w.heldNames()).To(Equal([]string{"staging"}))
+		g.Expect(got).To(BeEmpty())
+		w.resume("staging", t0.Add(6*time.Minute))
+		_, _, _ = w.reconcile(t0.Add(6 * time.Minute))
+		g.Expect(w.heldNames()).To(BeEmpty())
+	})
 	t.Run("a rollback in the first environment holds promotion out of it", func(t *testing.T) {
 		g := NewWithT(t)
 		w := oneEach()
