@@ -36,6 +36,7 @@ func maximalHubValues() map[string]any {
 			"tls": map[string]any{"mode": "certManager", "secretName": "hub-tls", "dnsNames": []any{"tugboat.example.com"},
 				"certManager": map[string]any{"issuerRef": map[string]any{"name": "letsencrypt", "kind": "ClusterIssuer"}}},
 		},
+		"agentBootstrap":      map[string]any{"allowedValues": []any{"replicas", "helmStrategy.enabled"}},
 		"extraArgs":           []any{"--promotion-timeout=1h"},
 		"logLevel":            "debug",
 		"metrics":             map[string]any{"serviceMonitor": map[string]any{"enabled": true, "interval": "15s", "labels": map[string]any{"release": "prometheus"}}},

@@ -19,6 +19,7 @@ import (
 	"tugboat.dev/tugboat/agent"
 	"tugboat.dev/tugboat/config"
 	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/controllers/spoke"
 	"tugboat.dev/tugboat/webhook/admission"
 )
 
@@ -338,6 +339,32 @@ func TestCharts_rejectBadValuesWithAClearError(t *testing.T) {
 			_, err := config.Render(tc.chart, "tugboat-system", tc.values)
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(err.Error()).To(ContainSubstring(tc.want))
+		})
+	}
+}
+
+// TestHubChart_passesTheBootstrapAllowList: agentBootstrap.allowedValues
+// becomes the hub's --bootstrap-allowed-values (null: the hub's default; an
+// empty list: none), and the hub accepts it.
+func TestHubChart_passesTheBootstrapAllowList(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		want   []string
+	}{
+		{"default", nil, spoke.DefaultAllowedValues()},
+		{"none", map[string]any{"agentBootstrap": map[string]any{"allowedValues": []any{}}}, []string{}},
+		{"an operator's list", map[string]any{"agentBootstrap": map[string]any{"allowedValues": []any{"replicas", "helmStrategy.enabled"}}}, []string{"replicas", "helmStrategy.enabled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			c := container(t, render(t, config.HubChart, "ops", tc.values), "Deployment/ops/tugboat-hub")
+			opts := hub.NewOptions()
+			fs := flagSet("hub")
+			opts.BindFlags(fs)
+			g.Expect(fs.Parse(c.Args[1:])).To(Succeed())
+			g.Expect(opts.Validate()).To(Succeed())
+			g.Expect(opts.BootstrapAllowedValues).To(Equal(tc.want))
 		})
 	}
 }

@@ -130,6 +130,32 @@ func TestSpokeClass_clustersBecomeSpokesAndGetTheirAgent(t *testing.T) {
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no Spoke for %s: %v", key, err)
 	}
 
+	// A class whose agent values the hub does not allow (here another
+	// image: the install runs with the workload cluster's admin
+	// credential) is not Ready, and its Spoke is Stalled, installing
+	// nothing (issue 23 Medium 6).
+	lab := &tugboatv1alpha1.SpokeClass{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "lab"},
+		Spec: tugboatv1alpha1.SpokeClassSpec{
+			ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "lab"}},
+			Agent: &tugboatv1alpha1.AgentBootstrap{HubURL: "https://tugboat.example.com",
+				Values: jsonValue(t, map[string]any{"replicas": 0, "image": map[string]any{"repository": "evil.example/agent"}})},
+		},
+	}
+	g.Expect(c.Create(ctx, lab)).To(Succeed())
+	g.Eventually(func(g Gomega) *metav1.Condition {
+		var cl tugboatv1alpha1.SpokeClass
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(lab), &cl)).To(Succeed())
+		return apimeta.FindStatusCondition(cl.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
+	}).WithTimeout(hubWait).Should(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", tugboatv1alpha1.ValuesNotAllowedReason.String()),
+		HaveField("Message", HavePrefix("spec.agent.values sets image.repository, which the hub does not allow"))))
+	g.Eventually(func(g Gomega) *metav1.Condition {
+		sp := &tugboatv1alpha1.Spoke{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "lab-1"}, sp)).To(Succeed())
+		return apimeta.FindStatusCondition(sp.Status.Conditions, tugboatv1alpha1.StalledCondition.String())
+	}).WithTimeout(hubWait).Should(And(HaveField("Reason", tugboatv1alpha1.ValuesNotAllowedReason.String()),
+		HaveField("Message", HavePrefix("spec.agentBootstrap.values sets image.repository, which the hub does not allow"))))
+
 	// Nothing is written to the workload cluster until its control plane is
 	// initialized.
 	g.Eventually(installed).WithTimeout(hubWait).Should(And(

@@ -53,6 +53,15 @@ const (
 	WaitingForControlPlaneReason ConditionReason = "WaitingForControlPlane"
 	// InstallFailedReason: the install failed; the message says why (retried).
 	InstallFailedReason ConditionReason = "InstallFailed"
+	// ValuesNotAllowedReason: spec.agentBootstrap.values sets chart values
+	// outside the hub's --bootstrap-allowed-values (terminal, with
+	// Stalled=True; nothing is installed).
+	ValuesNotAllowedReason ConditionReason = "ValuesNotAllowed"
+	// KeySecretNotGeneratedReason: the Spoke's key Secret is not one the hub
+	// generated for this Spoke (labeled tugboat.dev/spoke with its name and
+	// controlled by it), so the hub does not copy it to the spoke (terminal,
+	// with Stalled=True; nothing is installed).
+	KeySecretNotGeneratedReason ConditionReason = "KeySecretNotGenerated"
 )
 
 // Notification reasons.

@@ -74,8 +74,9 @@ type SpokeSpec struct {
 
 	// suspend tells the hub to ignore the spoke: its authenticated requests
 	// (agent and Flux) are answered 503 with a body saying the spoke is
-	// suspended, and its releases are not promoted into or from. Defaults to
-	// false.
+	// suspended, its releases are not promoted into or from, and its
+	// agentBootstrap installs and upgrades nothing until it is resumed.
+	// Defaults to false.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
@@ -85,7 +86,11 @@ type SpokeSpec struct {
 	// when the hub's version moves. For a Cluster API Cluster it waits until
 	// the control plane is initialized. Progress and errors show in the
 	// condition AgentInstalled. Unset (the default), the hub never writes to
-	// the spoke. A SpokeClass sets it on the Spokes it creates.
+	// the spoke. A SpokeClass sets it on the Spokes it creates. The hub copies
+	// only a key Secret it generated for this Spoke (labeled
+	// tugboat.dev/spoke with its name and controlled by it), and installs
+	// only the values its operator allows; otherwise the Spoke is Stalled and
+	// nothing is installed.
 	// +optional
 	AgentBootstrap *AgentBootstrap `json:"agentBootstrap,omitempty"`
 }
@@ -100,13 +105,20 @@ type AgentBootstrap struct {
 
 	// caSecretRef names a Secret, in the Spoke's namespace, whose "ca.crt" the
 	// agent trusts for the hub's certificate (copied to the spoke, e.g. the
-	// hub chart's self-signed tugboat-hub-receiver-tls). Unset: the system roots.
+	// hub chart's self-signed tugboat-hub-receiver-tls). It must hold PEM
+	// certificates only (public data): anything else is refused. Unset: the
+	// system roots.
 	// +optional
 	CASecretRef *LocalSecretReference `json:"caSecretRef,omitempty"`
 
 	// values are more values of the agent's chart (config/charts/tugboat-agent),
-	// e.g. {"helmStrategy": {"enabled": true, ...}}. spoke, hub.url, hub.caSecretName
-	// and the image tag are set by the hub.
+	// e.g. {"watchNamespaces": ["apps"]}, limited to those the hub's operator
+	// allows (the hub's --bootstrap-allowed-values; by default replicas,
+	// resources, logLevel, watchNamespaces, webhook.enabled, backfill.enabled,
+	// backfill.namespaces and networkPolicy, and no namespace list naming
+	// kube-system, kube-node-lease or kube-public): with any other the Spoke
+	// is Stalled (reason ValuesNotAllowed) and nothing is installed. spoke,
+	// hub.url, hub.caSecretName and the image tag are set by the hub.
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless

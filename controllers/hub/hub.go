@@ -129,6 +129,10 @@ type Options struct {
 	Version string
 	// BootstrapTimeout bounds each agent install into a spoke.
 	BootstrapTimeout time.Duration
+	// BootstrapAllowedValues are the agent chart values (dotted paths) a
+	// Spoke's spec.agentBootstrap.values, or a SpokeClass's
+	// spec.agent.values, may set (spoke.DefaultAllowedValues by default).
+	BootstrapAllowedValues []string
 
 	// SkipControllerNameValidation allows more than one hub in one process
 	// (tests restart the hub in-process). Not a flag.
@@ -155,6 +159,7 @@ func NewOptions() Options {
 		SlackAPIURL:            "https://slack.com/api/",
 		Version:                "dev",
 		BootstrapTimeout:       2 * time.Minute,
+		BootstrapAllowedValues: spoke.DefaultAllowedValues(),
 	}
 }
 
@@ -179,6 +184,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(&cidrs{&o.Egress.Allow}, "egress-allow-cidr", "address range notifiers and strategies may reach despite the default refusal of loopback, link-local and metadata addresses (repeatable)")
 	fs.Int32Var(&o.Notify.MaxAttempts, "notify-max-attempts", o.Notify.MaxAttempts, "attempts before a notice is given up (recorded Failed)")
 	fs.DurationVar(&o.Notify.RetryMax, "notify-retry-max", o.Notify.RetryMax, "longest wait between two attempts of a notice")
+	fs.StringSliceVar(&o.BootstrapAllowedValues, "bootstrap-allowed-values", o.BootstrapAllowedValues,
+		"agent chart values (dotted paths, comma-separated) a Spoke's spec.agentBootstrap.values or a SpokeClass's spec.agent.values may set; "+
+			"a Spoke setting another is Stalled and gets no install (empty: none; spoke and hub are the hub's own)")
 	fs.StringVar(&o.DashboardNamespace, "dashboard-namespace", o.DashboardNamespace, "serve the dashboard of this namespace read-only under /ui/ on the receiver's address (off when empty)")
 	o.Receiver.BindFlags(fs)
 	o.History.BindFlags(fs)
@@ -189,7 +197,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
-	return errors.Join(o.validateLeaderElection(), o.validatePipelineAPI(), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.SpokeKeys.Validate(), o.DORA.Validate())
+	return errors.Join(o.validateLeaderElection(), o.validatePipelineAPI(), spoke.ValidateAllowedValues(o.BootstrapAllowedValues), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.SpokeKeys.Validate(), o.DORA.Validate())
 }
 
 // validatePipelineAPI checks the CI pipeline API's rate limit.
@@ -283,7 +291,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	spokeOpts := opts.Spoke
 	spokeOpts.KeySecretRecheck = opts.History.KeyCacheTTL
 	if err := (&spoke.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: spokeOpts,
-		Bootstrap: spoke.BootstrapOptions{Version: opts.Version, Timeout: opts.BootstrapTimeout, Egress: opts.Egress}}).SetupWithManager(mgr); err != nil {
+		Bootstrap: spoke.BootstrapOptions{Version: opts.Version, Timeout: opts.BootstrapTimeout, Egress: opts.Egress,
+			AllowedValues: opts.BootstrapAllowedValues}}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	// SpokeClasses need Cluster API's Clusters on the hub: without them the
@@ -291,7 +300,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if ok, err := spokeclass.Available(cfg); err != nil {
 		return nil, err
 	} else if ok {
-		if err := (&spokeclass.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		if err := (&spokeclass.Reconciler{Client: mgr.GetClient(), AllowedValues: opts.BootstrapAllowedValues}).SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
 	} else {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
 )
 
 // TestOptions_validateLeaseTimings refuses Lease timings the leader
@@ -80,6 +81,50 @@ func TestOptions_validatePipelineAPI(t *testing.T) {
 				return
 			}
 			g.Expect(err).To(MatchError(ContainSubstring(tc.want)))
+		})
+	}
+}
+
+// TestOptions_bootstrapAllowedValues parses --bootstrap-allowed-values as
+// `tugboat hub` does and validates it: every entry must be a value of the
+// agent's chart (or lie under a free-form map of it), and none of the
+// values the hub sets itself.
+func TestOptions_bootstrapAllowedValues(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // the allow-list parsed, when valid
+		err  string
+	}{
+		{name: "default", want: []string{"replicas", "resources", "logLevel", "watchNamespaces", "webhook.enabled", "backfill.enabled", "backfill.namespaces", "networkPolicy"}},
+		{name: "empty: none allowed", args: []string{"--bootstrap-allowed-values="}, want: []string{}},
+		{name: "a map and a leaf", args: []string{"--bootstrap-allowed-values=helmStrategy,image.tag"}, want: []string{"helmStrategy", "image.tag"}},
+		{name: "under a free-form map", args: []string{"--bootstrap-allowed-values=podLabels.team"}, want: []string{"podLabels.team"}},
+		{name: "repeated flags add up", args: []string{"--bootstrap-allowed-values=replicas", "--bootstrap-allowed-values=logLevel"}, want: []string{"replicas", "logLevel"}},
+		{name: "a stray comma", args: []string{"--bootstrap-allowed-values=replicas,,logLevel"}, err: `"": empty entry (a stray comma?)`},
+		{name: "not in the chart", args: []string{"--bootstrap-allowed-values=watchNamespace"}, err: `"watchNamespace": the agent's chart has no value watchNamespace`},
+		{name: "not in the chart, nested", args: []string{"--bootstrap-allowed-values=backfill.namespace"}, err: `"backfill.namespace": the agent's chart has no value backfill.namespace`},
+		{name: "below a single value", args: []string{"--bootstrap-allowed-values=image.tag.x"}, err: `"image.tag.x": image.tag holds a single value, with nothing below it`},
+		{name: "the spoke's name", args: []string{"--bootstrap-allowed-values=spoke"}, err: `"spoke": spoke is set by the hub`},
+		{name: "the hub's URL", args: []string{"--bootstrap-allowed-values=hub.url"}, err: `"hub.url": hub is set by the hub`},
+		{name: "a wildcard", args: []string{"--bootstrap-allowed-values=*"}, err: `"*": not a dotted path of chart values`},
+		{name: "an empty segment", args: []string{"--bootstrap-allowed-values=backfill..namespaces"}, err: `"backfill..namespaces": not a dotted path`},
+		{name: "a leading dot", args: []string{"--bootstrap-allowed-values=.replicas"}, err: `".replicas": not a dotted path`},
+		{name: "spaces", args: []string{"--bootstrap-allowed-values=replicas, logLevel"}, err: `" logLevel": not a dotted path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			o := NewOptions()
+			fs := pflag.NewFlagSet("hub", pflag.ContinueOnError)
+			o.BindFlags(fs)
+			g.Expect(fs.Parse(tc.args)).To(Succeed())
+			err := o.Validate()
+			if tc.err != "" {
+				g.Expect(err).To(MatchError(ContainSubstring("--bootstrap-allowed-values: " + tc.err)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(o.BootstrapAllowedValues).To(Equal(tc.want))
 		})
 	}
 }

@@ -1,10 +1,13 @@
 package spoke
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +24,7 @@ import (
 	"tugboat.dev/tugboat/config"
 	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
+	"tugboat.dev/tugboat/controllers/releasehistory"
 )
 
 // Where the hub installs a spoke's agent: the chart's namespace, and the
@@ -43,18 +47,53 @@ type BootstrapOptions struct {
 	// Egress is the policy the connections to the spoke obey: its
 	// kubeconfig is written by whoever can write the Secret.
 	Egress egress.Policy
+	// AllowedValues are the agent chart values (dotted paths, see
+	// DefaultAllowedValues) spec.agentBootstrap.values may set: the install
+	// runs with the workload cluster's admin credential, so whoever may
+	// write a Spoke or SpokeClass chooses only these. A Spoke setting
+	// anything else is Stalled and nothing is installed. nil allows none.
+	AllowedValues []string
 }
 
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+
+// bootstrapRefused is a bootstrap the hub will not carry out as the spec
+// stands (terminal: Stalled, nothing written to the spoke).
+type bootstrapRefused struct {
+	reason tugboatv1alpha1.ConditionReason
+	msg    string
+}
+
+func (e bootstrapRefused) Error() string { return e.msg }
 
 // reconcileBootstrap installs, or upgrades, the agent's chart into the spoke
 // when spec.agentBootstrap asks for it and what is installed is not the
 // hub's version of this spec, and records it in status and the condition
 // AgentInstalled. It returns when to look again (0: not before a change).
-// Nothing is written to the spoke without spec.agentBootstrap.
+// Nothing is written to the spoke without spec.agentBootstrap, while
+// spec.suspend is true, when the values set what the hub does not allow
+// (BootstrapOptions.AllowedValues), or when the key Secret is not one the
+// hub generated for this Spoke; the last two are Stalled.
 func (r *Reconciler) reconcileBootstrap(ctx context.Context, sp *tugboatv1alpha1.Spoke) time.Duration {
 	if sp.Spec.AgentBootstrap == nil {
 		apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.AgentInstalledCondition.String())
+		return 0
+	}
+	refused := func(err bootstrapRefused) time.Duration {
+		r.setCondition(sp, tugboatv1alpha1.StalledCondition, metav1.ConditionTrue, err.reason, err.msg)
+		r.setCondition(sp, tugboatv1alpha1.AgentInstalledCondition, metav1.ConditionFalse, err.reason, err.msg)
+		return 0
+	}
+	values, stop := r.bootstrapValues(sp.Spec.AgentBootstrap)
+	if stop != nil {
+		return refused(*stop)
+	}
+	if sp.Spec.Suspend {
+		msg := "spec.suspend is true: the hub installs and upgrades no agent on a suspended spoke; it resumes when spec.suspend is false"
+		if st := sp.Status.AgentBootstrap; st != nil {
+			msg += fmt.Sprintf(" (installed: agent %s, release revision %d, left as it is)", displayVersion(st.Version), st.Revision)
+		}
+		r.setCondition(sp, tugboatv1alpha1.AgentInstalledCondition, metav1.ConditionFalse, tugboatv1alpha1.SuspendedReason, msg)
 		return 0
 	}
 	version := r.Bootstrap.Version
@@ -75,7 +114,10 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, sp *tugboatv1alpha1
 			return waiting(tugboatv1alpha1.WaitingForControlPlaneReason, msg)
 		}
 	}
-	rel, err := r.installAgent(ctx, sp, version)
+	rel, err := r.installAgent(ctx, sp, version, values)
+	if stop := (bootstrapRefused{}); errors.As(err, &stop) {
+		return refused(stop)
+	}
 	if err != nil {
 		log.FromContext(ctx).Error(err, "Installing the spoke's agent")
 		return waiting(tugboatv1alpha1.InstallFailedReason, err.Error())
@@ -118,9 +160,37 @@ type installed struct {
 	revision     int32
 }
 
+// bootstrapValues decodes spec.agentBootstrap.values, refusing what the hub
+// does not allow (DecodeBootstrapValues).
+func (r *Reconciler) bootstrapValues(boot *tugboatv1alpha1.AgentBootstrap) (map[string]any, *bootstrapRefused) {
+	values, reason, msg := DecodeBootstrapValues(boot, "spec.agentBootstrap.values", r.Bootstrap.AllowedValues)
+	if msg != "" {
+		return nil, &bootstrapRefused{reason: reason, msg: msg}
+	}
+	return values, nil
+}
+
+// checkGeneratedKey returns a bootstrapRefused unless key is the key Secret
+// the hub generated for sp (checkKeySecret): labeled
+// tugboat.dev/spoke=<sp's name> and controlled by sp. The bootstrap copies
+// the key to a cluster the Spoke's author may control, so it copies no
+// other Secret of the namespace (another Spoke's key, a CI token).
+func checkGeneratedKey(sp *tugboatv1alpha1.Spoke, key *corev1.Secret) error {
+	owner := metav1.GetControllerOf(key)
+	if key.Labels[releasehistory.LabelSpoke] == sp.Name && owner != nil && owner.UID == sp.UID &&
+		owner.Kind == "Spoke" && strings.HasPrefix(owner.APIVersion, tugboatv1alpha1.GroupVersion.Group+"/") {
+		return nil
+	}
+	return bootstrapRefused{reason: tugboatv1alpha1.KeySecretNotGeneratedReason, msg: fmt.Sprintf(
+		"secret %s (spec.keySecretRef) is not a key the hub generated for this Spoke (labeled %s=%s and controlled by the Spoke): "+
+			"the bootstrap copies no other Secret to the spoke; delete it to have the hub generate one, or, if it was made for this Spoke, "+
+			"label it and set the Spoke as its controller owner; nothing is installed",
+		key.Name, releasehistory.LabelSpoke, sp.Name)}
+}
+
 // installAgent writes the namespace, the spoke's key (and the hub's CA) to
-// the spoke, then installs or upgrades the agent's chart there.
-func (r *Reconciler) installAgent(ctx context.Context, sp *tugboatv1alpha1.Spoke, version string) (installed, error) {
+// the spoke, then installs or upgrades the agent's chart there with values.
+func (r *Reconciler) installAgent(ctx context.Context, sp *tugboatv1alpha1.Spoke, version string, values map[string]any) (installed, error) {
 	boot := sp.Spec.AgentBootstrap
 	cfg, err := spokeaccess.RESTConfig(ctx, r.APIReader, sp)
 	if err != nil {
@@ -132,11 +202,8 @@ func (r *Reconciler) installAgent(ctx context.Context, sp *tugboatv1alpha1.Spoke
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: sp.Spec.KeySecretRef.Name}, key); err != nil {
 		return installed{}, fmt.Errorf("reading the spoke's key Secret %s: %w", sp.Spec.KeySecretRef.Name, err)
 	}
-	values := map[string]any{}
-	if boot.Values != nil && len(boot.Values.Raw) > 0 {
-		if err := json.Unmarshal(boot.Values.Raw, &values); err != nil {
-			return installed{}, fmt.Errorf("spec.agentBootstrap.values: %w", err)
-		}
+	if err := checkGeneratedKey(sp, key); err != nil {
+		return installed{}, err
 	}
 	hubValues := map[string]any{"url": boot.HubURL, "keySecretName": bootstrapKeySecret}
 	secrets := map[string]map[string][]byte{
@@ -149,6 +216,12 @@ func (r *Reconciler) installAgent(ctx context.Context, sp *tugboatv1alpha1.Spoke
 		}
 		if len(ca.Data["ca.crt"]) == 0 {
 			return installed{}, fmt.Errorf("the hub's CA Secret %s has no ca.crt", boot.CASecretRef.Name)
+		}
+		// Only certificates (public) are copied: a caSecretRef cannot carry
+		// another Secret's private data to the spoke under "ca.crt".
+		if err := onlyCertificates(ca.Data["ca.crt"]); err != nil {
+			return installed{}, bootstrapRefused{reason: tugboatv1alpha1.InvalidSpecReason,
+				msg: fmt.Sprintf("the hub's CA Secret %s (spec.agentBootstrap.caSecretRef): ca.crt %v; nothing is installed", boot.CASecretRef.Name, err)}
 		}
 		secrets[bootstrapCASecret] = map[string][]byte{"ca.crt": ca.Data["ca.crt"]}
 		hubValues["caSecretName"] = bootstrapCASecret
@@ -199,6 +272,31 @@ func (r *Reconciler) installAgent(ctx context.Context, sp *tugboatv1alpha1.Spoke
 		return installed{}, errors.New("the agent's chart was installed, but Helm returned no chart")
 	}
 	return installed{chartVersion: rel.Chart.Metadata.Version, revision: int32(rel.Version)}, nil //nolint:gosec // a Helm revision is small
+}
+
+// onlyCertificates reports an error unless data is one or more PEM
+// certificates and nothing else.
+func onlyCertificates(data []byte) error {
+	rest := bytes.TrimSpace(data)
+	n := 0
+	for len(rest) > 0 {
+		block, after := pem.Decode(rest)
+		if block == nil {
+			return errors.New("holds something other than PEM blocks")
+		}
+		if block.Type != "CERTIFICATE" {
+			return fmt.Errorf("holds a PEM %s, not only certificates", block.Type)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return fmt.Errorf("holds an invalid certificate: %w", err)
+		}
+		n++
+		rest = bytes.TrimSpace(after)
+	}
+	if n == 0 {
+		return errors.New("holds no certificate")
+	}
+	return nil
 }
 
 // displayVersion names a version in messages.

@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/controllers/spoke"
 	"tugboat.dev/tugboat/e2e/harness"
@@ -51,6 +52,10 @@ func TestMain(m *testing.M) {
 		if err := (&spoke.Reconciler{
 			Client: mgr.GetClient(), APIReader: reads, Now: clk.now,
 			Options: spoke.Options{HeartbeatTimeout: 90 * time.Second, KeySecretRecheck: recheck},
+			// Workload clusters of the bootstrap tests are harness clusters
+			// on loopback.
+			Bootstrap: spoke.BootstrapOptions{Version: "dev", Timeout: time.Minute, Egress: egress.Policy{AllowLoopback: true},
+				AllowedValues: spoke.DefaultAllowedValues()},
 		}).SetupWithManager(mgr); err != nil {
 			panic(err)
 		}

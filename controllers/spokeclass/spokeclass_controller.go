@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/spoke"
 )
 
 // KeySecretSuffix names a class Spoke's key Secret: <cluster>-tugboat-key
@@ -52,6 +53,11 @@ const (
 // Reconciler reconciles SpokeClasses.
 type Reconciler struct {
 	Client client.Client
+	// AllowedValues are the agent chart values spec.agent.values may set
+	// (the hub's --bootstrap-allowed-values, as the Spoke reconciler
+	// applies them): a class setting others is not Ready, and each of its
+	// Spokes is Stalled with no install.
+	AllowedValues []string
 }
 
 // +kubebuilder:rbac:groups=tugboat.dev,resources=spokeclasses,verbs=get;list;watch
@@ -160,12 +166,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	class.Status.Spokes = slices.Sorted(maps.Keys(selected))
-	if len(taken) > 0 {
+	var refused string
+	if class.Spec.Agent != nil {
+		_, _, refused = spoke.DecodeBootstrapValues(class.Spec.Agent, "spec.agent.values", r.AllowedValues)
+	}
+	switch {
+	case refused != "":
+		// The Spokes are kept (they carry the values too, and refuse them
+		// with the same message); nothing is installed.
+		r.setReady(class, metav1.ConditionFalse, tugboatv1alpha1.ValuesNotAllowedReason, refused)
+	case len(taken) > 0:
 		sort.Strings(taken)
 		r.setReady(class, metav1.ConditionFalse, NameTakenReason, fmt.Sprintf(
 			"Clusters %s are selected, but a Spoke of the same name exists that the class does not own: rename or delete it (Spoke names are unique across the hub)",
 			strings.Join(taken, ", ")))
-	} else {
+	default:
 		r.setReady(class, metav1.ConditionTrue, SpokesReadyReason, fmt.Sprintf("%d Clusters selected, each with its Spoke", len(selected)))
 	}
 	class.Status.ObservedGeneration = class.Generation

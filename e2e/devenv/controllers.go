@@ -15,8 +15,10 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
@@ -170,9 +172,19 @@ func (e *Env) prepareExternalControllers(ctx context.Context, opts Options) erro
 			if _, err := rand.Read(raw); err != nil {
 				return err
 			}
+			// The marks of a key the hub generates (labeled for the Spoke,
+			// controlled by it): the agent bootstrap copies no other.
+			sp := &tugboatv1alpha1.Spoke{}
+			if err := e.Hub.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: s.Name}, sp); err != nil {
+				return fmt.Errorf("reading spoke %s: %w", s.Name, err)
+			}
 			key = &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: s.Name + "-key"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: s.Name + "-key", Labels: map[string]string{releasehistory.LabelSpoke: s.Name}},
+				Type:       corev1.SecretTypeOpaque,
 				Data:       map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: []byte(hex.EncodeToString(raw))},
+			}
+			if err := controllerutil.SetControllerReference(sp, key, e.Hub.Client.Scheme()); err != nil {
+				return err
 			}
 			err = e.Hub.Client.Create(ctx, key)
 		}

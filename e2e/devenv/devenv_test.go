@@ -407,6 +407,10 @@ func TestDevUp_externalControllersRunByDevRun(t *testing.T) {
 	file, err := os.ReadFile(filepath.Join(dir, "keys", "dev.key"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(file).To(Equal(key.Data[tugboatv1alpha1.SpokeKeySecretKey]))
+	// Written by dev up before any hub runs, it carries the marks of a key
+	// the hub generates, which the agent bootstrap requires.
+	g.Expect(key.Labels).To(HaveKeyWithValue("tugboat.dev/spoke", "dev"))
+	g.Expect(metav1.GetControllerOf(&key)).To(And(Not(BeNil()), HaveField("Kind", "Spoke"), HaveField("Name", "dev")))
 
 	helmInstall(t, filepath.Join(dir, "dev.kubeconfig"), "apps", "web")
 	g.Eventually(func(g Gomega) {

@@ -59,6 +59,7 @@ const (
 	codeSpokeNotReady           findingCode = "spoke-not-ready"
 	codeSpokeAgentNotSeen       findingCode = "spoke-agent-not-seen"
 	codeSpokeVersionSkew        findingCode = "spoke-version-skew"
+	codeSpokeBootstrapRefused   findingCode = "spoke-bootstrap-refused"
 	codeSpokeKeySecretMissing   findingCode = "spoke-key-secret-missing"
 	codeSpokeKeySecretForbidden findingCode = "spoke-key-secret-forbidden"
 	codeSpokeKeySecretReadError findingCode = "spoke-key-secret-read-failed"

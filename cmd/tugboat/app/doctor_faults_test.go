@@ -193,6 +193,20 @@ var doctorFaults = []doctorFault{
 	{name: "spoke key too short", inject: onFleet(func(t *testing.T, ns string, _ *tugboatv1alpha1.Pipeline) {
 		newSpoke(t, ns, "qa-1", true, notReadySpoke("InvalidSpec", `key "key" of Secret qa-1-key is 8 bytes; at least 32 are needed`))
 	}), want: []want{{code: "spoke-invalid-key", severity: "error", object: "{ns}/qa-1", message: "not Ready (InvalidSpec): ", hint: "put keys of at least 32 bytes (openssl rand -hex 32) in Secret {ns}/qa-1-key"}}},
+	{name: "agent bootstrap refused", inject: onFleet(func(t *testing.T, ns string, _ *tugboatv1alpha1.Pipeline) {
+		st := readySpoke("v0.3.0", 3)
+		msg := "spec.agentBootstrap.values sets image.repository, which the hub does not allow (its --bootstrap-allowed-values: replicas)"
+		for _, c := range []string{"AgentInstalled", "Stalled"} {
+			status := metav1.ConditionFalse
+			if c == "Stalled" {
+				status = metav1.ConditionTrue
+			}
+			st.Conditions = append(st.Conditions, metav1.Condition{Type: c, Status: status, Reason: "ValuesNotAllowed", Message: msg,
+				LastTransitionTime: st.Conditions[0].LastTransitionTime, ObservedGeneration: 1})
+		}
+		newSpoke(t, ns, "qa-1", true, st)
+	}), want: []want{{code: "spoke-bootstrap-refused", severity: "error", object: "{ns}/qa-1",
+		message: "agent bootstrap refused (ValuesNotAllowed): spec.agentBootstrap.values sets image.repository", hint: "--bootstrap-allowed-values"}}},
 	{name: "spoke not Ready for another reason", inject: onFleet(func(t *testing.T, ns string, _ *tugboatv1alpha1.Pipeline) {
 		newSpoke(t, ns, "qa-1", true, notReadySpoke("OlderProtocol", "agent v0.1.0 speaks protocol v0"))
 	}), want: []want{{code: "spoke-not-ready", severity: "error", object: "{ns}/qa-1", message: "not Ready (OlderProtocol): agent v0.1.0 speaks protocol v0", hint: "kubectl describe spoke qa-1 -n {ns}"}}},

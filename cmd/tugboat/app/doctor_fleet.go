@@ -172,6 +172,21 @@ func (d *doctor) checkSpokes(ctx context.Context, spokes []tugboatv1alpha1.Spoke
 			d.add(checkSpoke, codeSpokeAgentNotSeen, severityError, obj, msg, agentHint)
 		}
 
+		// The hub refuses to bootstrap the agent as the Spoke asks (its
+		// Ready still follows the heartbeats of an agent installed before).
+		if c := apimeta.FindStatusCondition(sp.Status.Conditions, tugboatv1alpha1.AgentInstalledCondition.String()); c != nil && c.Status == metav1.ConditionFalse {
+			hint := ""
+			switch c.Reason {
+			case tugboatv1alpha1.ValuesNotAllowedReason.String():
+				hint = "take those values out of the Spoke's spec.agentBootstrap.values (or its SpokeClass's spec.agent.values), or have the hub's operator allow them (tugboat hub --bootstrap-allowed-values; docs/hub.md)"
+			case tugboatv1alpha1.KeySecretNotGeneratedReason.String():
+				hint = fmt.Sprintf("point spec.keySecretRef at the key the hub generated for this Spoke, or delete Secret %s/%s so that the hub generates one (then give its agent the new key)", sp.Namespace, sp.Spec.KeySecretRef.Name)
+			}
+			if hint != "" {
+				d.add(checkSpoke, codeSpokeBootstrapRefused, severityError, obj, fmt.Sprintf("agent bootstrap refused (%s): %s", c.Reason, c.Message), hint)
+			}
+		}
+
 		if av := sp.Status.AgentVersion; av != "" {
 			if a, c := majorMinor(av), majorMinor(cli); a != "" && c != "" && a != c {
 				d.add(checkSpoke, codeSpokeVersionSkew, severityWarning, obj, fmt.Sprintf("agent %s, this CLI %s: versions differ in major or minor", av, cli),
