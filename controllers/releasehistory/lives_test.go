@@ -162,3 +162,20 @@ func TestSortRevisions_newLifeFirst(t *testing.T) {
 	}
 	g.Expect(got).To(Equal([]string{"2/2", "2/1", "1/5", "1/2"}))
 }
+
+// A reinstall reported without a storage UID (an agent of before the UIDs,
+// or Flux's events): revision 1 installed, uninstalled, then revision 1
+// deployed again is a new installation, not a release left uninstalled
+// (issue 29, item 6: no test held it).
+func TestApplyState_aReinstallWithoutAStorageUIDIsANewLife(t *testing.T) {
+	g := NewWithT(t)
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	applyState(st, state(1, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))
+	applyState(st, state(1, "1.0.0", wire.StatusUninstalled, wire.HealthUnknown))
+	g.Expect(lives(st)).To(Equal([]string{"1/1 1.0.0 uninstalled"}))
+	applyState(st, state(1, "1.0.0", wire.StatusDeployed, wire.HealthCurrent))
+	g.Expect(lives(st)).To(Equal([]string{"2/1 1.0.0 deployed", "1/1 1.0.0 uninstalled"}))
+	g.Expect(st.Current).NotTo(BeNil())
+	g.Expect(st.Current.Status).To(Equal(tugboatv1alpha1.ReleaseStatusDeployed))
+	g.Expect(st.Current.Installation).To(Equal(int32(2)))
+}

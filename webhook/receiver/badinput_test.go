@@ -83,6 +83,25 @@ func TestReceiver_badInputOnEveryEndpoint(t *testing.T) {
 				})
 				return signed(wire.EventsPath(testSpoke), testKey, body, testNow)
 			}},
+		// Signed by staging-1, about another spoke: refused end to end, not
+		// only by the decoder (issue 29, item 6).
+		{endpoint: "events", name: "an event naming another spoke", code: http.StatusBadRequest, want: `"field":"events[0].spoke"`,
+			req: func(t *testing.T) *http.Request {
+				e := event(7, wire.EventObjectCreated, 1)
+				e.Spoke = "staging-2"
+				e.ID = e.ComputeID()
+				return signed(wire.EventsPath(testSpoke), testKey, mustJSON(t, batchOf(e)), testNow)
+			}},
+		{endpoint: "events", name: "a batch naming another spoke", code: http.StatusBadRequest, want: `"field":"spoke","detail":"must equal the spoke in the path \"staging-1\""`,
+			req: func(t *testing.T) *http.Request {
+				b := batchOf()
+				b.Spoke = "staging-2"
+				e := event(7, wire.EventObjectCreated, 1)
+				e.Spoke = "staging-2"
+				e.ID = e.ComputeID()
+				b.Events = []wire.Event{e}
+				return signed(wire.EventsPath(testSpoke), testKey, mustJSON(t, b), testNow)
+			}},
 		{endpoint: "events", name: "body larger than the limit", code: http.StatusRequestEntityTooLarge, want: "body exceeds 1048576 bytes",
 			req: func(t *testing.T) *http.Request {
 				body := append(events(t), make([]byte, 1<<20)...)
