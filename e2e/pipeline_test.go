@@ -231,6 +231,22 @@ func TestPipeline_promotesThroughEnvironments(t *testing.T) {
 		g.Expect(hubCluster.Client.Patch(ctx, &got, patch)).To(Succeed())
 		g.Eventually(f.phase(staging)).WithTimeout(90 * time.Second).WithPolling(200 * time.Millisecond).
 			Should(Equal(tugboatv1alpha1.PromotionSucceeded))
+
+		// kubectl events shows both, on the Pipeline (issue 29).
+		g.Eventually(func(g Gomega) []string {
+			var list eventsv1.EventList
+			g.Expect(hubCluster.Client.List(ctx, &list, client.InNamespace(p.Namespace))).To(Succeed())
+			var out []string
+			for _, e := range list.Items {
+				if e.Regarding.Kind == "Pipeline" && e.Regarding.Name == p.Name {
+					out = append(out, e.Type+" "+e.Reason+": "+e.Note)
+				}
+			}
+			return out
+		}).WithTimeout(30 * time.Second).Should(ContainElements(
+			And(HavePrefix("Warning HoldSet: automatic promotion into and out of staging is held (Rollback: "), HaveSuffix("resume with `tugboat resume web --env staging`")),
+			HavePrefix("Normal HoldLifted: the hold on staging (Rollback of 1.1.0) is lifted"),
+		))
 	})
 
 	t.Run("a promotion nobody carries out times out naming the laggard", func(t *testing.T) {

@@ -309,7 +309,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if err := pipeline.IndexFields(ctx, mgr); err != nil {
 		return nil, err
 	}
-	if err := (&pipeline.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+	if err := (&pipeline.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("tugboat-hub")}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	if err := (&gauges.Reconciler{Client: mgr.GetClient(), Options: opts.DORA}).SetupWithManager(mgr); err != nil {
@@ -319,7 +319,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if registry == nil {
 		registry = DefaultStrategies(mgr, opts)
 	}
-	if err := (&promotion.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registry: registry, Options: opts.Promotion}).SetupWithManager(mgr); err != nil {
+	if err := (&promotion.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registry: registry, Options: opts.Promotion,
+		Recorder: mgr.GetEventRecorder("tugboat-hub")}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	builder := opts.NotifyBuilder

@@ -12,6 +12,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +35,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
+	// Recorder emits the Events of holds set and lifted; nil emits none.
+	Recorder events.EventRecorder
 	// MaxConcurrentReconciles is how many Pipelines are reconciled at once;
 	// defaults to 4. Reconciles mostly wait on API writes, so one worker
 	// queues a burst of releases (100 pipelines converging together) for
@@ -243,9 +246,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if apiequality.Semantic.DeepEqual(orig.Status, p.Status) {
 			return // nothing changed: no request (heartbeats reconcile every Pipeline of a Spoke)
 		}
-		if err := r.Client.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil && retErr == nil {
-			retErr = client.IgnoreNotFound(err)
+		if err := r.Client.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil {
+			if retErr == nil {
+				retErr = client.IgnoreNotFound(err)
+			}
+			return
 		}
+		recordHolds(r.Recorder, p, orig.Status.HeldEnvironments, p.Status.HeldEnvironments)
 	}()
 
 	// 1. A configuration error is terminal: Stalled, no requeue (a Spoke

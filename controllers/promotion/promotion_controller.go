@@ -14,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -49,6 +50,9 @@ type Reconciler struct {
 	Registry  strategy.Registry
 	Options   Options
 	Now       func() time.Time
+	// Recorder emits the Events of each transition (recordTransition); nil
+	// emits none.
+	Recorder events.EventRecorder
 }
 
 // +kubebuilder:rbac:groups=tugboat.dev,resources=promotions,verbs=get;list;watch
@@ -145,6 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	orig := pr.DeepCopy()
 	startPhase := pr.Status.Phase
+	approvedBefore := pr.Status.Approval != nil
 	defer func() {
 		pr.Status.ObservedGeneration = pr.Generation
 		patch := client.MergeFrom(orig)
@@ -163,6 +168,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			}
 			return
 		}
+		recordTransition(r.Recorder, pr, startPhase, approvedBefore)
 		if pr.Status.Phase != startPhase {
 			pipeline.PromotionPhaseTransitions().WithLabelValues(string(pr.Status.Phase)).Inc()
 			if pr.Status.Phase.Terminal() {

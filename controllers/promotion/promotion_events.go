@@ -1,0 +1,67 @@
+package promotion
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/events"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+)
+
+// Event reasons of a Promotion (kubectl events, kubectl describe): one per
+// transition a person cares about.
+const (
+	EventWaitingForApproval = "WaitingForApproval"
+	EventApproved           = "Approved"
+	EventRejected           = "Rejected"
+	EventStarted            = "Started"
+	EventSucceeded          = "Succeeded"
+	EventFailed             = "Failed"
+	EventAborted            = "Aborted"
+)
+
+// recordTransition emits the Events of pr's move from phase before, and of
+// an approval outcome recorded since approvedBefore: the Ready condition's
+// message is the note (it names who approved, rejected or aborted, and
+// why it failed; it holds no secret: the hub writes no credential into
+// status, docs/security.md). A nil recorder records nothing.
+func recordTransition(rec events.EventRecorder, pr *tugboatv1alpha1.Promotion, before tugboatv1alpha1.PromotionPhase, approvedBefore bool) {
+	if rec == nil {
+		return
+	}
+	note := ""
+	if c := apimeta.FindStatusCondition(pr.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil {
+		note = c.Message
+	}
+	emit := func(typ, reason, action, msg string) {
+		// The note is bounded by the API (1 KiB); keep it well within.
+		if len(msg) > 1000 {
+			msg = strings.ToValidUTF8(msg[:1000], "") + "…"
+		}
+		rec.Eventf(pr, nil, typ, reason, action, "%s", msg)
+	}
+	if a := pr.Status.Approval; a != nil && !approvedBefore && a.ApprovedBy != "" {
+		emit(corev1.EventTypeNormal, EventApproved, "Approve", "approved by "+a.ApprovedBy+suffix(a.Message))
+	}
+	if pr.Status.Phase == before {
+		return
+	}
+	switch pr.Status.Phase {
+	case tugboatv1alpha1.PromotionWaitingApproval:
+		emit(corev1.EventTypeNormal, EventWaitingForApproval, "WaitForApproval", note)
+	case tugboatv1alpha1.PromotionRunning:
+		emit(corev1.EventTypeNormal, EventStarted, "Promote", note)
+	case tugboatv1alpha1.PromotionSucceeded:
+		emit(corev1.EventTypeNormal, EventSucceeded, "Verify", note)
+	case tugboatv1alpha1.PromotionFailed:
+		emit(corev1.EventTypeWarning, EventFailed, "Verify", note)
+	case tugboatv1alpha1.PromotionAborted:
+		if a := pr.Status.Approval; a != nil && a.RejectedBy != "" {
+			emit(corev1.EventTypeWarning, EventRejected, "Reject", note)
+			return
+		}
+		emit(corev1.EventTypeWarning, EventAborted, "Abort", note)
+	}
+}
