@@ -52,12 +52,34 @@ func HelmReleaseStatus(hr *helmv2.HelmRelease) wire.HelmReleaseStatus {
 		}
 		st.Reason = c.Reason
 	}
-	if c := apimeta.FindStatusCondition(conds, fluxmeta.ReconcilingCondition); (c != nil && c.Status == metav1.ConditionTrue) || stale {
+	if c := apimeta.FindStatusCondition(conds, fluxmeta.ReconcilingCondition); (c != nil && c.Status == metav1.ConditionTrue && !routineReconcile(hr)) || stale {
 		st.Reconciling = true
 	}
 	st.Reason = token(st.Reason, wire.MaxReasonLength)
 	st.Message = text(st.Message, wire.MaxMessageLength)
 	return st
+}
+
+// routineReconcile reports whether hr's Reconciling=True is one of
+// helm-controller's routine reconciles, which change nothing: it sets
+// Reconciling=True at the start of every reconcile (each spec.interval,
+// "Fulfilling prerequisites") and removes it when it finds the release in
+// sync, milliseconds later, leaving Ready as it was. Such a HelmRelease is
+// Ready=True at its current generation (status.observedGeneration and the
+// Ready condition's both metadata.generation) and attempts the revision it
+// runs (status.lastAttemptedRevision is the chart version of the latest
+// status.history entry): it is healthy, and the window is not reported.
+// Any real change shows otherwise: a new generation leaves them behind, and
+// before an install, upgrade or rollback helm-controller sets Ready=Unknown
+// ("Running 'upgrade' action"), and Ready=False while it retries.
+func routineReconcile(hr *helmv2.HelmRelease) bool {
+	ready := apimeta.FindStatusCondition(hr.Status.Conditions, fluxmeta.ReadyCondition)
+	if ready == nil || ready.Status != metav1.ConditionTrue ||
+		ready.ObservedGeneration != hr.Generation || hr.Status.ObservedGeneration != hr.Generation {
+		return false
+	}
+	latest := hr.Status.History.Latest()
+	return latest != nil && latest.ChartVersion == hr.Status.LastAttemptedRevision
 }
 
 // FoldHelmRelease folds what the HelmRelease name (namespace/name) says
