@@ -123,3 +123,51 @@ func lastHealthEvent(sink *recorder, name string) wire.Event {
 	}
 	return last
 }
+
+// TestTracker_aHelmReleaseBeingDeletedLetsGoOfItsRelease deletes a
+// HelmRelease as Kubernetes and helm-controller do: the deletion sets
+// metadata.deletionTimestamp and bumps metadata.generation (so its last
+// status, of the older generation, reads "reconciling"), then
+// helm-controller uninstalls the release and removes its finalizer. The
+// release stops carrying the HelmRelease at once, and its uninstall is
+// reported without it: the hub keeps no status of a HelmRelease that is
+// gone.
+func TestTracker_aHelmReleaseBeingDeletedLetsGoOfItsRelease(t *testing.T) {
+	g := NewWithT(t)
+	sink := &recorder{}
+	tr := New(Options{Spoke: "spoke-1", Settle: time.Millisecond}, sink,
+		func(context.Context, release.Key) ([]*unstructured.Unstructured, error) { return nil, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = tr.Start(ctx) }()
+
+	tr.ObserveHelmRelease(fluxHR("10", false, hrReady))
+	tr.ObserveStorage(releaseSecret("web", 1, "deployed", "uid-1"), false)
+	g.Eventually(func(g Gomega) {
+		g.Expect(lastHealthEvent(sink, "web")).To(HaveField("State.HelmRelease", Not(BeNil())))
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+
+	deleting := fluxHR("11", false, hrReady)
+	deleting.Generation, deleting.DeletionTimestamp = 3, &metav1.Time{Time: time.Now()}
+	deleting.Finalizers = []string{"finalizers.fluxcd.io"}
+	tr.ObserveHelmRelease(deleting)
+	g.Eventually(func(g Gomega) {
+		s := stateOf(g, tr, "web")
+		g.Expect(s.HelmRelease).To(BeNil())
+		g.Expect(s.HelmReleaseStatus).To(BeNil())
+		g.Expect(lastHealthEvent(sink, "web").State.HelmRelease).To(BeNil(), "the hub hears it")
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+
+	// helm-controller uninstalls the release, then the HelmRelease is gone.
+	tr.ForgetStorage(releaseSecret("web", 1, "deployed", "uid-1"))
+	tr.ForgetHelmRelease(deleting)
+	var uninstalled []wire.Event
+	for _, e := range sink.all() {
+		if e.State != nil && e.State.Status == wire.StatusUninstalled {
+			uninstalled = append(uninstalled, e)
+		}
+	}
+	g.Expect(uninstalled).To(HaveLen(1))
+	g.Expect(uninstalled[0].State.HelmRelease).To(BeNil())
+	g.Expect(uninstalled[0].State.HelmReleaseStatus).To(BeNil())
+}
