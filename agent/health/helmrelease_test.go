@@ -31,6 +31,16 @@ var (
 		"Detected failure, retrying upgrade")
 	reconcilingRunning = hrCond(fluxmeta.ReconcilingCondition, metav1.ConditionTrue, fluxmeta.ProgressingReason,
 		"Running 'upgrade' action with timeout of 5m0s")
+	// readyRemediated is Ready as helm-controller summarizes it after a
+	// rollback remediation: from Remediated, an error, whose message says
+	// nothing of the failure (Released=False holds it).
+	readyRemediated = hrCond(fluxmeta.ReadyCondition, metav1.ConditionFalse, helmv2.RollbackSucceededReason,
+		"Helm rollback to previous release apps/web.v2 with chart web@1.3.0 succeeded")
+	// reconcilingAfterRemediation is Reconciling as helm-controller keeps it
+	// when it will retry after a remediation (ErrMustRequeue): Ready's
+	// message.
+	reconcilingAfterRemediation = hrCond(fluxmeta.ReconcilingCondition, metav1.ConditionTrue, "ProgressingWithRetry",
+		"Helm rollback to previous release apps/web.v2 with chart web@1.3.0 succeeded")
 	// reconcilingRoutine is what helm-controller sets at the start of every
 	// reconcile, before it knows whether anything changed
 	// (internal/controller: reconcileRelease).
@@ -76,6 +86,16 @@ func TestHelmReleaseStatus(t *testing.T) {
 		}},
 		{"retries exceeded: Stalled's reason wins, its message goes first", hr(2, 2, false, readyUpgradeFailed, releasedUpgradeFailed, stalledRetries, remediatedRollback), wire.HelmReleaseStatus{
 			Ready: wire.ConditionFalse, Reason: "RetriesExceeded", Message: stalledMessage, Stalled: true,
+			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
+		}},
+		{"remediated and stalled, as helm-controller v1.6 leaves it: the failure, then the rollback", hr(2, 2, false, readyRemediated, releasedUpgradeFailed, remediatedRollback, stalledRetries), wire.HelmReleaseStatus{
+			Ready: wire.ConditionFalse, Reason: "RetriesExceeded", Stalled: true,
+			Message:            "Failed to upgrade after 1 attempt(s); " + releasedUpgradeFailed.Message + "; " + readyRemediated.Message,
+			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
+		}},
+		{"remediated, to retry: the failure, then the rollback", hr(2, 2, false, readyRemediated, releasedUpgradeFailed, remediatedRollback, reconcilingAfterRemediation), wire.HelmReleaseStatus{
+			Ready: wire.ConditionFalse, Reason: "RollbackSucceeded", Reconciling: true,
+			Message:            releasedUpgradeFailed.Message + "; " + readyRemediated.Message,
 			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
 		}},
 		{"failed, retrying", hr(2, 2, false, readyUpgradeFailed, releasedUpgradeFailed, remediatedRollback, reconcilingRetry), wire.HelmReleaseStatus{
