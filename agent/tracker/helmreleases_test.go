@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -170,4 +171,99 @@ func TestTracker_aHelmReleaseBeingDeletedLetsGoOfItsRelease(t *testing.T) {
 	g.Expect(uninstalled).To(HaveLen(1))
 	g.Expect(uninstalled[0].State.HelmRelease).To(BeNil())
 	g.Expect(uninstalled[0].State.HelmReleaseStatus).To(BeNil())
+}
+
+// TestTracker_followsHelmControllerThroughAFailedUpgrade replays the
+// conditions helm-controller v1.6.2 writes on a HelmRelease (as its
+// internal/controller reconcileRelease and internal/reconcile AtomicRelease
+// write them, read from its source; remediation: one retry, then
+// rollback): a routine reconcile, an upgrade that fails and is rolled back
+// to retry, and the retry that fails and stalls. The routine reconcile is
+// not heard of; the retry is in progress, with the failure's cause; the
+// stall is Failed.
+func TestTracker_followsHelmControllerThroughAFailedUpgrade(t *testing.T) {
+	g := NewWithT(t)
+	sink := &recorder{}
+	tr := New(Options{Spoke: "spoke-1", Settle: time.Millisecond}, sink,
+		func(context.Context, release.Key) ([]*unstructured.Unstructured, error) { return nil, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = tr.Start(ctx) }()
+
+	const (
+		installed  = "Helm install succeeded for release apps/web.v1 with chart web@1.1.0"
+		prereqs    = "Fulfilling prerequisites"
+		running    = "Running 'upgrade' action with timeout of 5m0s"
+		failed     = "Helm upgrade failed for release apps/web with chart web@1.2.0: context deadline exceeded"
+		rolledBack = "Helm rollback to previous release apps/web.v1 with chart web@1.1.0 succeeded"
+	)
+	rv := 10
+	write := func(generation, observed int64, attempted string, conds ...metav1.Condition) {
+		rv++
+		hr := fluxHR(fmt.Sprint(rv), false, conds...)
+		hr.Generation, hr.Status.ObservedGeneration, hr.Status.LastAttemptedRevision = generation, observed, attempted
+		hr.Status.History = helmv2.Snapshots{{Name: "web", Namespace: "apps", Version: 1, ChartName: "web", ChartVersion: "1.1.0", Status: "deployed"}}
+		tr.ObserveHelmRelease(hr)
+	}
+	cond := func(typ string, status metav1.ConditionStatus, reason, msg string, generation int64) metav1.Condition {
+		c := condition(typ, status, reason, msg)
+		c.ObservedGeneration = generation
+		return c
+	}
+	ready := cond(fluxmeta.ReadyCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason, installed, 2)
+	released := cond(helmv2.ReleasedCondition, metav1.ConditionTrue, helmv2.InstallSucceededReason, installed, 2)
+	health := func(g Gomega) (wire.Health, string) {
+		s := stateOf(g, tr, "web")
+		return s.Health, s.HealthReason
+	}
+
+	write(2, 2, "1.1.0", ready, released)
+	tr.ObserveStorage(releaseSecret("web", 1, "deployed", "uid-1"), false)
+	g.Eventually(func(g Gomega) {
+		g.Expect(lastHealthEvent(sink, "web")).To(HaveField("State.Health", wire.HealthCurrent))
+		g.Expect(lastHealthEvent(sink, "web")).To(HaveField("State.HelmReleaseStatus", Not(BeNil())))
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+
+	// A routine reconcile, spec.interval after the last: Reconciling=True
+	// for a while, then in sync. Nothing to hear.
+	sent := len(sink.all())
+	write(2, 2, "1.1.0", ready, released, cond(fluxmeta.ReconcilingCondition, metav1.ConditionTrue, fluxmeta.ProgressingReason, prereqs, 2))
+	g.Consistently(func() []wire.Event { return sink.all()[sent:] }).WithTimeout(500 * time.Millisecond).Should(BeEmpty())
+	write(2, 2, "1.1.0", ready, released)
+	g.Consistently(func() []wire.Event { return sink.all()[sent:] }).WithTimeout(200 * time.Millisecond).Should(BeEmpty())
+
+	// The version is set to 1.2.0 (generation 3): prerequisites, then the
+	// upgrade runs.
+	write(3, 2, "1.1.0", ready, released, cond(fluxmeta.ReconcilingCondition, metav1.ConditionTrue, fluxmeta.ProgressingReason, prereqs, 3))
+	g.Eventually(func(g Gomega) wire.Health { h, _ := health(g); return h }).WithTimeout(5 * time.Second).Should(Equal(wire.HealthInProgress))
+	write(3, 2, "1.2.0", released, cond(fluxmeta.ReconcilingCondition, metav1.ConditionTrue, fluxmeta.ProgressingReason, running, 3),
+		cond(fluxmeta.ReadyCondition, metav1.ConditionUnknown, fluxmeta.ProgressingReason, running, 3))
+	g.Eventually(func(g Gomega) string { _, r := health(g); return r }).WithTimeout(5 * time.Second).
+		Should(Equal("HelmRelease flux-apps/web-hr is reconciling (Progressing): " + running))
+
+	// It fails, rolls back, and will retry (ErrMustRequeue: Reconciling
+	// stays, with Ready's message; observedGeneration is not written).
+	write(3, 2, "1.2.0",
+		cond(fluxmeta.ReadyCondition, metav1.ConditionFalse, helmv2.RollbackSucceededReason, rolledBack, 3),
+		cond(helmv2.ReleasedCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason, failed, 3),
+		cond(helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason, rolledBack, 3),
+		cond(fluxmeta.ReconcilingCondition, metav1.ConditionTrue, "ProgressingWithRetry", rolledBack, 3))
+	g.Eventually(func(g Gomega) {
+		h, r := health(g)
+		g.Expect(h).To(Equal(wire.HealthInProgress))
+		g.Expect(r).To(Equal("HelmRelease flux-apps/web-hr is reconciling (RollbackSucceeded): " + failed + "; " + rolledBack))
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+
+	// The retry fails too: rolled back again, out of retries, stalled
+	// (a terminal error: observedGeneration is written).
+	write(3, 3, "1.2.0",
+		cond(fluxmeta.ReadyCondition, metav1.ConditionFalse, helmv2.RollbackSucceededReason, rolledBack, 3),
+		cond(helmv2.ReleasedCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason, failed, 3),
+		cond(helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason, rolledBack, 3),
+		cond(fluxmeta.StalledCondition, metav1.ConditionTrue, "RetriesExceeded", "Failed to upgrade after 2 attempt(s)", 3))
+	g.Eventually(func(g Gomega) {
+		h, r := health(g)
+		g.Expect(h).To(Equal(wire.HealthFailed))
+		g.Expect(r).To(Equal("HelmRelease flux-apps/web-hr is stalled (RetriesExceeded): Failed to upgrade after 2 attempt(s); " + failed + "; " + rolledBack))
+	}).WithTimeout(5 * time.Second).Should(Succeed())
 }
