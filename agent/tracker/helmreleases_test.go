@@ -1,14 +1,18 @@
 package tracker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/gomega"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -266,4 +270,97 @@ func TestTracker_followsHelmControllerThroughAFailedUpgrade(t *testing.T) {
 		g.Expect(h).To(Equal(wire.HealthFailed))
 		g.Expect(r).To(Equal("HelmRelease flux-apps/web-hr is stalled (RetriesExceeded): Failed to upgrade after 2 attempt(s); " + failed + "; " + rolledBack))
 	}).WithTimeout(5 * time.Second).Should(Succeed())
+}
+
+// capturedState is one state of a HelmRelease as the real helm-controller
+// v1.6.2 wrote it (e2e TestHelmController_capture).
+type capturedState struct {
+	Step               string             `json:"step"`
+	Generation         int64              `json:"generation"`
+	DeletionTimestamp  *metav1.Time       `json:"deletionTimestamp,omitempty"`
+	ObservedGeneration int64              `json:"observedGeneration"`
+	LastAttempted      string             `json:"lastAttemptedRevision,omitempty"`
+	History            helmv2.Snapshots   `json:"history,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// TestTracker_replaysARealHelmController replays every state the real
+// helm-controller v1.6.2 wrote on a HelmRelease (captured by the e2e test
+// TestHelmController_capture: install, routine reconciles every 2 s, an
+// upgrade failed, rolled back and retried, then stalled, and the
+// deletion). The routine reconciles are not heard of at all; while
+// helm-controller works or retries the release is InProgress, once it
+// stalls Failed with the cause and the rollback; when the HelmRelease is
+// being deleted the release no longer carries it.
+func TestTracker_replaysARealHelmController(t *testing.T) {
+	g := NewWithT(t)
+	b, err := os.ReadFile("../../e2e/testdata/helm-controller-v1.6.2/conditions.jsonl")
+	g.Expect(err).NotTo(HaveOccurred())
+	var states []capturedState
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var s capturedState
+		g.Expect(json.Unmarshal(line, &s)).To(Succeed())
+		states = append(states, s)
+	}
+	sink := &recorder{}
+	tr := New(Options{Spoke: "spoke-1", Settle: time.Millisecond}, sink,
+		func(context.Context, release.Key) ([]*unstructured.Unstructured, error) { return nil, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = tr.Start(ctx) }()
+	tr.ObserveStorage(releaseSecret("web", 1, "deployed", "uid-1"), false)
+
+	routine := 0
+	for i, s := range states {
+		hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Generation: s.Generation,
+			ResourceVersion: fmt.Sprint(100 + i), DeletionTimestamp: s.DeletionTimestamp}}
+		hr.Spec.Interval = metav1.Duration{Duration: 2 * time.Second}
+		hr.Status = helmv2.HelmReleaseStatus{ObservedGeneration: s.ObservedGeneration, LastAttemptedRevision: s.LastAttempted,
+			History: s.History, Conditions: s.Conditions}
+		if s.History.Latest() != nil {
+			hr.Status.StorageNamespace = "apps"
+		}
+		if s.Step == "routine" {
+			// What the state before says has been sent.
+			g.Eventually(func(g Gomega) {
+				want, last := stateOf(g, tr, "web"), lastHealthEvent(sink, "web")
+				g.Expect(last.State).NotTo(BeNil())
+				g.Expect(last.State.Health).To(Equal(want.Health))
+				g.Expect(last.State.HelmReleaseStatus).To(Equal(want.HelmReleaseStatus))
+			}).WithTimeout(5 * time.Second).Should(Succeed())
+		}
+		sent := len(sink.all())
+		tr.ObserveHelmRelease(hr)
+		ready := apimeta.FindStatusCondition(s.Conditions, fluxmeta.ReadyCondition)
+		switch {
+		case s.Step == "routine":
+			routine++
+			g.Consistently(func() []wire.Event { return sink.all()[sent:] }).WithTimeout(300*time.Millisecond).
+				Should(BeEmpty(), "state %d (%s): a routine reconcile is not heard of", i, s.Step)
+		case s.DeletionTimestamp != nil:
+			g.Eventually(func(g Gomega) *wire.HelmReleaseRef { return stateOf(g, tr, "web").HelmRelease }).
+				WithTimeout(5*time.Second).Should(BeNil(), "state %d (%s)", i, s.Step)
+		case apimeta.IsStatusConditionTrue(s.Conditions, fluxmeta.StalledCondition):
+			g.Eventually(func(g Gomega) {
+				st := stateOf(g, tr, "web")
+				g.Expect(st.Health).To(Equal(wire.HealthFailed))
+				// The health reason (at most 512 characters) names the
+				// cause; the HelmRelease's message, what it did then.
+				g.Expect(st.HealthReason).To(MatchRegexp(`^HelmRelease apps/web is stalled \(RetriesExceeded\): Failed to upgrade after 2 attempt\(s\); ` +
+					`Helm upgrade failed for release apps/web with chart web@1\.1\.0: .*web_Not_A_DNS_Name`))
+				g.Expect(st.HelmReleaseStatus.Message).To(MatchRegexp(`^Failed to upgrade after 2 attempt\(s\); ` +
+					`Helm upgrade failed for release apps/web with chart web@1\.1\.0: .*web_Not_A_DNS_Name.*; Helm rollback to previous release apps/web\.v3 with chart web@1\.0\.0 succeeded$`))
+			}).WithTimeout(5*time.Second).Should(Succeed(), "state %d (%s)", i, s.Step)
+		case ready == nil || ready.Status != metav1.ConditionTrue || s.ObservedGeneration != s.Generation ||
+			s.History.Latest() == nil || s.History.Latest().ChartVersion != s.LastAttempted:
+			if apimeta.IsStatusConditionTrue(s.Conditions, fluxmeta.ReconcilingCondition) || s.ObservedGeneration != s.Generation {
+				g.Eventually(func(g Gomega) wire.Health { return stateOf(g, tr, "web").Health }).
+					WithTimeout(5*time.Second).Should(Equal(wire.HealthInProgress), "state %d (%s)", i, s.Step)
+			}
+		default:
+			g.Eventually(func(g Gomega) wire.Health { return stateOf(g, tr, "web").Health }).
+				WithTimeout(5*time.Second).Should(Equal(wire.HealthCurrent), "state %d (%s)", i, s.Step)
+		}
+	}
+	g.Expect(routine).To(BeNumerically(">=", 6), "the capture holds three routine reconciles at least")
 }
