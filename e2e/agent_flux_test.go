@@ -66,7 +66,10 @@ func asGeneratedAgentRole(t *testing.T, c *harness.Cluster, keep func(rbacv1.Pol
 	}
 	rendered, err := config.Render(config.AgentChart, ns, map[string]any{"spoke": "flux", "hub": map[string]any{"url": "https://hub.invalid"}})
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, name := range []string{"tugboat-agent", "tugboat-agent-backfill"} {
+	// tugboat-agent-read holds the namespaced reads (Helm storage,
+	// workloads, HelmReleases), bound cluster-wide as the chart binds it
+	// without watchNamespaces.
+	for _, name := range []string{"tugboat-agent", "tugboat-agent-read", "tugboat-agent-backfill"} {
 		var role rbacv1.ClusterRole
 		for _, o := range rendered {
 			if o.GetKind() == "ClusterRole" && o.GetName() == name {
@@ -191,16 +194,16 @@ func TestAgentToHub_seesFluxHelmReleases(t *testing.T) {
 	g.Expect(err).To(HaveOccurred())
 	helm.rollback("web", 1)
 	const upgradeFailed = "Helm upgrade failed for release apps/web with chart web@1.1.0: ConfigMap \"web_Not_A_DNS_Name\" is invalid"
+	const rolledBack = "Helm rollback to previous release apps/web.v1 with chart web@1.0.0 succeeded"
 	hr.Status = helmv2.HelmReleaseStatus{
 		ObservedGeneration: hr.Generation, LastAttemptedRevision: "1.1.0", LastAttemptedGeneration: hr.Generation,
 		LastAttemptedReleaseAction: helmv2.ReleaseActionUpgrade, StorageNamespace: "apps", UpgradeFailures: 1, Failures: 1,
 		History: helmv2.Snapshots{snapshot(3, "1.0.0", "deployed"), snapshot(2, "1.1.0", "failed"), snapshot(1, "1.0.0", "superseded")},
 		Conditions: []metav1.Condition{
 			hrCondition(hr, fluxmeta.StalledCondition, metav1.ConditionTrue, "RetriesExceeded", "Failed to upgrade after 1 attempt(s)"),
-			hrCondition(hr, fluxmeta.ReadyCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason, upgradeFailed),
+			hrCondition(hr, fluxmeta.ReadyCondition, metav1.ConditionFalse, helmv2.RollbackSucceededReason, rolledBack),
 			hrCondition(hr, helmv2.ReleasedCondition, metav1.ConditionFalse, helmv2.UpgradeFailedReason, upgradeFailed),
-			hrCondition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason,
-				"Helm rollback to previous release apps/web.v1 with chart web@1.0.0 succeeded"),
+			hrCondition(hr, helmv2.RemediatedCondition, metav1.ConditionTrue, helmv2.RollbackSucceededReason, rolledBack),
 		},
 	}
 	g.Expect(fc.Status().Update(ctx, hr)).To(Succeed())
@@ -209,9 +212,9 @@ func TestAgentToHub_seesFluxHelmReleases(t *testing.T) {
 		c := rh.Status.Current
 		g.Expect(current{c.Revision, c.ChartVersion, c.Status, c.Health}).
 			To(Equal(current{3, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthFailed}), "the rollback's workloads are healthy, the HelmRelease is not")
-		g.Expect(c.HealthReason).To(Equal("HelmRelease apps/web is stalled (RetriesExceeded): Failed to upgrade after 1 attempt(s); " + upgradeFailed))
+		g.Expect(c.HealthReason).To(Equal("HelmRelease apps/web is stalled (RetriesExceeded): Failed to upgrade after 1 attempt(s); " + upgradeFailed + "; " + rolledBack))
 		g.Expect(rh.Status.HelmRelease).To(Equal(&tugboatv1alpha1.HelmReleaseStatus{
-			Ready: metav1.ConditionFalse, Reason: "RetriesExceeded", Message: "Failed to upgrade after 1 attempt(s); " + upgradeFailed,
+			Ready: metav1.ConditionFalse, Reason: "RetriesExceeded", Message: "Failed to upgrade after 1 attempt(s); " + upgradeFailed + "; " + rolledBack,
 			Stalled: true, LastAttemptedRevision: "1.1.0",
 		}))
 	}).WithTimeout(hubWait).WithPolling(poll).Should(Succeed())
@@ -263,15 +266,25 @@ func hrCondition(hr *helmv2.HelmRelease, typ string, status metav1.ConditionStat
 }
 
 // stallingHelmController stands in for helm-controller on a spoke where
-// every upgrade of the HelmRelease fails: when spec.chart.spec.version is
-// one it has not attempted yet, it runs the upgrade (which fails: the chart
-// renders an object the API server refuses), rolls back (remediation) and
-// stalls, writing the status helm-controller v1.6 writes (Stalled
-// RetriesExceeded, Ready and Released False, Remediated True); a HelmRelease
-// at the installed version it marks released (markReleased).
+// every upgrade of the HelmRelease fails, configured to remediate the last
+// failure by a rollback with no retry (upgrade.remediation:
+// {remediateLastFailure: true}). It writes the conditions helm-controller
+// v1.6 writes, in its order: when spec.chart.spec.version is one it has not
+// attempted yet, Reconciling=True and Ready=Unknown ("Running 'upgrade'
+// action"); the upgrade fails (the chart renders an object the API server
+// refuses): Released=False with the failure, Reconciling=True ("Running
+// 'rollback' action"); it rolls back and, out of retries, stalls
+// (markStalled). A HelmRelease at the installed version it marks released
+// (markReleased).
 func stallingHelmController(ctx context.Context, t *testing.T, c *harness.Cluster, ns, name string, wg *sync.WaitGroup) {
 	defer wg.Done()
 	h := newHelm(t, c, ns)
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	logf := func(format string, args ...any) {
+		if ctx.Err() == nil {
+			t.Logf("helm-controller stand-in: "+format, args...)
+		}
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -282,7 +295,7 @@ func stallingHelmController(ctx context.Context, t *testing.T, c *harness.Cluste
 		}
 		hr := &unstructured.Unstructured{}
 		hr.SetGroupVersionKind(helmReleaseGVK)
-		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hr); err != nil {
+		if err := c.Client.Get(ctx, key, hr); err != nil {
 			continue
 		}
 		want, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
@@ -293,12 +306,18 @@ func stallingHelmController(ctx context.Context, t *testing.T, c *harness.Cluste
 			continue
 		}
 		if rel.Chart.Metadata.Version == want {
-			if err := markReleased(ctx, c.Client, hr, rel); err != nil && ctx.Err() == nil {
-				t.Logf("helm-controller stand-in: %v", err)
+			if err := markReleased(ctx, c.Client, hr, rel); err != nil {
+				logf("%v", err)
 			}
 			continue
 		}
 		if attempted == want {
+			continue
+		}
+		const running = "Running 'upgrade' action with timeout of 5m0s"
+		if err := setHRConditions(ctx, c.Client, key, hrCond("Reconciling", "True", "Progressing", running),
+			hrCond("Ready", "Unknown", "Progressing", running)); err != nil {
+			logf("%v", err)
 			continue
 		}
 		_, err = h.tryUpgrade(ctx, name, webChartWith(h, want, map[string]string{"broken.yaml": brokenTemplate}), map[string]any{"broken": true})
@@ -306,17 +325,27 @@ func stallingHelmController(ctx context.Context, t *testing.T, c *harness.Cluste
 			t.Errorf("helm-controller stand-in: the broken upgrade to %s succeeded", want)
 			return
 		}
-		h.rollback(name, rel.Version)
 		failure := fmt.Sprintf("Helm upgrade failed for release %s/%s with chart web@%s: %v", ns, name, want, err)
-		if err := markStalled(ctx, c.Client, hr, want, failure); err != nil && ctx.Err() == nil {
-			t.Logf("helm-controller stand-in: %v", err)
+		if err := setHRConditions(ctx, c.Client, key, hrCond("Released", "False", helmv2.UpgradeFailedReason, failure),
+			hrCond("Reconciling", "True", "Progressing", "Running 'rollback' action with timeout of 5m0s")); err != nil {
+			logf("%v", err)
+		}
+		h.rollback(name, rel.Version)
+		rolledBack := fmt.Sprintf("Helm rollback to previous release %s/%s.v%d with chart web@%s succeeded", ns, name, rel.Version, rel.Chart.Metadata.Version)
+		if err := c.Client.Get(ctx, key, hr); err != nil {
+			continue
+		}
+		if err := markStalled(ctx, c.Client, hr, want, failure, rolledBack); err != nil {
+			logf("%v", err)
 		}
 	}
 }
 
 // markStalled writes what helm-controller v1.6 writes on hr when an upgrade
-// to version failed and, out of retries, it rolled back and gave up.
-func markStalled(ctx context.Context, c client.Client, hr *unstructured.Unstructured, version, failure string) error {
+// to version failed (failure) and, out of retries, it rolled back
+// (rolledBack) and gave up: Ready is summarized from Remediated (an error,
+// with the rollback's message), the failure stays in Released.
+func markStalled(ctx context.Context, c client.Client, hr *unstructured.Unstructured, version, failure, rolledBack string) error {
 	gen := hr.GetGeneration()
 	now := time.Now().UTC().Format(time.RFC3339)
 	cond := func(typ, status, reason, msg string) any {
@@ -331,9 +360,9 @@ func markStalled(ctx context.Context, c client.Client, hr *unstructured.Unstruct
 	status["upgradeFailures"], status["failures"] = int64(1), int64(1)
 	status["conditions"] = []any{
 		cond("Stalled", "True", "RetriesExceeded", "Failed to upgrade after 1 attempt(s)"),
-		cond("Ready", "False", helmv2.UpgradeFailedReason, failure),
+		cond("Ready", "False", helmv2.RollbackSucceededReason, rolledBack),
 		cond("Released", "False", helmv2.UpgradeFailedReason, failure),
-		cond("Remediated", "True", helmv2.RollbackSucceededReason, "Helm rollback succeeded"),
+		cond("Remediated", "True", helmv2.RollbackSucceededReason, rolledBack),
 	}
 	hr.Object["status"] = status
 	return c.Status().Update(ctx, hr)

@@ -267,7 +267,9 @@ type fluxObjectBody struct {
 // capture plus events built in its shape (an install, an upgrade failure and
 // its recovery, a failed upgrade rolled back) against the real hub's Flux
 // endpoint, signed as a generic-hmac Provider signs them with the Spoke's
-// generated key, and checks the ReleaseHistory after each.
+// generated key, and checks the ReleaseHistory after each: one revision at
+// most is deployed (a newer one supersedes it), and a rollback's health is
+// Unknown (helm-controller sends no event saying whether it then stalled).
 func TestHub_recordsAFluxReplay(t *testing.T) {
 	g := NewWithT(t)
 	f := newFleet(t, startHubCluster(t))
@@ -327,7 +329,7 @@ func TestHub_recordsAFluxReplay(t *testing.T) {
 		// helm-controller's own metadata keys, prefixed, as it emits them.
 		{"remediation rolls back", event(5, "info", "RollbackSucceeded", "Helm rollback to previous release default/demo.v3 with chart demo@1.0.0 succeeded",
 			map[string]string{"helm.toolkit.fluxcd.io/app-version": "1.16.0", "cluster": "spoke1", "helm.toolkit.fluxcd.io/revision": "1.0.0"}),
-			current{5, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}, []string{"RollbackSucceeded"}},
+			current{5, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthUnknown}, []string{"RollbackSucceeded"}},
 	}
 	for _, s := range steps {
 		r := f.do(f.fluxPost("spoke1", key, s.body))
@@ -345,6 +347,15 @@ func TestHub_recordsAFluxReplay(t *testing.T) {
 			}
 		}
 		g.Expect(reasons).To(Equal(s.reasons), s.name)
+		// A newer deployed revision supersedes the older ones: one is
+		// deployed at most (after a failed upgrade, the one before it).
+		var deployed []int32
+		for _, rev := range rh.Status.Revisions {
+			if rev.Status == tugboatv1alpha1.ReleaseStatusDeployed {
+				deployed = append(deployed, rev.Revision)
+			}
+		}
+		g.Expect(len(deployed)).To(BeNumerically("<=", 1), "%s: deployed revisions %v", s.name, deployed)
 	}
 
 	rh := f.history(g, "spoke1", "default", "demo")
@@ -368,7 +379,14 @@ func TestHub_recordsAFluxReplay(t *testing.T) {
 	g.Expect(byRev[3].Events[0].Message).To(Equal("Helm upgrade succeeded for release default/demo.v3 with chart demo@1.0.0"))
 	g.Expect(byRev[3].Events[0].Object).To(Equal(&tugboatv1alpha1.EventObjectReference{Kind: "HelmRelease", Namespace: "default", Name: "demo"}))
 	g.Expect(byRev[5].AppVersion).To(Equal("1.16.0"), "read from the prefixed metadata key")
-	g.Expect(apimeta.IsStatusConditionTrue(rh.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())).To(BeTrue())
+	g.Expect(byRev[5].HealthReason).To(ContainSubstring("whether it retries or has stalled (RetriesExceeded) no Flux event tells"))
+	g.Expect(byRev[1].Status).To(Equal(tugboatv1alpha1.ReleaseStatusSuperseded))
+	g.Expect(byRev[3].Status).To(Equal(tugboatv1alpha1.ReleaseStatusSuperseded))
+	ready := apimeta.FindStatusCondition(rh.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
+	g.Expect(ready).NotTo(BeNil())
+	g.Expect(ready.Status).To(Equal(metav1.ConditionUnknown), "after a rollback, the health is not known")
+	g.Expect(ready.Reason).To(Equal("HealthUnknown"))
+	g.Expect(ready.Message).To(Equal(byRev[5].HealthReason))
 
 	// notification-controller retries a delivery: a duplicate, no write.
 	rv := rh.ResourceVersion

@@ -15,10 +15,12 @@ import (
 
 // HelmReleaseStatus reads what a Flux HelmRelease's status says, the way
 // helm-controller v1 writes it: the Ready condition's status, reason and
-// message; Stalled=True (helm-controller gave up, e.g. RetriesExceeded:
-// its reason then wins, and its message goes first); Reconciling=True;
-// spec.suspend; and
-// status.lastAttemptedRevision.
+// message (when Ready=False after a remediation, the failure the Released
+// or TestSuccess condition holds goes first: failureCause); Stalled=True
+// (helm-controller gave up, e.g. RetriesExceeded: its reason then wins,
+// and its message goes first); Reconciling=True, unless it is a routine
+// reconcile of the revision that runs (routineReconcile); spec.suspend;
+// and status.lastAttemptedRevision.
 //
 // A HelmRelease whose generation helm-controller has not observed yet
 // (status.observedGeneration behind metadata.generation) and that is not
@@ -40,24 +42,71 @@ func HelmReleaseStatus(hr *helmv2.HelmRelease) wire.HelmReleaseStatus {
 		}
 		st.Reason, st.Message = c.Reason, c.Message
 	}
+	if st.Ready == wire.ConditionFalse {
+		st.Message = join(failureCause(conds, st.Message), st.Message)
+	}
 	stale := !hr.Spec.Suspend && hr.Generation > hr.Status.ObservedGeneration
 	if c := apimeta.FindStatusCondition(conds, fluxmeta.StalledCondition); c != nil && c.Status == metav1.ConditionTrue && !stale {
 		st.Stalled = true
-		if st.Message != "" && st.Message != c.Message {
-			// "Failed to upgrade after 1 attempt(s); Helm upgrade failed
-			// for release ...": why it gave up, and what failed last.
-			st.Message = c.Message + "; " + st.Message
-		} else {
-			st.Message = c.Message
-		}
+		// "Failed to upgrade after 1 attempt(s); Helm upgrade failed for
+		// release ...: <cause>; Helm rollback to previous release ...
+		// succeeded": why it gave up, what failed, and what it did then.
+		st.Message = join(c.Message, st.Message)
 		st.Reason = c.Reason
 	}
-	if c := apimeta.FindStatusCondition(conds, fluxmeta.ReconcilingCondition); (c != nil && c.Status == metav1.ConditionTrue) || stale {
+	if c := apimeta.FindStatusCondition(conds, fluxmeta.ReconcilingCondition); (c != nil && c.Status == metav1.ConditionTrue && !routineReconcile(hr)) || stale {
 		st.Reconciling = true
 	}
 	st.Reason = token(st.Reason, wire.MaxReasonLength)
 	st.Message = text(st.Message, wire.MaxMessageLength)
 	return st
+}
+
+// failureCause returns what failed, when the Ready condition (whose
+// message is ready) does not say it: after a remediation helm-controller
+// summarizes Ready from the Remediated condition ("Helm rollback to
+// previous release apps/web.v2 with chart web@1.3.0 succeeded"), and the
+// failure that caused it stays in Released=False (or TestSuccess=False).
+func failureCause(conds []metav1.Condition, ready string) string {
+	for _, typ := range []string{helmv2.ReleasedCondition, helmv2.TestSuccessCondition} {
+		if c := apimeta.FindStatusCondition(conds, typ); c != nil && c.Status == metav1.ConditionFalse && c.Message != ready {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// join joins the non-empty, distinct parts of a message with "; ".
+func join(parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p != "" && (len(kept) == 0 || kept[len(kept)-1] != p) {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, "; ")
+}
+
+// routineReconcile reports whether hr's Reconciling=True is one of
+// helm-controller's routine reconciles, which change nothing: it sets
+// Reconciling=True at the start of every reconcile (each spec.interval,
+// "Fulfilling prerequisites") and removes it when it finds the release in
+// sync, milliseconds later, leaving Ready as it was. Such a HelmRelease is
+// Ready=True at its current generation (status.observedGeneration and the
+// Ready condition's both metadata.generation) and attempts the revision it
+// runs (status.lastAttemptedRevision is the chart version of the latest
+// status.history entry): it is healthy, and the window is not reported.
+// Any real change shows otherwise: a new generation leaves them behind, and
+// before an install, upgrade or rollback helm-controller sets Ready=Unknown
+// ("Running 'upgrade' action"), and Ready=False while it retries.
+func routineReconcile(hr *helmv2.HelmRelease) bool {
+	ready := apimeta.FindStatusCondition(hr.Status.Conditions, fluxmeta.ReadyCondition)
+	if ready == nil || ready.Status != metav1.ConditionTrue ||
+		ready.ObservedGeneration != hr.Generation || hr.Status.ObservedGeneration != hr.Generation {
+		return false
+	}
+	latest := hr.Status.History.Latest()
+	return latest != nil && latest.ChartVersion == hr.Status.LastAttemptedRevision
 }
 
 // FoldHelmRelease folds what the HelmRelease name (namespace/name) says

@@ -31,6 +31,21 @@ var (
 		"Detected failure, retrying upgrade")
 	reconcilingRunning = hrCond(fluxmeta.ReconcilingCondition, metav1.ConditionTrue, fluxmeta.ProgressingReason,
 		"Running 'upgrade' action with timeout of 5m0s")
+	// readyRemediated is Ready as helm-controller summarizes it after a
+	// rollback remediation: from Remediated, an error, whose message says
+	// nothing of the failure (Released=False holds it).
+	readyRemediated = hrCond(fluxmeta.ReadyCondition, metav1.ConditionFalse, helmv2.RollbackSucceededReason,
+		"Helm rollback to previous release apps/web.v2 with chart web@1.3.0 succeeded")
+	// reconcilingAfterRemediation is Reconciling as helm-controller keeps it
+	// when it will retry after a remediation (ErrMustRequeue): Ready's
+	// message.
+	reconcilingAfterRemediation = hrCond(fluxmeta.ReconcilingCondition, metav1.ConditionTrue, "ProgressingWithRetry",
+		"Helm rollback to previous release apps/web.v2 with chart web@1.3.0 succeeded")
+	// reconcilingRoutine is what helm-controller sets at the start of every
+	// reconcile, before it knows whether anything changed
+	// (internal/controller: reconcileRelease).
+	reconcilingRoutine = hrCond(fluxmeta.ReconcilingCondition, metav1.ConditionTrue, fluxmeta.ProgressingReason,
+		"Fulfilling prerequisites")
 	readyProgressing = hrCond(fluxmeta.ReadyCondition, metav1.ConditionUnknown, fluxmeta.ProgressingReason,
 		"Running 'upgrade' action with timeout of 5m0s")
 )
@@ -52,6 +67,13 @@ func hr(generation, observed int64, suspend bool, conds ...metav1.Condition) *he
 	return o
 }
 
+// released is o with the Helm release of chartVersion as the latest
+// entry of its status.history, as helm-controller records it.
+func released(o *helmv2.HelmRelease, chartVersion string) *helmv2.HelmRelease {
+	o.Status.History = helmv2.Snapshots{{Name: "web", Namespace: "apps", Version: 3, ChartName: "web", ChartVersion: chartVersion, Status: "deployed"}}
+	return o
+}
+
 func TestHelmReleaseStatus(t *testing.T) {
 	tests := []struct {
 		name string
@@ -66,6 +88,16 @@ func TestHelmReleaseStatus(t *testing.T) {
 			Ready: wire.ConditionFalse, Reason: "RetriesExceeded", Message: stalledMessage, Stalled: true,
 			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
 		}},
+		{"remediated and stalled, as helm-controller v1.6 leaves it: the failure, then the rollback", hr(2, 2, false, readyRemediated, releasedUpgradeFailed, remediatedRollback, stalledRetries), wire.HelmReleaseStatus{
+			Ready: wire.ConditionFalse, Reason: "RetriesExceeded", Stalled: true,
+			Message:            "Failed to upgrade after 1 attempt(s); " + releasedUpgradeFailed.Message + "; " + readyRemediated.Message,
+			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
+		}},
+		{"remediated, to retry: the failure, then the rollback", hr(2, 2, false, readyRemediated, releasedUpgradeFailed, remediatedRollback, reconcilingAfterRemediation), wire.HelmReleaseStatus{
+			Ready: wire.ConditionFalse, Reason: "RollbackSucceeded", Reconciling: true,
+			Message:            releasedUpgradeFailed.Message + "; " + readyRemediated.Message,
+			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
+		}},
 		{"failed, retrying", hr(2, 2, false, readyUpgradeFailed, releasedUpgradeFailed, remediatedRollback, reconcilingRetry), wire.HelmReleaseStatus{
 			Ready: wire.ConditionFalse, Reason: "UpgradeFailed", Message: readyUpgradeFailed.Message, Reconciling: true,
 			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
@@ -76,6 +108,26 @@ func TestHelmReleaseStatus(t *testing.T) {
 		}},
 		{"suspended: its last conditions stand", hr(3, 2, true, readyUpgradeFailed, stalledRetries), wire.HelmReleaseStatus{
 			Ready: wire.ConditionFalse, Reason: "RetriesExceeded", Message: stalledMessage, Stalled: true, Suspended: true,
+			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
+		}},
+		{"a routine reconcile of the release that runs is not reported", released(hr(2, 2, false, readyUpgraded, releasedUpgraded, reconcilingRoutine), "1.4.0"), wire.HelmReleaseStatus{
+			Ready: wire.ConditionTrue, Reason: "UpgradeSucceeded", Message: readyUpgraded.Message,
+			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
+		}},
+		{"reconciling towards another chart version is reconciling", released(hr(2, 2, false, readyUpgraded, releasedUpgraded, reconcilingRoutine), "1.3.0"), wire.HelmReleaseStatus{
+			Ready: wire.ConditionTrue, Reason: "UpgradeSucceeded", Message: readyUpgraded.Message, Reconciling: true,
+			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
+		}},
+		{"reconciling a new generation is reconciling", released(hr(3, 2, false, readyUpgraded, releasedUpgraded, reconcilingRoutine), "1.4.0"), wire.HelmReleaseStatus{
+			Ready: wire.ConditionTrue, Reason: "UpgradeSucceeded", Message: readyUpgraded.Message, Reconciling: true,
+			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
+		}},
+		{"ready at an older generation, reconciling", released(hr(3, 3, false, readyUpgraded, releasedUpgraded, reconcilingRoutine), "1.4.0"), wire.HelmReleaseStatus{
+			Ready: wire.ConditionTrue, Reason: "UpgradeSucceeded", Message: readyUpgraded.Message, Reconciling: true,
+			ObservedGeneration: 3, LastAttemptedRevision: "1.4.0",
+		}},
+		{"upgrading the same chart version (values changed) is reconciling", released(hr(2, 2, false, readyProgressing, releasedUpgraded, reconcilingRunning), "1.4.0"), wire.HelmReleaseStatus{
+			Ready: wire.ConditionUnknown, Reason: "Progressing", Message: readyProgressing.Message, Reconciling: true,
 			ObservedGeneration: 2, LastAttemptedRevision: "1.4.0",
 		}},
 		{"no conditions yet", hr(1, 0, false), wire.HelmReleaseStatus{
@@ -144,6 +196,11 @@ func TestFoldHelmRelease(t *testing.T) {
 		{"a stale stall of an older generation is not a failure", wire.HealthCurrent, ReasonRolloutComplete,
 			status(hr(3, 2, false, readyUpgradeFailed, stalledRetries)),
 			wire.HealthInProgress, "HelmRelease apps/web is reconciling (UpgradeFailed): " + readyUpgradeFailed.Message},
+		{"a routine reconcile (every spec.interval) keeps the workloads' health", wire.HealthCurrent, ReasonRolloutComplete,
+			status(released(hr(2, 2, false, readyUpgraded, releasedUpgraded, reconcilingRoutine), "1.4.0")), wire.HealthCurrent, ReasonRolloutComplete},
+		{"a reconcile towards another chart version is in progress", wire.HealthCurrent, ReasonRolloutComplete,
+			status(released(hr(2, 2, false, readyUpgraded, releasedUpgraded, reconcilingRoutine), "1.3.0")),
+			wire.HealthInProgress, "HelmRelease apps/web is reconciling (UpgradeSucceeded): " + readyUpgraded.Message},
 		{"no Ready condition", wire.HealthCurrent, ReasonNoWorkloads,
 			wire.HelmReleaseStatus{Ready: wire.ConditionUnknown}, wire.HealthInProgress, "HelmRelease apps/web is not ready yet"},
 		{"suspended and ready: healthy", wire.HealthCurrent, ReasonRolloutComplete,

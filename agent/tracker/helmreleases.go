@@ -30,11 +30,19 @@ type storageTarget struct{ namespace, name string }
 // matched to the Helm release it manages (release.HelmReleaseTarget: the
 // storage namespace and release name helm-controller uses), which from
 // then on carries its reference and status, its health folding in the
-// HelmRelease's conditions (health.FoldHelmRelease). Objects of other types
-// are ignored.
+// HelmRelease's conditions (health.FoldHelmRelease). A HelmRelease being
+// deleted (metadata.deletionTimestamp set) lets go of its release, as a
+// deleted one (ForgetHelmRelease): helm-controller uninstalls it (unless
+// suspended) and writes no more status, and the status it last wrote (of a
+// generation the deletion bumped, so "reconciling") is not the release's.
+// Objects of other types are ignored.
 func (t *Tracker) ObserveHelmRelease(obj any) {
 	hr, ok := obj.(*helmv2.HelmRelease)
 	if !ok || hr == nil {
+		return
+	}
+	if hr.DeletionTimestamp != nil {
+		t.ForgetHelmRelease(hr)
 		return
 	}
 	storage, name := release.HelmReleaseTarget(hr)

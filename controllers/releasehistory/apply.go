@@ -140,6 +140,9 @@ func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) 
 		r.LastDeployed = &metav1.Time{Time: s.LastDeployed.UTC().Truncate(time.Second)}
 	}
 	sortRevisions(st)
+	if s.Status == wire.StatusDeployed && st.Revisions[0].Revision == rev && st.Revisions[0].Life() == at.life {
+		supersedeOlder(st)
+	}
 	// The current revision is the newest one; an update of an older
 	// revision (Helm marking it superseded) never moves current back.
 	newest := st.Revisions[0].RevisionSummary
@@ -159,6 +162,21 @@ func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) 
 		st.HelmRelease = nil
 	}
 	return at
+}
+
+// supersedeOlder marks superseded the revisions that a deployed newest
+// revision (st.Revisions[0], sorted) supersedes: those of its life still
+// recorded as deployed. Helm does the same in its storage; an agent reports
+// it, but Flux events never do (helm-controller sends no event about the
+// revision an upgrade or a rollback replaced), so without this every
+// revision an agentless spoke deployed would stay deployed.
+func supersedeOlder(st *tugboatv1alpha1.ReleaseHistoryStatus) {
+	newest := &st.Revisions[0]
+	for i := 1; i < len(st.Revisions); i++ {
+		if r := &st.Revisions[i]; r.Life() == newest.Life() && r.Status == tugboatv1alpha1.ReleaseStatusDeployed {
+			r.Status = tugboatv1alpha1.ReleaseStatusSuperseded
+		}
+	}
 }
 
 // newLife reports whether state s, for at in the newest life, starts a new

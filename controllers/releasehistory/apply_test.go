@@ -176,3 +176,62 @@ func TestApplyState_recordsTheHelmReleaseOfTheCurrentRevisionOnly(t *testing.T) 
 	applyState(st, state(3, "1.1.0", wire.StatusDeployed, wire.HealthCurrent))
 	g.Expect(st.HelmRelease).To(BeNil())
 }
+
+// fluxEvent is a release status event as the hub's Flux endpoint maps
+// helm-controller's event (webhook/receiver mapFluxEvent): no storage
+// object uid, the revision from the message (0 for a rollback, whose
+// message names the revision rolled back to).
+func fluxEvent(sec int, rev int, version, reason, msg string, status wire.ReleaseStatus, health wire.Health) *wire.Event {
+	at := time.Date(2026, 11, 1, 10, 0, sec, 0, time.UTC)
+	s := state(rev, version, status, health)
+	s.HelmRelease = &wire.HelmReleaseRef{Namespace: "apps", Name: "web"}
+	if status == wire.StatusDeployed {
+		s.LastDeployed = at
+	}
+	e := &wire.Event{
+		Spoke: "s1", Namespace: "apps", Release: "web", Revision: rev, Kind: wire.EventReleaseStatus,
+		Type: wire.EventTypeNormal, Reason: reason, Message: msg, Sequence: int64(sec) * 1000, Time: at,
+		Object: &wire.ObjectRef{Kind: "HelmRelease", Namespace: "apps", Name: "web", UID: "hr1"}, State: s,
+	}
+	if health == wire.HealthFailed {
+		e.Type = wire.EventTypeWarning
+	}
+	e.ID = e.ComputeID()
+	return e
+}
+
+// TestRecordEvent_fluxDeployedRevisionSupersedesOlderOnes replays what
+// notification-controller sends of one HelmRelease's life (install,
+// upgrades, a failed upgrade and its rollback): only the newest deployed
+// revision stays deployed, as Helm's storage (and an agent) says.
+func TestRecordEvent_fluxDeployedRevisionSupersedesOlderOnes(t *testing.T) {
+	g := NewWithT(t)
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	spec := &tugboatv1alpha1.ReleaseHistorySpec{}
+	for _, e := range []*wire.Event{
+		fluxEvent(1, 1, "1.0.0", "InstallSucceeded", "Helm install succeeded for release apps/web.v1 with chart web@1.0.0", wire.StatusDeployed, wire.HealthCurrent),
+		fluxEvent(2, 2, "1.1.0", "UpgradeSucceeded", "Helm upgrade succeeded for release apps/web.v2 with chart web@1.1.0", wire.StatusDeployed, wire.HealthCurrent),
+		fluxEvent(3, 3, "1.2.0", "UpgradeSucceeded", "Helm upgrade succeeded for release apps/web.v3 with chart web@1.2.0", wire.StatusDeployed, wire.HealthCurrent),
+		fluxEvent(4, 0, "1.3.0", "UpgradeFailed", "Helm upgrade failed for release apps/web with chart web@1.3.0: timed out", wire.StatusFailed, wire.HealthFailed),
+		fluxEvent(5, 0, "1.2.0", "RollbackSucceeded", "Helm rollback to previous release apps/web.v3 with chart web@1.2.0 succeeded", wire.StatusDeployed, wire.HealthCurrent),
+	} {
+		g.Expect(recordEvent(st, spec, e, 40)).To(BeTrue(), e.Reason)
+	}
+	statuses := map[int32]tugboatv1alpha1.ReleaseStatus{}
+	for _, r := range st.Revisions {
+		statuses[r.Revision] = r.Status
+	}
+	g.Expect(statuses).To(Equal(map[int32]tugboatv1alpha1.ReleaseStatus{
+		1: tugboatv1alpha1.ReleaseStatusSuperseded, 2: tugboatv1alpha1.ReleaseStatusSuperseded, 3: tugboatv1alpha1.ReleaseStatusSuperseded,
+		4: tugboatv1alpha1.ReleaseStatusFailed, 5: tugboatv1alpha1.ReleaseStatusDeployed,
+	}))
+	g.Expect(st.Current.Revision).To(Equal(int32(5)))
+	g.Expect(st.Current.ChartVersion).To(Equal("1.2.0"))
+
+	// Late news of an older revision (redelivered, out of order) does not
+	// make it deployed again.
+	g.Expect(recordEvent(st, spec, fluxEvent(6, 2, "1.1.0", "TestSucceeded", "Helm test succeeded for release apps/web.v2 with chart web@1.1.0", wire.StatusDeployed, wire.HealthCurrent), 40)).To(BeTrue())
+	g.Expect(st.Revisions[3].Revision).To(Equal(int32(2)))
+	g.Expect(st.Revisions[3].Status).To(Equal(tugboatv1alpha1.ReleaseStatusSuperseded))
+	g.Expect(st.Current.Revision).To(Equal(int32(5)))
+}

@@ -538,6 +538,10 @@ func setReady(rh *tugboatv1alpha1.ReleaseHistory) {
 	case rh.Status.Current.Health == tugboatv1alpha1.HealthFailed:
 		cond.Status, cond.Reason = metav1.ConditionFalse, "Failed"
 		cond.Message = orDefault(rh.Status.Current.HealthReason, "the release failed")
+	case rh.Status.Current.Health == tugboatv1alpha1.HealthUnknown:
+		// e.g. after a Flux remediation: nothing the spoke sent tells.
+		cond.Status, cond.Reason = metav1.ConditionUnknown, "HealthUnknown"
+		cond.Message = orDefault(rh.Status.Current.HealthReason, "the release's health is not known")
 	default:
 		cond.Status, cond.Reason = metav1.ConditionUnknown, "InProgress"
 		cond.Message = orDefault(rh.Status.Current.HealthReason, "rollout in progress")

@@ -108,7 +108,7 @@
 //
 //	reason                                 status            health      revision
 //	InstallSucceeded, UpgradeSucceeded     deployed          Current     from message
-//	RollbackSucceeded                      deployed          Current     0
+//	RollbackSucceeded                      deployed          Unknown     0
 //	TestSucceeded                          deployed          Current     from message
 //	TestFailed                             deployed          Failed      from message
 //	UninstallSucceeded                     uninstalled       Unknown     from message
@@ -119,6 +119,12 @@
 //	                                       pending-upgrade,
 //	                                       pending-rollback,
 //	                                       uninstalling
+//
+// helm-controller rolls back only to remediate a failed release, and
+// sends no event when it then retries or stalls (RetriesExceeded): after a
+// RollbackSucceeded the old version runs while the HelmRelease is not
+// Ready, so its health is Unknown, with a reason saying so, until the next
+// release event.
 //
 // Every other reason (ArtifactFailed, DependencyNotReady, DriftDetected,
 // a Progressing without an action, ...) becomes a KubernetesEvent without a

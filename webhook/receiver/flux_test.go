@@ -217,6 +217,7 @@ func TestFlux_mapsHelmControllerEvents(t *testing.T) {
 		valuesDigest string
 		namespace    string
 		release      string
+		healthReason string // checked when set
 	}
 	cases := []struct {
 		name  string
@@ -245,11 +246,14 @@ func TestFlux_mapsHelmControllerEvents(t *testing.T) {
 				chart: "web", chartVersion: "1.5.0", appVersion: "2.1.0", namespace: "apps", release: "web"},
 		},
 		{
-			name: "rollback: the revision Helm writes is unknown",
+			// helm-controller rolls back only to remediate, and sends no
+			// event when it then stalls: the health is not known.
+			name: "rollback: the revision Helm writes is unknown, and whether helm-controller stalled",
 			event: helmReleaseEvent("RollbackSucceeded", "info", "Helm rollback to previous release apps/web.v2 with chart web@1.4.0 succeeded",
 				prefixed("revision", "1.4.0"), at.Add(3*time.Second)),
-			want: want{kind: wire.EventReleaseStatus, typ: wire.EventTypeNormal, revision: 0, status: wire.StatusDeployed, health: wire.HealthCurrent,
-				chart: "web", chartVersion: "1.4.0", namespace: "apps", release: "web"},
+			want: want{kind: wire.EventReleaseStatus, typ: wire.EventTypeNormal, revision: 0, status: wire.StatusDeployed, health: wire.HealthUnknown,
+				chart: "web", chartVersion: "1.4.0", namespace: "apps", release: "web",
+				healthReason: "Helm rollback to previous release apps/web.v2 with chart web@1.4.0 succeeded: helm-controller remediated a failed release; whether it retries or has stalled (RetriesExceeded) no Flux event tells"},
 		},
 		{
 			name: "target namespace and release name from the message",
@@ -327,6 +331,9 @@ func TestFlux_mapsHelmControllerEvents(t *testing.T) {
 			g.Expect(e.State.Revision).To(Equal(tc.want.revision))
 			g.Expect(e.State.Status).To(Equal(tc.want.status))
 			g.Expect(e.State.Health).To(Equal(tc.want.health))
+			if tc.want.healthReason != "" {
+				g.Expect(e.State.HealthReason).To(Equal(tc.want.healthReason))
+			}
 			g.Expect(e.State.Chart).To(Equal(tc.want.chart))
 			g.Expect(e.State.ChartVersion).To(Equal(tc.want.chartVersion))
 			g.Expect(e.State.AppVersion).To(Equal(tc.want.appVersion))

@@ -40,24 +40,36 @@ type fluxRule struct {
 	revisionFromMessage bool
 	// deployed: the event is the moment the revision was deployed.
 	deployed bool
+	// note, when set, follows the message's first line in the health
+	// reason: what the event does not tell.
+	note string
 }
+
+// rolledBackNote is why a RollbackSucceeded leaves the release's health
+// Unknown. helm-controller rolls back only to remediate a failed release
+// (the UpgradeFailed or TestFailed event before it says why), and then
+// either retries the release after the remediation or, out of retries,
+// stalls (Stalled=True, RetriesExceeded): it sends an event for neither,
+// so the workloads of the old version run while the HelmRelease is not
+// Ready, and nothing on the Flux path says whether it will be.
+const rolledBackNote = "helm-controller remediated a failed release; whether it retries or has stalled (RetriesExceeded) no Flux event tells"
 
 // fluxRules maps helm-controller's reasons (helm-controller/api/v2
 // *Reason constants) onto release states. Reasons not listed are forwarded
 // as KubernetesEvents without a state: they do not change what runs (an
 // ArtifactFailed leaves the deployed revision as it was).
 var fluxRules = map[string]fluxRule{
-	"InstallSucceeded":   {wire.StatusDeployed, wire.HealthCurrent, true, true},
-	"UpgradeSucceeded":   {wire.StatusDeployed, wire.HealthCurrent, true, true},
-	"RollbackSucceeded":  {wire.StatusDeployed, wire.HealthCurrent, false, true},
-	"TestSucceeded":      {wire.StatusDeployed, wire.HealthCurrent, true, false},
-	"UninstallSucceeded": {wire.StatusUninstalled, wire.HealthUnknown, true, false},
-	"InstallFailed":      {wire.StatusFailed, wire.HealthFailed, false, false},
-	"UpgradeFailed":      {wire.StatusFailed, wire.HealthFailed, false, false},
-	"RollbackFailed":     {wire.StatusFailed, wire.HealthFailed, false, false},
-	"UninstallFailed":    {wire.StatusFailed, wire.HealthFailed, false, false},
-	"RemediationFailed":  {wire.StatusFailed, wire.HealthFailed, false, false},
-	"TestFailed":         {wire.StatusDeployed, wire.HealthFailed, true, false},
+	"InstallSucceeded":   {wire.StatusDeployed, wire.HealthCurrent, true, true, ""},
+	"UpgradeSucceeded":   {wire.StatusDeployed, wire.HealthCurrent, true, true, ""},
+	"RollbackSucceeded":  {wire.StatusDeployed, wire.HealthUnknown, false, true, rolledBackNote},
+	"TestSucceeded":      {wire.StatusDeployed, wire.HealthCurrent, true, false, ""},
+	"UninstallSucceeded": {wire.StatusUninstalled, wire.HealthUnknown, true, false, ""},
+	"InstallFailed":      {wire.StatusFailed, wire.HealthFailed, false, false, ""},
+	"UpgradeFailed":      {wire.StatusFailed, wire.HealthFailed, false, false, ""},
+	"RollbackFailed":     {wire.StatusFailed, wire.HealthFailed, false, false, ""},
+	"UninstallFailed":    {wire.StatusFailed, wire.HealthFailed, false, false, ""},
+	"RemediationFailed":  {wire.StatusFailed, wire.HealthFailed, false, false, ""},
+	"TestFailed":         {wire.StatusDeployed, wire.HealthFailed, true, false, ""},
 }
 
 // fluxProgressing maps the action of a "Progressing" event ("Running
@@ -243,6 +255,9 @@ func fluxState(ev *fluxEvent, rule fluxRule, namespace, release, chartVersion st
 	}
 	if rule.health != wire.HealthCurrent {
 		first, _, _ := strings.Cut(ev.Message, "\n")
+		if rule.note != "" {
+			first += ": " + rule.note
+		}
 		st.HealthReason = sanitizeText(first, wire.MaxHealthReasonLength)
 	}
 	if rule.deployed {
