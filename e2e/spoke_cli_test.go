@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -132,6 +133,22 @@ func TestSpokeCLI_rotateKeyRefusesNoRequestAndRemoveDeletesHistories(t *testing.
 		g.Expect(out).NotTo(ContainSubstring(string(newKey)), "the key is never printed")
 		g.Expect(out).NotTo(ContainSubstring(string(oldKey)))
 		g.Expect(signingKey(g)).To(Equal(wire.KeyID(newKey)))
+		// kubectl events shows the rotation on the Spoke, by the keys'
+		// fingerprints, never the keys (issue 29).
+		g.Eventually(func(g Gomega) []string {
+			var list eventsv1.EventList
+			g.Expect(hubCluster.Client.List(ctx, &list, client.InNamespace(f.ns))).To(Succeed())
+			var out []string
+			for _, e := range list.Items {
+				if e.Regarding.Kind == "Spoke" && e.Regarding.Name == name {
+					g.Expect(e.Note).NotTo(ContainSubstring(string(newKey)))
+					g.Expect(e.Note).NotTo(ContainSubstring(string(oldKey)))
+					out = append(out, e.Reason+": "+e.Note)
+				}
+			}
+			return out
+		}).WithTimeout(20 * time.Second).Should(ContainElement(
+			"SigningKeyChanged: the agent signs with key " + wire.KeyID(newKey) + " now, no longer with " + wire.KeyID(oldKey) + " (a key rotation)"))
 
 		// The agent kept reporting throughout, and not one of its requests
 		// was refused.

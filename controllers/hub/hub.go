@@ -283,6 +283,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	histOpts := opts.History
 	histOpts.HeartbeatRefresh = min(histOpts.HeartbeatRefresh, opts.Spoke.HeartbeatTimeout/2)
 	rec := releasehistory.NewRecorder(recClient, recAPI, histOpts)
+	rec.Events = mgr.GetEventRecorder("tugboat-hub")
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
@@ -290,7 +291,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	// the receiver trusts the keys it read (--spoke-key-cache-ttl).
 	spokeOpts := opts.Spoke
 	spokeOpts.KeySecretRecheck = opts.History.KeyCacheTTL
-	if err := (&spoke.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: spokeOpts,
+	if err := (&spoke.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: spokeOpts, Recorder: mgr.GetEventRecorder("tugboat-hub"),
 		Bootstrap: spoke.BootstrapOptions{Version: opts.Version, Timeout: opts.BootstrapTimeout, Egress: opts.Egress,
 			AllowedValues: opts.BootstrapAllowedValues}}).SetupWithManager(mgr); err != nil {
 		return nil, err

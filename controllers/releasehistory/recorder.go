@@ -16,6 +16,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +36,10 @@ import (
 
 // Recorder persists what spokes report. It implements receiver.Store.
 type Recorder struct {
+	// Events, when set, receives an Event when a spoke's agent signs with
+	// another key than before (a key rotation); set it before Start.
+	Events events.EventRecorder
+
 	client client.Client // cached reads, direct writes
 	api    client.Reader // uncached reads: secrets, conflict retries
 	opts   Options

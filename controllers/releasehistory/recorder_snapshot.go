@@ -3,6 +3,7 @@ package releasehistory
 import (
 	"context"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"sync/atomic"
 	"time"
 
@@ -184,6 +185,10 @@ func (r *Recorder) countStale(n int) {
 	staleReleasesTotal.Add(float64(n))
 }
 
+// EventSigningKeyChanged is the reason of the Event on a Spoke whose agent
+// signs with another key than before.
+const EventSigningKeyChanged = "SigningKeyChanged"
+
 // heartbeat records on the Spoke that its agent was heard from. sp is the
 // Spoke as the cache holds it: when the snapshot changes none of the
 // fields the heartbeat writes and the recorded lastSeen is younger than
@@ -220,10 +225,16 @@ func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, id 
 	}
 	data := fmt.Sprintf(`{"status":{"lastSeen":%q,"agentVersion":%q,"agentProtocolVersion":%d,"kubernetesVersion":%q,"releaseCount":%d,"lastSnapshotTakenAt":%s%s}}`,
 		patch.Status.LastSeen.Format(time.RFC3339), patch.Status.AgentVersion, snap.ProtocolVersion, patch.Status.KubernetesVersion, patch.Status.ReleaseCount, takenAt, keyID)
+	previousKeyID := st.SigningKeyID // the patch below updates sp from the answer
 	if err := r.bounded(ctx, func(ctx context.Context) error {
 		return r.client.Status().Patch(ctx, sp, client.RawPatch(types.MergePatchType, []byte(data)))
 	}); err != nil {
 		return fmt.Errorf("recording heartbeat of spoke %s: %w", sp.Name, err)
+	}
+	if hasID && previousKeyID != "" && previousKeyID != id && r.Events != nil {
+		// Key ids are fingerprints (wire.KeyID), not keys.
+		r.Events.Eventf(sp, nil, corev1.EventTypeNormal, EventSigningKeyChanged, "Rotate",
+			"the agent signs with key %s now, no longer with %s (a key rotation)", id, previousKeyID)
 	}
 	r.stats.Heartbeats.Add(1)
 	heartbeatsTotal.Inc()

@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 		}
 		reads.Reader = mgr.GetAPIReader()
 		if err := (&spoke.Reconciler{
-			Client: mgr.GetClient(), APIReader: reads, Now: clk.now,
+			Client: mgr.GetClient(), APIReader: reads, Now: clk.now, Recorder: mgr.GetEventRecorder("tugboat-hub"),
 			Options: spoke.Options{HeartbeatTimeout: 90 * time.Second, KeySecretRecheck: recheck},
 			// Workload clusters of the bootstrap tests are harness clusters
 			// on loopback.

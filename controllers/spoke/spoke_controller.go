@@ -16,6 +16,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -77,6 +78,8 @@ type Reconciler struct {
 	Bootstrap BootstrapOptions
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
+	// Recorder emits the Events of a spoke lost or ready; nil emits none.
+	Recorder events.EventRecorder
 
 	// keyChecks remembers, per Spoke, the last key Secret check that found
 	// it fine (see reconcileKeySecret).
@@ -137,9 +140,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if apiequality.Semantic.DeepEqual(orig.Status, sp.Status) {
 			return
 		}
-		if err := r.Client.Status().Patch(ctx, sp, client.MergeFrom(orig)); err != nil && retErr == nil {
-			retErr = client.IgnoreNotFound(err)
+		if err := r.Client.Status().Patch(ctx, sp, client.MergeFrom(orig)); err != nil {
+			if retErr == nil {
+				retErr = client.IgnoreNotFound(err)
+			}
+			return
 		}
+		recordReadiness(r.Recorder, sp, orig.Status.Conditions)
 	}()
 
 	agentless, err := r.reconcileKeySecret(ctx, sp)
