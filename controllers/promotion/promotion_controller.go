@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,6 +117,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	startPhase := pr.Status.Phase
 	defer func() {
 		pr.Status.ObservedGeneration = pr.Generation
+		if equality.Semantic.DeepEqual(orig.Status, pr.Status) {
+			// Nothing changed: no write (a report that changes nothing
+			// the Promotion shows costs the API server no request).
+			return
+		}
 		patch := client.MergeFrom(orig)
 		if pr.StrategyType() == tugboatv1alpha1.StrategyHelm {
 			// The hub's receiver writes the agents' actions too: never
@@ -180,6 +186,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return r.running(ctx, pr, p, env)
 	case tugboatv1alpha1.PromotionVerifying:
 		return r.verifying(ctx, pr, p, env)
+	case tugboatv1alpha1.PromotionPaused:
+		return r.rollout(ctx, pr, p, env)
 	}
 	return ctrl.Result{}, nil
 }
@@ -192,8 +200,7 @@ func (r *Reconciler) pending(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 		return ctrl.Result{}, err
 	}
 	for _, other := range promos.Items {
-		if other.Name != pr.Name && other.Spec.To == pr.Spec.To &&
-			(other.Status.Phase == tugboatv1alpha1.PromotionRunning || other.Status.Phase == tugboatv1alpha1.PromotionVerifying) {
+		if other.Name != pr.Name && other.Spec.To == pr.Spec.To && other.Status.Phase.Started() {
 			r.setPhase(pr, tugboatv1alpha1.PromotionPending, tugboatv1alpha1.ProgressingReason, "waiting for promotion "+other.Name+" into "+pr.Spec.To+" to finish")
 			return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 		}
@@ -265,6 +272,7 @@ func (r *Reconciler) start(ctx context.Context, pr *tugboatv1alpha1.Promotion, p
 	}
 	now := metav1.NewTime(r.Now())
 	pr.Status.StartedAt = &now
+	resolveRollout(pr, env)
 	msg := fmt.Sprintf("promoting %s into %s with strategy %s", pr.Spec.Version, pr.Spec.To, pr.StrategyType())
 	if a := pr.Status.Approval; a != nil && a.ApprovedBy != "" {
 		msg += " (approved by " + a.ApprovedBy + ")"
@@ -299,8 +307,12 @@ func (r *Reconciler) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.P
 }
 
 // running calls the strategy; success moves to Verifying, a retryable
-// error backs off, a terminal one (or too many attempts) fails.
+// error backs off, a terminal one (or too many attempts) fails. A
+// Promotion with a rollout acts wave by wave instead (rollout).
 func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
+	if hasRollout(pr) {
+		return r.rollout(ctx, pr, p, env)
+	}
 	if res, done := r.checkTimeout(ctx, pr, p, env); done {
 		return res, nil
 	}
@@ -328,14 +340,21 @@ func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 			return r.verifying(ctx, pr, p, env)
 		}
 	}
+	return r.strategyFailed(pr, err), nil
+}
+
+// strategyFailed counts a failed attempt of the strategy: a retryable
+// error backs off, a terminal one (or too many attempts) fails the
+// Promotion.
+func (r *Reconciler) strategyFailed(pr *tugboatv1alpha1.Promotion, err error) ctrl.Result {
 	pr.Status.Attempts++
 	msg := fmt.Sprintf("strategy %s failed (attempt %d): %v", pr.StrategyType(), pr.Status.Attempts, err)
 	if strategy.IsTerminal(err) || pr.Status.Attempts >= r.Options.MaxAttempts {
 		r.finish(pr, tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.StrategyFailedReason, msg)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}
 	}
 	r.setPhase(pr, tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.StrategyFailedReason, msg+"; retrying")
-	return ctrl.Result{RequeueAfter: r.backoff(pr.Status.Attempts)}, nil
+	return ctrl.Result{RequeueAfter: r.backoff(pr.Status.Attempts)}
 }
 
 // suspendedSpokes names the targets' Spokes with spec.suspend, once each.
