@@ -474,8 +474,9 @@ type PromotionStatus struct {
 	// targets holds the progress of each target of the destination
 	// environment, as resolved when the Promotion started (Running): a
 	// Spoke that joins the environment later (spokeSelector) is not part
-	// of this Promotion but of the next decision, and a target that leaves
-	// the environment is dropped from it.
+	// of this Promotion but of the next decision (with a rollout, it joins
+	// a wave not done yet), and a target that leaves the environment is
+	// dropped from it.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=100

@@ -15,10 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -78,6 +80,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A Spoke that joins or leaves an environment by its labels
 		// (spokeSelector) changes what a running Promotion waits for.
 		Watches(&tugboatv1alpha1.Spoke{}, handler.EnqueueRequestsFromMapFunc(r.promotionsFor)).
+		// A target added to or removed from the spec changes what a
+		// running Promotion acts on (a rollout deals a joiner to a wave).
+		Watches(&tugboatv1alpha1.Pipeline{}, handler.EnqueueRequestsFromMapFunc(r.promotionsOf),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("promotion").
 		Complete(r)
 }
@@ -99,6 +105,21 @@ func (r *Reconciler) promotionsFor(ctx context.Context, o client.Object) []recon
 			if !pr.Status.Phase.Terminal() {
 				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pr.Namespace, Name: pr.Name}})
 			}
+		}
+	}
+	return reqs
+}
+
+// promotionsOf maps a Pipeline to its unfinished Promotions.
+func (r *Reconciler) promotionsOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var promos tugboatv1alpha1.PromotionList
+	if err := r.Client.List(ctx, &promos, client.InNamespace(o.GetNamespace()), client.MatchingFields{pipeline.PromotionPipelineIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, pr := range promos.Items {
+		if !pr.Status.Phase.Terminal() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pr.Namespace, Name: pr.Name}})
 		}
 	}
 	return reqs
@@ -251,8 +272,10 @@ func describeVote(v *tugboatv1alpha1.ApprovalVote) string {
 // start moves the Promotion to Running and records its destination
 // targets, resolved now (pipeline.ResolveTargets), in status.targets: the
 // Promotion carries the version to these. A Spoke that joins the
-// environment later is left to the next decision; one that leaves is
-// dropped (promotionTargets). While the destination resolves to no target
+// environment later is left to the next decision (with a rollout, to a
+// wave not done yet); one that leaves is dropped (promotionTargets). With a
+// rollout, the environment's rollout is recorded too (resolveRollout).
+// While the destination resolves to no target
 // (a spokeSelector that matches no Spoke) the Promotion waits in Pending.
 func (r *Reconciler) start(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
 	res, err := pipeline.ResolveTargets(ctx, r.Client, p, env)
@@ -284,13 +307,15 @@ func (r *Reconciler) start(ctx context.Context, pr *tugboatv1alpha1.Promotion, p
 // promotionTargets are the destination targets this Promotion carries the
 // version to: those recorded when it started (status.targets) that the
 // environment still has. A Promotion that started before targets were
-// recorded (status.targets empty) takes every target the environment has.
+// recorded (status.targets empty) takes every target the environment has,
+// and so does a rollout, whose planner deals a target that joins to a
+// wave not done yet.
 func (r *Reconciler) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) ([]pipeline.ResolvedTarget, error) {
 	res, err := pipeline.ResolveTargets(ctx, r.Client, p, env)
 	if err != nil {
 		return nil, err
 	}
-	if len(pr.Status.Targets) == 0 {
+	if len(pr.Status.Targets) == 0 || hasRollout(pr) {
 		return res.Targets, nil
 	}
 	recorded := map[string]bool{}

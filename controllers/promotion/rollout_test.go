@@ -330,3 +330,32 @@ func TestReconciler_advancesOnlyOnTheRevisionTheAgentsActionProduced(t *testing.
 	g.Eventually(f.acted).WithTimeout(10 * time.Second).Should(Equal([][]string{{webA}, {webB, webC}}))
 	g.Eventually(actions).WithTimeout(10 * time.Second).Should(Equal([]string{"prod-a Succeeded", "prod-b Pending", "prod-c Pending"}))
 }
+
+// TestReconciler_dealsATargetThatJoinsToAWaveNotDoneYet: a target added to
+// the environment while the canary rolls out is part of the rollout (not
+// left to the next Promotion): it lands in the final wave and is acted on
+// with it.
+func TestReconciler_dealsATargetThatJoinsToAWaveNotDoneYet(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newRolloutFixture(t, tugboatv1alpha1.StrategyNotification)
+	name := f.promote("1.7.0")
+	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}}))
+
+	rh := &tugboatv1alpha1.ReleaseHistory{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: tugboatv1alpha1.ReleaseHistoryName("prod-d", "apps", "web")},
+		Spec:       tugboatv1alpha1.ReleaseHistorySpec{Spoke: "prod-d", Namespace: "apps", Release: "web"},
+	}
+	g.Expect(cluster.Client.Create(ctx, rh)).To(Succeed())
+	f.report("prod-d", 2, "1.3.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)
+	p := &tugboatv1alpha1.Pipeline{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(f.p), p)).To(Succeed())
+	orig := p.DeepCopy()
+	p.Spec.Environments[1].Targets = append(p.Spec.Environments[1].Targets, tugboatv1alpha1.Target{Spoke: "prod-d", Namespace: "apps"})
+	g.Expect(cluster.Client.Patch(ctx, p, client.MergeFrom(orig))).To(Succeed())
+	g.Eventually(func() string { return waves(f.get(name)) }).WithTimeout(10 * time.Second).Should(Equal(
+		"Progressing current=0 [canary 1 0 1 0 0; final 3 3 0 0 0] failed=0/1"))
+
+	f.report("prod-a", 4, "1.7.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)
+	g.Eventually(f.acted).WithTimeout(10 * time.Second).Should(Equal([][]string{{webA}, {webB, webC, "prod-d/apps/web"}}))
+}
