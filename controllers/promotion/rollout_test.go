@@ -42,7 +42,7 @@ type rolloutFixture struct {
 
 var rolloutSpokes = []string{"prod-a", "prod-b", "prod-c"}
 
-func newRolloutFixture(t *testing.T, typ tugboatv1alpha1.StrategyType) *rolloutFixture {
+func newRolloutFixture(t *testing.T, typ tugboatv1alpha1.StrategyType, with ...func(*tugboatv1alpha1.Rollout)) *rolloutFixture {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rollout-"}}
@@ -70,6 +70,9 @@ func newRolloutFixture(t *testing.T, typ tugboatv1alpha1.StrategyType) *rolloutF
 				}},
 			},
 		},
+	}
+	for _, w := range with {
+		w(p.Spec.Environments[1].Rollout)
 	}
 	if err := cluster.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
@@ -358,4 +361,27 @@ func TestReconciler_dealsATargetThatJoinsToAWaveNotDoneYet(t *testing.T) {
 
 	f.report("prod-a", 4, "1.7.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)
 	g.Eventually(f.acted).WithTimeout(10 * time.Second).Should(Equal([][]string{{webA}, {webB, webC, "prod-d/apps/web"}}))
+}
+
+// TestReconciler_startsTheNextWaveOnceTheCanarySoaked: with a 3s canary
+// soak, the final wave is acted on no sooner than 3s after the canary's
+// new revision is reported Current, and without waiting for another
+// report (the reconcile is requeued for the end of the soak; the API keeps
+// times to the second, so up to a second later).
+func TestReconciler_startsTheNextWaveOnceTheCanarySoaked(t *testing.T) {
+	g := NewWithT(t)
+	f := newRolloutFixture(t, tugboatv1alpha1.StrategyNotification, func(r *tugboatv1alpha1.Rollout) {
+		r.Canary.SoakTime = &metav1.Duration{Duration: 3 * time.Second}
+	})
+	name := f.promote("1.8.0")
+	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}}))
+
+	f.report("prod-a", 4, "1.8.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)
+	healthy := time.Now()
+	g.Eventually(func() string { return f.get(name).Status.Rollout.Message }).WithTimeout(10 * time.Second).Should(
+		HavePrefix("wave canary (1 of 2): 0 of 1 targets qualified; waiting for prod-a/apps/web: soaking until "))
+	g.Eventually(f.acted).WithTimeout(10 * time.Second).Should(Equal([][]string{{webA}, {webB, webC}}))
+	soaked := f.actedAt(1).Sub(healthy)
+	g.Expect(soaked).To(BeNumerically(">=", 3*time.Second), "the canary soaked")
+	g.Expect(soaked).To(BeNumerically("<", 5*time.Second), "the next wave started when the soak ended")
 }
