@@ -330,8 +330,7 @@ func (r *Reconciler) advance(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, 
 	st := pr.Status.Rollout
 	if plan.Done() {
 		st.Phase = tugboatv1alpha1.RolloutCompleted
-		r.finish(pr, tugboatv1alpha1.PromotionSucceeded, tugboatv1alpha1.SucceededReason,
-			fmt.Sprintf("every target of %s runs %s, healthy: %d waves qualified", pr.Spec.To, pr.Spec.Version, len(plan.Waves)))
+		r.finish(pr, tugboatv1alpha1.PromotionSucceeded, tugboatv1alpha1.SucceededReason, completedMessage(pr, plan))
 		return ctrl.Result{}
 	}
 	acted := !slices.ContainsFunc(plan.Waves, func(w rollout.Wave) bool { return w.Pending > 0 })
@@ -346,6 +345,23 @@ func (r *Reconciler) advance(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, 
 		return ctrl.Result{}
 	}
 	return ctrl.Result{RequeueAfter: max(plan.NextCheck.Sub(now), time.Millisecond)}
+}
+
+// completedMessage says that every wave qualified, naming the targets
+// whose failure the budget excused: they do not run the version healthy.
+func completedMessage(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan) string {
+	if len(plan.Failed) == 0 {
+		return fmt.Sprintf("every target of %s runs %s, healthy: %d waves qualified", pr.Spec.To, pr.Spec.Version, len(plan.Waves))
+	}
+	var failing []string
+	for _, f := range plan.Failed[:min(len(plan.Failed), 3)] {
+		failing = append(failing, fmt.Sprintf("%s (%s: %s)", f.Key, f.Failure, f.Message))
+	}
+	if more := len(plan.Failed) - len(failing); more > 0 {
+		failing = append(failing, fmt.Sprintf("and %d more (status.rollout.failedTargets)", more))
+	}
+	return fmt.Sprintf("%d waves of %s into %s qualified; %d of %d allowed failures, excused by the budget: %s",
+		len(plan.Waves), pr.Spec.Version, pr.Spec.To, plan.Budget.Used, plan.Budget.Allowed, strings.Join(failing, "; "))
 }
 
 // pause stops a rollout whose failure budget is spent: phase Paused,

@@ -385,3 +385,27 @@ func TestReconciler_startsTheNextWaveOnceTheCanarySoaked(t *testing.T) {
 	g.Expect(soaked).To(BeNumerically(">=", 3*time.Second), "the canary soaked")
 	g.Expect(soaked).To(BeNumerically("<", 5*time.Second), "the next wave started when the soak ended")
 }
+
+// TestReconciler_excusesAFailureWithinTheBudget: with maxFailures 1, a
+// target of the final wave that fails does not stop the rollout; the
+// Promotion succeeds once the others qualify, and says which target the
+// budget excused.
+func TestReconciler_excusesAFailureWithinTheBudget(t *testing.T) {
+	g := NewWithT(t)
+	f := newRolloutFixture(t, tugboatv1alpha1.StrategyNotification)
+	name := f.promote("1.9.0")
+	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}}))
+	f.report("prod-a", 4, "1.9.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)
+	g.Eventually(f.acted).WithTimeout(10 * time.Second).Should(HaveLen(2))
+
+	f.report("prod-b", 4, "1.9.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthFailed)
+	f.report("prod-c", 4, "1.9.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)
+	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return f.get(name).Status.Phase }).WithTimeout(10 * time.Second).
+		Should(Equal(tugboatv1alpha1.PromotionSucceeded))
+	pr := f.get(name)
+	g.Expect(waves(pr)).To(Equal("Completed current=2 [canary 1 0 0 1 0; final 2 0 0 1 1] failed=1/1"))
+	g.Expect(findCondition(pr, tugboatv1alpha1.ReadyCondition).Message).To(Equal(
+		"2 waves of 1.9.0 into production qualified; 1 of 1 allowed failures, excused by the budget: prod-b/apps/web (HealthFailed: revision 4 is Failed)"))
+	g.Expect(pr.Status.Rollout.FailedTargets).To(HaveLen(1))
+	g.Expect(pr.Status.Rollout.FailedTargets[0].Spoke).To(Equal("prod-b"))
+}
