@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -99,16 +100,17 @@ func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	return r.advance(pr, plan, now), nil
 }
 
-// observeRollout reads what every target reports (observe), with the
-// Promotion's targets as recorded when it started. None left is an error
-// wrapping errPlan.
+// observeRollout reads what every target of the environment reports now
+// (observe; with a rollout, promotionTargets gives them all, joiners
+// included). An environment left without targets is an error wrapping
+// errPlan.
 func (r *Reconciler) observeRollout(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) ([]observation, error) {
 	obs, _, _, err := r.observe(ctx, pr, p, env)
 	if err != nil {
 		return nil, err
 	}
 	if len(obs) == 0 {
-		return nil, fmt.Errorf("%w of %s into %s: every target this promotion started with left the environment", errPlan, pr.Spec.Version, pr.Spec.To)
+		return nil, fmt.Errorf("%w of %s into %s: the environment has no target left", errPlan, pr.Spec.Version, pr.Spec.To)
 	}
 	return obs, nil
 }
@@ -187,6 +189,9 @@ func plannerTarget(o observation, labels map[string]string, now time.Time) rollo
 	return t
 }
 
+// count32 converts a count for the API, which stores int32.
+func count32(n int) int32 { return int32(min(max(n, 0), math.MaxInt32)) }
+
 func targetKey(ts *tugboatv1alpha1.PromotionTargetStatus) rollout.Key {
 	return rollout.Key{Spoke: ts.Spoke, Namespace: ts.Namespace, Release: ts.Release}
 }
@@ -237,7 +242,7 @@ func (r *Reconciler) actOnWave(ctx context.Context, pr *tugboatv1alpha1.Promotio
 		if !slices.Contains(plan.ActNow, targetKey(ts)) {
 			continue
 		}
-		tr := &tugboatv1alpha1.TargetRollout{Wave: int32(plan.Current), ActedAt: acted}
+		tr := &tugboatv1alpha1.TargetRollout{Wave: count32(plan.Current), ActedAt: acted}
 		if c := o.current; c != nil {
 			tr.BaselineRevision, tr.BaselineInstallation = c.Revision, c.Installation
 			tr.Unchanged = c.ChartVersion == pr.Spec.Version && c.Status == tugboatv1alpha1.ReleaseStatusDeployed
@@ -284,8 +289,8 @@ func recordPlan(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observa
 		}
 	}
 	st.Waves, st.FailedTargets = waves, failed
-	st.CurrentWave = int32(plan.Current)
-	st.MaxFailures, st.Failed = int32(plan.Budget.Allowed), int32(plan.Budget.Used)
+	st.CurrentWave = count32(plan.Current)
+	st.MaxFailures, st.Failed = count32(plan.Budget.Allowed), count32(plan.Budget.Used)
 	if st.Phase != tugboatv1alpha1.RolloutPaused {
 		st.Message = clip(waveMessage(plan), 1024)
 	}
@@ -317,7 +322,7 @@ func waveMessage(plan *rollout.Plan) string {
 	}
 	for _, tp := range w.Targets {
 		if tp.State == rollout.InProgress {
-			return msg + "; waiting for " + tp.Key.String() + ": " + tp.Message
+			return msg + "; waiting for " + tp.String() + ": " + tp.Message
 		}
 	}
 	return msg
