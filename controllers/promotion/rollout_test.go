@@ -88,7 +88,15 @@ func newRolloutFixture(t *testing.T, typ tugboatv1alpha1.StrategyType, with ...f
 		}
 		f.report(s, 3, "1.3.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)
 	}
+	// Once this test ends, its Promotion is another test's leftover: the
+	// Pipeline goes (after the hub stopped: cleanups run last first), so
+	// a later hub aborts the Promotion instead of acting on it.
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), p) })
 	record := strategy.Func(func(_ context.Context, req strategy.Request) (strategy.Result, error) {
+		if req.Promotion.Namespace != f.ns {
+			// Another test's leftover: not this test's call.
+			return strategy.Result{Message: "not recorded"}, nil
+		}
 		var got []string
 		for _, t := range req.Targets {
 			got = append(got, t.SpokeName+"/"+t.Namespace+"/"+t.Release)
