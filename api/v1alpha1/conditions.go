@@ -170,6 +170,11 @@ const (
 	// RejectedReason: a person rejected the Promotion.
 	RejectedReason ConditionReason = "Rejected"
 
+	// RolloutPausedReason: a rollout's failure budget was spent and the
+	// rollout stopped (onFailure Pause, or Rollback until rollback is
+	// built); it waits for a person to resume or abort it.
+	RolloutPausedReason ConditionReason = "RolloutPaused"
+
 	// AbortedReason: the Promotion was aborted (by a person with tugboat abort,
 	// superseded by a newer version, or its Pipeline or destination
 	// environment went away or was held).

@@ -66,7 +66,7 @@ type PromotionSpec struct {
 }
 
 // PromotionPhase is where a Promotion stands.
-// +kubebuilder:validation:Enum=Pending;WaitingApproval;Running;Verifying;Succeeded;Failed;Aborted
+// +kubebuilder:validation:Enum=Pending;WaitingApproval;Running;Verifying;Paused;Succeeded;Failed;Aborted
 type PromotionPhase string
 
 const (
@@ -79,6 +79,10 @@ const (
 	// PromotionVerifying: the strategy acted; waiting for the targets to report
 	// the version, healthy.
 	PromotionVerifying PromotionPhase = "Verifying"
+	// PromotionPaused: a rollout stopped because its failure budget was
+	// spent (onFailure Pause); nothing is acted on until a person resumes
+	// or aborts it. Not terminal: it still holds the environment.
+	PromotionPaused PromotionPhase = "Paused"
 	// PromotionSucceeded: every target runs the version, healthy. Terminal.
 	PromotionSucceeded PromotionPhase = "Succeeded"
 	// PromotionFailed: the strategy failed, the targets failed, the timeout
@@ -87,6 +91,13 @@ const (
 	// PromotionAborted: stopped before completion (superseded or held). Terminal.
 	PromotionAborted PromotionPhase = "Aborted"
 )
+
+// Started reports whether the phase is one of a Promotion that acts, or
+// acted, on its targets and has not finished: Running, Verifying or
+// Paused. One such Promotion at a time holds an environment.
+func (p PromotionPhase) Started() bool {
+	return p == PromotionRunning || p == PromotionVerifying || p == PromotionPaused
+}
 
 // Terminal reports whether the phase is final.
 func (p PromotionPhase) Terminal() bool {
@@ -162,6 +173,47 @@ type PromotionTargetStatus struct {
 	// action is the agent action of the helm strategy for this target.
 	// +optional
 	Action *TargetAction `json:"action,omitempty"`
+
+	// rollout is what this Promotion's rollout did to the target (only
+	// with a rollout, once the target's wave was acted on).
+	// +optional
+	Rollout *TargetRollout `json:"rollout,omitempty"`
+}
+
+// TargetRollout records when and in which wave a rollout acted on a
+// target, and what the target ran then: a wave qualifies only on the
+// revision the action produced, never on an older report.
+type TargetRollout struct {
+	// wave is the index, in status.rollout.waves, of the wave the target
+	// was acted in; it stays there whatever joins or leaves.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=21
+	Wave int32 `json:"wave"`
+
+	// actedAt is when the strategy acted on the target; the wave's
+	// progress deadline counts from here.
+	// +required
+	ActedAt metav1.Time `json:"actedAt"`
+
+	// baselineRevision is the Helm revision the target ran when acted on;
+	// 0 when it ran none.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BaselineRevision int32 `json:"baselineRevision,omitempty"`
+
+	// baselineInstallation is the installation of baselineRevision
+	// (ReleaseHistory revisions[].installation).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BaselineInstallation int32 `json:"baselineInstallation,omitempty"`
+
+	// unchanged is true when the target already ran the promoted version,
+	// deployed, when acted on: its baseline revision is then the one that
+	// qualifies (a strategy that cannot say which revision it produced
+	// makes no new one there).
+	// +optional
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // ActionPhase is where an agent action stands.
@@ -422,8 +474,9 @@ type PromotionStatus struct {
 	// targets holds the progress of each target of the destination
 	// environment, as resolved when the Promotion started (Running): a
 	// Spoke that joins the environment later (spokeSelector) is not part
-	// of this Promotion but of the next decision, and a target that leaves
-	// the environment is dropped from it.
+	// of this Promotion but of the next decision (with a rollout, it joins
+	// a wave not done yet), and a target that leaves the environment is
+	// dropped from it.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=100

@@ -159,10 +159,10 @@ func upToDate(dst tugboatv1alpha1.EnvironmentStatus, version string) bool {
 }
 
 // activeRunning names a Promotion into env that is already carrying out its
-// strategy.
+// strategy, or whose rollout is paused (it still holds the environment).
 func activeRunning(promos []tugboatv1alpha1.Promotion, env string) string {
 	for _, pr := range promos {
-		if pr.Spec.To == env && (pr.Status.Phase == tugboatv1alpha1.PromotionRunning || pr.Status.Phase == tugboatv1alpha1.PromotionVerifying) {
+		if pr.Spec.To == env && pr.Status.Phase.Started() {
 			return pr.Name
 		}
 	}

@@ -12,6 +12,15 @@
 // it. The reconciler alone writes the outcome, status.approval; until
 // then the Ready message says who approved and what is missing.
 //
+// With a rollout (the destination environment's, resolved into
+// status.rollout.resolved at start), Running acts wave by wave
+// (promotion_rollout.go): the strategy gets the current wave's targets,
+// the wave planner (package rollout) judges them on the revision their
+// action produced and soaks them, and the next wave is acted on in the
+// same reconcile; Verifying once the last wave was acted on. A spent
+// failure budget moves it to Paused, where nothing more is acted on until
+// it is aborted. The Pipeline's timeout does not bound a rollout.
+//
 // For the helm strategy, Verifying also queues an agent action per target
 // (status.targets[].action, Pending) for the spoke's agent to fetch through
 // the hub's receiver (controllers/promotion/actions); an agent that refuses

@@ -10,16 +10,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -86,6 +89,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// tugboat-approvals and its binding (request.PolicyEnforced).
 		Watches(&admissionregistrationv1.ValidatingAdmissionPolicy{}, handler.EnqueueRequestsFromMapFunc(r.waitingForApproval)).
 		Watches(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, handler.EnqueueRequestsFromMapFunc(r.waitingForApproval)).
+		// A target added to or removed from the spec changes what a
+		// running Promotion acts on (a rollout deals a joiner to a wave).
+		Watches(&tugboatv1alpha1.Pipeline{}, handler.EnqueueRequestsFromMapFunc(r.promotionsOf),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("promotion").
 		Complete(r)
 }
@@ -138,6 +145,21 @@ func (r *Reconciler) waitingForApproval(ctx context.Context, o client.Object) []
 	return reqs
 }
 
+// promotionsOf maps a Pipeline to its unfinished Promotions.
+func (r *Reconciler) promotionsOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var promos tugboatv1alpha1.PromotionList
+	if err := r.Client.List(ctx, &promos, client.InNamespace(o.GetNamespace()), client.MatchingFields{pipeline.PromotionPipelineIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, pr := range promos.Items {
+		if !pr.Status.Phase.Terminal() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pr.Namespace, Name: pr.Name}})
+		}
+	}
+	return reqs
+}
+
 // Reconcile advances one Promotion.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	pr := &tugboatv1alpha1.Promotion{}
@@ -152,6 +174,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	approvedBefore := pr.Status.Approval != nil
 	defer func() {
 		pr.Status.ObservedGeneration = pr.Generation
+		if equality.Semantic.DeepEqual(orig.Status, pr.Status) {
+			// Nothing changed: no write (a report that changes nothing
+			// the Promotion shows costs the API server no request).
+			return
+		}
 		patch := client.MergeFrom(orig)
 		if pr.StrategyType() == tugboatv1alpha1.StrategyHelm {
 			// The hub's receiver writes the agents' actions too: never
@@ -217,6 +244,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return r.running(ctx, pr, p, env)
 	case tugboatv1alpha1.PromotionVerifying:
 		return r.verifying(ctx, pr, p, env)
+	case tugboatv1alpha1.PromotionPaused:
+		return r.rollout(ctx, pr, p, env)
 	}
 	return ctrl.Result{}, nil
 }
@@ -229,8 +258,7 @@ func (r *Reconciler) pending(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 		return ctrl.Result{}, err
 	}
 	for _, other := range promos.Items {
-		if other.Name != pr.Name && other.Spec.To == pr.Spec.To &&
-			(other.Status.Phase == tugboatv1alpha1.PromotionRunning || other.Status.Phase == tugboatv1alpha1.PromotionVerifying) {
+		if other.Name != pr.Name && other.Spec.To == pr.Spec.To && other.Status.Phase.Started() {
 			r.setPhase(pr, tugboatv1alpha1.PromotionPending, tugboatv1alpha1.ProgressingReason, "waiting for promotion "+other.Name+" into "+pr.Spec.To+" to finish")
 			return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 		}
@@ -288,8 +316,10 @@ func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Pr
 // start moves the Promotion to Running and records its destination
 // targets, resolved now (pipeline.ResolveTargets), in status.targets: the
 // Promotion carries the version to these. A Spoke that joins the
-// environment later is left to the next decision; one that leaves is
-// dropped (promotionTargets). While the destination resolves to no target
+// environment later is left to the next decision (with a rollout, to a
+// wave not done yet); one that leaves is dropped (promotionTargets). With a
+// rollout, the environment's rollout is recorded too (resolveRollout).
+// While the destination resolves to no target
 // (a spokeSelector that matches no Spoke) the Promotion waits in Pending.
 func (r *Reconciler) start(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
 	res, err := pipeline.ResolveTargets(ctx, r.Client, p, env)
@@ -309,6 +339,7 @@ func (r *Reconciler) start(ctx context.Context, pr *tugboatv1alpha1.Promotion, p
 	}
 	now := metav1.NewTime(r.Now())
 	pr.Status.StartedAt = &now
+	resolveRollout(pr, env)
 	msg := fmt.Sprintf("promoting %s into %s with strategy %s", pr.Spec.Version, pr.Spec.To, pr.StrategyType())
 	if a := pr.Status.Approval; a != nil && a.ApprovedBy != "" {
 		msg += " (approved by " + a.ApprovedBy + ")"
@@ -320,13 +351,15 @@ func (r *Reconciler) start(ctx context.Context, pr *tugboatv1alpha1.Promotion, p
 // promotionTargets are the destination targets this Promotion carries the
 // version to: those recorded when it started (status.targets) that the
 // environment still has. A Promotion that started before targets were
-// recorded (status.targets empty) takes every target the environment has.
+// recorded (status.targets empty) takes every target the environment has,
+// and so does a rollout, whose planner deals a target that joins to a
+// wave not done yet.
 func (r *Reconciler) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) ([]pipeline.ResolvedTarget, error) {
 	res, err := pipeline.ResolveTargets(ctx, r.Client, p, env)
 	if err != nil {
 		return nil, err
 	}
-	if len(pr.Status.Targets) == 0 {
+	if len(pr.Status.Targets) == 0 || hasRollout(pr) {
 		return res.Targets, nil
 	}
 	recorded := map[string]bool{}
@@ -343,8 +376,12 @@ func (r *Reconciler) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.P
 }
 
 // running calls the strategy; success moves to Verifying, a retryable
-// error backs off, a terminal one (or too many attempts) fails.
+// error backs off, a terminal one (or too many attempts) fails. A
+// Promotion with a rollout acts wave by wave instead (rollout).
 func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
+	if hasRollout(pr) {
+		return r.rollout(ctx, pr, p, env)
+	}
 	if res, done := r.checkTimeout(ctx, pr, p, env); done {
 		return res, nil
 	}
@@ -372,14 +409,21 @@ func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 			return r.verifying(ctx, pr, p, env)
 		}
 	}
+	return r.strategyFailed(pr, err), nil
+}
+
+// strategyFailed counts a failed attempt of the strategy: a retryable
+// error backs off, a terminal one (or too many attempts) fails the
+// Promotion.
+func (r *Reconciler) strategyFailed(pr *tugboatv1alpha1.Promotion, err error) ctrl.Result {
 	pr.Status.Attempts++
 	msg := fmt.Sprintf("strategy %s failed (attempt %d): %v", pr.StrategyType(), pr.Status.Attempts, err)
 	if strategy.IsTerminal(err) || pr.Status.Attempts >= r.Options.MaxAttempts {
 		r.finish(pr, tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.StrategyFailedReason, msg)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}
 	}
 	r.setPhase(pr, tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.StrategyFailedReason, msg+"; retrying")
-	return ctrl.Result{RequeueAfter: r.backoff(pr.Status.Attempts)}, nil
+	return ctrl.Result{RequeueAfter: r.backoff(pr.Status.Attempts)}
 }
 
 // suspendedSpokes names the targets' Spokes with spec.suspend, once each.

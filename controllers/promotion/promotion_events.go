@@ -20,6 +20,7 @@ const (
 	EventSucceeded          = "Succeeded"
 	EventFailed             = "Failed"
 	EventAborted            = "Aborted"
+	EventPaused             = "Paused"
 )
 
 // recordTransition emits the Events of pr's move from phase before, and of
@@ -53,6 +54,8 @@ func recordTransition(rec events.EventRecorder, pr *tugboatv1alpha1.Promotion, b
 		emit(corev1.EventTypeNormal, EventWaitingForApproval, "WaitForApproval", note)
 	case tugboatv1alpha1.PromotionRunning:
 		emit(corev1.EventTypeNormal, EventStarted, "Promote", note)
+	case tugboatv1alpha1.PromotionPaused:
+		emit(corev1.EventTypeWarning, EventPaused, "Pause", note)
 	case tugboatv1alpha1.PromotionSucceeded:
 		emit(corev1.EventTypeNormal, EventSucceeded, "Verify", note)
 	case tugboatv1alpha1.PromotionFailed:

@@ -22,6 +22,9 @@ import (
 // verifying succeeds once every target reports the version deployed and
 // healthy, and fails at the timeout naming the laggards.
 func (r *Reconciler) verifying(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
+	if hasRollout(pr) {
+		return r.rollout(ctx, pr, p, env)
+	}
 	laggards, stalled, err := r.progress(ctx, pr, p, env)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -51,18 +54,35 @@ func (r *Reconciler) verifying(ctx context.Context, pr *tugboatv1alpha1.Promotio
 // those among them whose Flux HelmRelease stalled on the version
 // (helmReleaseProgress).
 func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (laggards, stalled []string, err error) {
+	_, laggards, stalled, err = r.observe(ctx, pr, p, env)
+	return laggards, stalled, err
+}
+
+// observation is one destination target as observe saw it.
+type observation struct {
+	// status is the target's entry in the Promotion's status.targets.
+	status *tugboatv1alpha1.PromotionTargetStatus
+	// current is what its ReleaseHistory reports now; nil when none.
+	current *tugboatv1alpha1.RevisionSummary
+}
+
+// observe is progress, also returning each target's observation, in the
+// order of status.targets. With a rollout, only a target whose wave was
+// acted on (targets[].rollout) gets a helm action.
+func (r *Reconciler) observe(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (obs []observation, laggards, stalled []string, err error) {
 	prev := map[string]tugboatv1alpha1.PromotionTargetStatus{}
 	for _, t := range pr.Status.Targets {
 		prev[t.Spoke+"/"+t.Namespace+"/"+t.Release] = t
 	}
 	resolved, err := r.promotionTargets(ctx, pr, p, env)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if len(resolved) == 0 {
-		return []string{"every target of " + pr.Spec.To + " this promotion started with left the environment"}, nil, nil
+		return nil, []string{"every target of " + pr.Spec.To + " this promotion started with left the environment"}, nil, nil
 	}
 	var targets []tugboatv1alpha1.PromotionTargetStatus
+	var currents []*tugboatv1alpha1.RevisionSummary
 	for _, rt := range resolved {
 		t := rt.Target
 		rel := pipeline.ReleaseOf(p, &t)
@@ -74,7 +94,7 @@ func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion
 		case apierrors.IsNotFound(err):
 			ts.Message = "no release reported"
 		case err != nil:
-			return nil, nil, err
+			return nil, nil, nil, err
 		case rh.Status.Current != nil:
 			c := rh.Status.Current
 			ts.Version, ts.Revision, ts.Health = c.ChartVersion, c.Revision, c.Health
@@ -92,22 +112,29 @@ func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion
 				}
 			}
 		}
-		if old, ok := prev[id]; ok && old.Done == ts.Done && old.LastTransitionTime != nil {
+		// A done target that reports another revision is done anew: its
+		// soak starts again.
+		if old, ok := prev[id]; ok && old.Done == ts.Done && (!ts.Done || old.Revision == ts.Revision) && old.LastTransitionTime != nil {
 			ts.LastTransitionTime = old.LastTransitionTime
 		} else {
 			now := metav1.NewTime(r.Now())
 			ts.LastTransitionTime = &now
 		}
-		if pr.StrategyType() == tugboatv1alpha1.StrategyHelm {
+		ts.Rollout = prev[id].Rollout
+		if pr.StrategyType() == tugboatv1alpha1.StrategyHelm && (!hasRollout(pr) || ts.Rollout != nil) {
 			r.trackAction(pr, prev[id].Action, &ts)
 		}
 		if !ts.Done {
 			laggards = append(laggards, id+" "+orDefault(ts.Message, "not reporting"))
 		}
 		targets = append(targets, ts)
+		currents = append(currents, rh.Status.Current)
 	}
 	pr.Status.Targets = targets
-	return laggards, stalled, nil
+	for i := range targets {
+		obs = append(obs, observation{status: &pr.Status.Targets[i], current: currents[i]})
+	}
+	return obs, laggards, stalled, nil
 }
 
 // helmReleaseProgress says what the Flux HelmRelease managing a target

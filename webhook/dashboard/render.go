@@ -177,7 +177,7 @@ func phaseClass(p tugboatv1alpha1.PromotionPhase) string {
 		return "ok"
 	case tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.PromotionAborted:
 		return "bad"
-	case tugboatv1alpha1.PromotionWaitingApproval:
+	case tugboatv1alpha1.PromotionWaitingApproval, tugboatv1alpha1.PromotionPaused:
 		return "wait"
 	case tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.PromotionVerifying:
 		return "busy"

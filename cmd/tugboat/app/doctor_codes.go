@@ -90,6 +90,7 @@ const (
 	codePromotionPending          findingCode = "promotion-pending"
 	codePromotionPastTimeout      findingCode = "promotion-past-timeout"
 	codePromotionNearTimeout      findingCode = "promotion-near-timeout"
+	codePromotionRolloutPaused    findingCode = "promotion-rollout-paused"
 	codePromotionFailed           findingCode = "promotion-failed"
 	codePromotionFailedSuperseded findingCode = "promotion-failed-superseded"
 )

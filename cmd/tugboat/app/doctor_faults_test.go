@@ -330,6 +330,20 @@ var doctorFaults = []doctorFault{
 		promotionIn(t, p, "staging", "1.4.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionVerifying, StartedAt: &started,
 			Targets: []tugboatv1alpha1.PromotionTargetStatus{{Spoke: "staging-1", Namespace: "apps", Release: "web", Message: "runs 1.3.0"}}})
 	}), want: []want{{code: "promotion-near-timeout", severity: "warning", object: "{ns}/web-staging-1.4.0", message: "is Verifying for 27m of its 30m timeout; waiting for staging-1/apps/web (runs 1.3.0)", hint: "tugboat status web -n {ns}"}}},
+	{name: "Promotion rolling out past the Pipeline's timeout", inject: onFleet(func(t *testing.T, _ string, p *tugboatv1alpha1.Pipeline) {
+		// Its waves' progress deadlines bound a rollout, not the timeout.
+		started := ago(2 * time.Hour)
+		promotionIn(t, p, "staging", "1.4.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionVerifying, StartedAt: &started,
+			Rollout: &tugboatv1alpha1.RolloutStatus{Phase: tugboatv1alpha1.RolloutProgressing, Resolved: &tugboatv1alpha1.Rollout{SoakTime: &metav1.Duration{Duration: time.Hour}}}})
+	}), want: []want{ok("promotions-ok")}},
+	{name: "Promotion rollout paused", inject: onFleet(func(t *testing.T, _ string, p *tugboatv1alpha1.Pipeline) {
+		started := ago(2 * time.Hour)
+		promotionIn(t, p, "production", "1.4.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionPaused, StartedAt: &started,
+			Rollout:    &tugboatv1alpha1.RolloutStatus{Phase: tugboatv1alpha1.RolloutPaused, Resolved: &tugboatv1alpha1.Rollout{Canary: &tugboatv1alpha1.CanaryWave{Spokes: []string{"prod-1"}}}},
+			Conditions: promotionCondition(metav1.ConditionFalse, "RolloutPaused", "rollout of 1.4.0 into production paused in wave canary: the failure budget is spent", ago(time.Hour))})
+	}), want: []want{{code: "promotion-rollout-paused", severity: "warning", object: "{ns}/web-production-1.4.0",
+		message: "1.4.0 into production of pipeline web is Paused: rollout of 1.4.0 into production paused in wave canary: the failure budget is spent",
+		hint:    "the Promotion holds production until it is aborted: tugboat abort web-production-1.4.0 -n {ns}"}}},
 	{name: "Promotion failed", inject: onFleet(func(t *testing.T, _ string, p *tugboatv1alpha1.Pipeline) {
 		at := ago(time.Hour)
 		promotionIn(t, p, "production", "1.9.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionFailed, CompletedAt: &at,

@@ -52,7 +52,19 @@ func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelin
 				}
 				add(codePromotionPending, severityWarning, obj, msg, "it starts once the Promotion into "+pr.Spec.To+" under way finishes; if none is, see the hub check")
 			}
+		case tugboatv1alpha1.PromotionPaused:
+			msg := what + " is Paused"
+			if ready != nil && ready.Message != "" {
+				msg += ": " + ready.Message
+			}
+			add(codePromotionRolloutPaused, severityWarning, obj, msg,
+				fmt.Sprintf("look at the failing targets (tugboat status %s -n %s); the Promotion holds %s until it is aborted: tugboat abort %s -n %s", pr.Spec.Pipeline, pr.Namespace, pr.Spec.To, pr.Name, pr.Namespace))
 		case tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.PromotionVerifying:
+			if pr.Status.Rollout != nil && pr.Status.Rollout.Resolved != nil {
+				// A rollout is bounded by its waves' progress deadlines, not
+				// the Pipeline's timeout: soaks may take hours.
+				break
+			}
 			timeout := defaultPromotionTimeout
 			if p := byName[pr.Namespace+"/"+pr.Spec.Pipeline]; p != nil && p.Spec.Timeout != nil && p.Spec.Timeout.Duration > 0 {
 				timeout = p.Spec.Timeout.Duration

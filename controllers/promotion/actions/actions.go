@@ -141,10 +141,15 @@ func (s *Store) Wait(sp ingest.Spoke) <-chan struct{} {
 }
 
 // offered reports whether pr's actions may be handed out: a helm Promotion
-// that is Verifying.
+// that is Verifying, or Running with a rollout (whose waves' actions are
+// queued while later waves wait). A paused rollout offers none.
 func offered(pr *tugboatv1alpha1.Promotion) bool {
-	return pr.StrategyType() == tugboatv1alpha1.StrategyHelm &&
-		pr.Status.Phase == tugboatv1alpha1.PromotionVerifying && pr.DeletionTimestamp.IsZero()
+	if pr.StrategyType() != tugboatv1alpha1.StrategyHelm || !pr.DeletionTimestamp.IsZero() {
+		return false
+	}
+	rollout := pr.Status.Rollout != nil && pr.Status.Rollout.Resolved != nil
+	return pr.Status.Phase == tugboatv1alpha1.PromotionVerifying ||
+		pr.Status.Phase == tugboatv1alpha1.PromotionRunning && rollout
 }
 
 // open reports whether an action still waits for its outcome.

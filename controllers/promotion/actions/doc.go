@@ -4,7 +4,9 @@
 //
 // An action is not an object of its own. The Promotion reconciler records
 // one per destination target in status.targets[].action (phase Pending)
-// once a helm Promotion is Verifying; this package offers the open ones
+// once a helm Promotion is Verifying (with a rollout: per wave, as the
+// wave is acted on, while Running; a Paused rollout offers none); this
+// package offers the open ones
 // (Pending or Delivered) to the agent of the target's spoke when it polls,
 // marks them Delivered, and records the outcome the agent reports
 // (Succeeded, Failed or Refused). The reconciler reads the outcome from

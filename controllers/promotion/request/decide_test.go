@@ -354,6 +354,9 @@ func TestPolicy_onlyTheHubWritesTheOutcomeAndOtherStatus(t *testing.T) {
 		{"the targets", func(s *tugboatv1alpha1.PromotionStatus) {
 			s.Targets = []tugboatv1alpha1.PromotionTargetStatus{{Spoke: "prod-1", Namespace: "apps", Release: "web", Done: true}}
 		}, "only the tugboat hub writes"},
+		{"the rollout", func(s *tugboatv1alpha1.PromotionStatus) {
+			s.Rollout = &tugboatv1alpha1.RolloutStatus{Phase: tugboatv1alpha1.RolloutProgressing, CurrentWave: 3}
+		}, "only the tugboat hub writes"},
 		{"another's vote, removed", func(s *tugboatv1alpha1.PromotionStatus) { s.Approvals = nil }, "a recorded decision cannot be changed or removed"},
 		{"another's vote, changed", func(s *tugboatv1alpha1.PromotionStatus) {
 			s.Approvals[0].Decision = tugboatv1alpha1.DecisionReject
@@ -384,6 +387,17 @@ func TestPolicy_onlyTheHubWritesTheOutcomeAndOtherStatus(t *testing.T) {
 	cur.Status.Approvals = append(cur.Status.Approvals, tugboatv1alpha1.ApprovalVote{
 		Decision: tugboatv1alpha1.DecisionReject, User: "alice", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: metav1.Now()})
 	err = as(t, "alice").Status().Patch(ctx, cur, client.MergeFrom(orig))
+	g.Expect(err).To(MatchError(ContainSubstring("no longer waiting for approval")))
+
+	// Nor on a paused rollout, written around Decide.
+	paused, err := request.Create(ctx, hubc, p, "production", "1.5.0", tugboatv1alpha1.RequestedByCI, "ci")
+	g.Expect(err).NotTo(HaveOccurred())
+	setPhase(t, paused, tugboatv1alpha1.PromotionPaused)
+	cur = getPromotion(t, ns, paused.Name)
+	orig = cur.DeepCopy()
+	cur.Status.Approvals = append(cur.Status.Approvals, tugboatv1alpha1.ApprovalVote{
+		Decision: tugboatv1alpha1.DecisionApprove, User: "dave", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: metav1.Now()})
+	err = as(t, "dave").Status().Patch(ctx, cur, client.MergeFrom(orig))
 	g.Expect(err).To(MatchError(ContainSubstring("no longer waiting for approval")))
 }
 

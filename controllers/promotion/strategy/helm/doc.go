@@ -3,7 +3,9 @@
 // spoke. Promote only checks the configuration; the work is an agent
 // action per destination target, derived from the Promotion itself: the
 // Promotion reconciler records one (status.targets[].action, Pending) once
-// the Promotion is Verifying, the hub's receiver hands it to the spoke's
+// the Promotion is Verifying (with a rollout: for each wave's targets as
+// the wave is acted on; the agent's reported revision is the one the wave
+// is verified on), the hub's receiver hands it to the spoke's
 // agent when it polls (controllers/promotion/actions), and the agent
 // reports the outcome. Because the actions follow from the Promotion,
 // Promote is idempotent by construction.
