@@ -86,15 +86,45 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 	log.Info("Upgrading release", "from", chartVersion(current), "revision", last.Version, "valuesPolicy", valuesPolicy(a))
 	// Once started, the upgrade runs to its end: canceling it would leave
 	// a failed revision and, under Helm, resources still being applied.
-	rel, err := up.RunWithContext(context.WithoutCancel(ctx), a.Release, ch, nil)
-	if err != nil {
-		rev := 0
-		if rel != nil {
-			rev = rel.Version
+	start := e.now()
+	for {
+		rel, err := up.RunWithContext(context.WithoutCancel(ctx), a.Release, ch, nil)
+		if err != nil && unreachableBeforeWrite(err) && e.now().Sub(start) < e.opts.PendingWait && e.unchanged(cfg, a.Release, last.Version) {
+			// Helm validates the manifest against the API server's OpenAPI
+			// document before it writes the new revision: a server that
+			// restarted since the release was read (403 until RBAC loads)
+			// fails that, with nothing written. Wait for it, as settle
+			// does, rather than fail the promotion.
+			log.Info("Cannot upgrade yet: the API server is not answering; retrying", "error", err.Error())
+			if err := sleep(ctx, pendingPoll); err != nil {
+				return "", 0, abandoned(ctx)
+			}
+			continue
 		}
-		return "", rev, fmt.Errorf("upgrading release %s to %s %s: %w", key, a.Chart.Name, a.Version, err)
+		if err != nil {
+			rev := 0
+			if rel != nil {
+				rev = rel.Version
+			}
+			return "", rev, fmt.Errorf("upgrading release %s to %s %s: %w", key, a.Chart.Name, a.Version, err)
+		}
+		return fmt.Sprintf("upgraded release %s to %s %s (revision %d)", key, a.Chart.Name, a.Version, rel.Version), rel.Version, nil
 	}
-	return fmt.Sprintf("upgraded release %s to %s %s (revision %d)", key, a.Chart.Name, a.Version, rel.Version), rel.Version, nil
+}
+
+// unreachableBeforeWrite reports whether err, from an upgrade, is the API
+// server being away before Helm wrote anything: a transient error, or the
+// OpenAPI download of Helm's validation failing (client-go reports a 403 or
+// 503 there only as "failed to download openapi: unknown").
+func unreachableBeforeWrite(err error) bool {
+	return transient(err) || strings.Contains(err.Error(), "failed to download openapi")
+}
+
+// unchanged reports whether release's latest revision is still version (an
+// upgrade that failed wrote nothing), read from the API server.
+func (e *Executor) unchanged(cfg *action.Configuration, name string, version int) bool {
+	last, err := cfg.Releases.Last(name)
+	return err == nil && last.Version == version
 }
 
 // errNotInstalled marks a release that is not on the spoke.

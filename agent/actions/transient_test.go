@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -56,6 +57,8 @@ func TestTransient(t *testing.T) {
 type gate struct {
 	open atomic.Bool
 	srv  *httptest.Server
+	// only, when set, closes the paths with this prefix only.
+	only string
 }
 
 func newGate(t *testing.T) *gate {
@@ -71,7 +74,7 @@ func newGate(t *testing.T) *gate {
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	proxy.Transport = rt
 	g.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !g.open.Load() {
+		if !g.open.Load() && (g.only == "" || strings.HasPrefix(r.URL.Path, g.only)) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusForbidden)
 			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,` +
@@ -115,5 +118,43 @@ func TestExecutor_waitsForAnAPIServerThatIsRestarting(t *testing.T) {
 	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
 	rel := last(t, ns, "web")
 	g.Expect(rel.Info.Status).To(Equal(release.StatusDeployed))
+	g.Expect(rel.Chart.Metadata.Version).To(Equal("1.1.0"))
+}
+
+// An API server that restarts between the agent's read of the release and
+// its upgrade answers the upgrade's OpenAPI download (Helm validates the
+// manifest before it writes the new revision) with 403 until RBAC loads.
+// Nothing was written, so the action waits and upgrades, rather than
+// failing the promotion (the chaos suite: "error validating data: failed
+// to download openapi: unknown" with the staging API server killed 1.7 s
+// after the release).
+func TestExecutor_waitsWhenTheUpgradesValidationCannotReachTheAPIServer(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	install(t, ns, "web", "1.0.0", nil)
+	gt := newGate(t)
+	gt.only = "/openapi"
+	cfg := &rest.Config{Host: gt.srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	opts := testOptions(allowAll())
+	opts.PendingWait = time.Minute
+	e, err := NewExecutor(cfg, opts, testr.New(t))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	done := make(chan wire.ActionOutcome, 1)
+	go func() {
+		out, err := e.Execute(context.Background(), upgradeAction(ns, "web", "1.1.0"))
+		if err != nil {
+			out.Message = err.Error()
+		}
+		done <- out
+	}()
+	g.Consistently(done).WithTimeout(2*time.Second).ShouldNot(Receive(), "it waits while the OpenAPI document cannot be read")
+	g.Expect(last(t, ns, "web").Version).To(Equal(1), "nothing was written meanwhile")
+	gt.open.Store(true)
+	var out wire.ActionOutcome
+	g.Eventually(done).WithTimeout(time.Minute).Should(Receive(&out))
+	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
+	rel := last(t, ns, "web")
+	g.Expect(rel.Version).To(Equal(2), "one upgrade, one revision")
 	g.Expect(rel.Chart.Metadata.Version).To(Equal("1.1.0"))
 }

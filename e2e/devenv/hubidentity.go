@@ -47,9 +47,12 @@ func (e *Env) HubProcessKubeconfig() string { return filepath.Join(e.Dir, "hub-p
 // ServiceAccount its rights.
 func (e *Env) installHubIdentity(ctx context.Context) error {
 	admin := e.Hub.Client
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: HubNamespace}}
-	if err := admin.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", HubNamespace, err)
+	// The RoleBindings of the chart go into both.
+	for _, name := range []string{HubNamespace, e.Namespace} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := admin.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", name, err)
+		}
 	}
 	objs, err := config.Render(config.HubChart, HubNamespace, map[string]any{"spokeNamespaces": []any{e.Namespace}})
 	if err != nil {
