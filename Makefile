@@ -110,6 +110,13 @@ test: k8s-bins ## Run every test, including the multi-cluster e2e suites against
 mutate: k8s-bins ## Mutation test: apply deliberate bugs to the pipeline, recorder, receiver and reporter rules one at a time and count those the tests catch (score in docs/reliability.md; not part of test).
 	go run ./e2e/mutate
 
+STRESS_COUNT ?= 10
+STRESS_PKGS ?= ./agent/tracker ./agent/actions ./agent/reporter ./controllers/promotion ./controllers/releasehistory ./webhook/receiver ./e2e/chaos
+STRESS_RUN ?= .
+.PHONY: stress
+stress: k8s-bins ## Hunt flakes: run STRESS_PKGS (tests matching STRESS_RUN) STRESS_COUNT times with -race, e.g. make stress STRESS_PKGS=./agent/tracker STRESS_RUN=TestTracker_announces STRESS_COUNT=50; docs/development.md lists the flakes found and their causes.
+	go test -race -count=$(STRESS_COUNT) -run '$(STRESS_RUN)' -timeout=60m $(STRESS_PKGS)
+
 CHAOS_SEED ?=
 CHAOS_SCALE ?= 3
 CHAOS_TIME_SCALE ?= 10
