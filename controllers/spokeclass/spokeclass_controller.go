@@ -48,6 +48,9 @@ const (
 	// NameTakenReason: a selected Cluster's name is already a Spoke the class
 	// does not own.
 	NameTakenReason tugboatv1alpha1.ConditionReason = "SpokeNameTaken"
+	// ReconcileFailedReason: the class could not be reconciled (a List or a
+	// Spoke write failed); the message names it, and it is tried again.
+	ReconcileFailedReason tugboatv1alpha1.ConditionReason = "ReconcileFailed"
 )
 
 // Reconciler reconciles SpokeClasses.
@@ -108,8 +111,11 @@ func (r *Reconciler) classesOfNamespace(ctx context.Context, o client.Object) []
 	return reqs
 }
 
-// Reconcile keeps the Spokes of one SpokeClass.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile keeps the Spokes of one SpokeClass. Its status is patched once,
+// in a deferred patch, whatever the way out: a failure (a List the API
+// server refuses, a Spoke that cannot be written) leaves Ready=False naming
+// it, and the error makes the workqueue try again.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	class := &tugboatv1alpha1.SpokeClass{}
 	if err := r.Client.Get(ctx, req.NamespacedName, class); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -118,11 +124,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	orig := class.DeepCopy()
+	defer func() {
+		if retErr != nil {
+			r.setReady(class, metav1.ConditionFalse, ReconcileFailedReason, retErr.Error())
+		}
+		if equality.Semantic.DeepEqual(orig.Status, class.Status) {
+			return
+		}
+		if err := r.patchStatus(ctx, class, orig); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
 	selector, err := metav1.LabelSelectorAsSelector(&class.Spec.ClusterSelector)
 	if err != nil {
 		// The API server validates selectors; this is a stale object.
 		r.setReady(class, metav1.ConditionFalse, tugboatv1alpha1.InvalidSpecReason, "spec.clusterSelector: "+err.Error())
-		return ctrl.Result{}, r.patchStatus(ctx, class, orig)
+		return ctrl.Result{}, nil
 	}
 	var clusters clusterv1.ClusterList
 	if err := r.Client.List(ctx, &clusters, client.InNamespace(class.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
@@ -184,7 +201,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.setReady(class, metav1.ConditionTrue, SpokesReadyReason, fmt.Sprintf("%d Clusters selected, each with its Spoke", len(selected)))
 	}
 	class.Status.ObservedGeneration = class.Generation
-	return ctrl.Result{}, r.patchStatus(ctx, class, orig)
+	return ctrl.Result{}, nil
 }
 
 // ensureSpoke creates or updates the Spoke of cluster (sp when it exists):
