@@ -37,6 +37,7 @@ import (
 	"tugboat.dev/tugboat/agent/release"
 	"tugboat.dev/tugboat/agent/reporter"
 	"tugboat.dev/tugboat/agent/tracker"
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/webhook/admission"
 )
@@ -107,7 +108,7 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (*Agent, error) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = helmv2.AddToScheme(scheme)
 
-	tracked, err := labels.NewRequirement(ownership.LabelRelease, selection.Exists, nil)
+	tracked, err := labels.NewRequirement(tugboatv1alpha1.LabelRelease, selection.Exists, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +280,7 @@ func (a *Agent) listWorkloads(ctx context.Context, rel release.Key) ([]*unstruct
 // revision, in the release's namespace, which the agent may read even when
 // it watches only some namespaces).
 func (a *Agent) listWorkloadsFrom(ctx context.Context, r client.Reader, rel release.Key, opts ...client.ListOption) ([]*unstructured.Unstructured, error) {
-	sel := client.MatchingLabels{ownership.LabelRelease: rel.Name, ownership.LabelReleaseNamespace: rel.Namespace}
+	sel := client.MatchingLabels{tugboatv1alpha1.LabelRelease: rel.Name, tugboatv1alpha1.LabelReleaseNamespace: rel.Namespace}
 	var out []*unstructured.Unstructured
 	for _, w := range workloads {
 		if w.kind == "ReplicaSet" {

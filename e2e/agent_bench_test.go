@@ -31,7 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"tugboat.dev/tugboat/agent/ownership"
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/e2e/bins"
 	"tugboat.dev/tugboat/e2e/harness"
@@ -118,7 +118,7 @@ func BenchmarkAgent_rss5000Pods(b *testing.B) {
 	}).WithTimeout(time.Duration(pods/5+120) * time.Second).WithPolling(5 * time.Second).Should(Equal(pods))
 	labeled := 0
 	for i := range list.Items {
-		if _, ok := list.Items[i].Labels[ownership.LabelRelease]; ok {
+		if _, ok := list.Items[i].Labels[tugboatv1alpha1.LabelRelease]; ok {
 			labeled++
 		}
 	}

@@ -29,11 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/agent"
-	"tugboat.dev/tugboat/agent/ownership"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/config"
-	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/webhook/admission"
 )
@@ -60,7 +58,7 @@ func TestAgent_onARealSpoke(t *testing.T) {
 	waitAvailable(t, spoke, "early", "early")
 	g := NewWithT(t)
 	for _, obj := range releaseObjects(g, spoke, "early", "early") {
-		g.Expect(obj.GetLabels()).NotTo(HaveKey(ownership.LabelRelease), "%T %s before the agent started", obj, obj.GetName())
+		g.Expect(obj.GetLabels()).NotTo(HaveKey(tugboatv1alpha1.LabelRelease), "%T %s before the agent started", obj, obj.GetName())
 	}
 
 	stopAgent := f.addSpoke("spoke-a", spoke, log)
@@ -83,8 +81,8 @@ func TestAgent_onARealSpoke(t *testing.T) {
 			kinds := map[string]int{}
 			for _, obj := range objs {
 				kinds[fmt.Sprintf("%T", obj)]++
-				g.Expect(obj.GetLabels()).To(HaveKeyWithValue(ownership.LabelRelease, "early"), "%T %s", obj, obj.GetName())
-				g.Expect(obj.GetLabels()).To(HaveKeyWithValue(ownership.LabelReleaseNamespace, "early"), "%T %s", obj, obj.GetName())
+				g.Expect(obj.GetLabels()).To(HaveKeyWithValue(tugboatv1alpha1.LabelRelease, "early"), "%T %s", obj, obj.GetName())
+				g.Expect(obj.GetLabels()).To(HaveKeyWithValue(tugboatv1alpha1.LabelReleaseNamespace, "early"), "%T %s", obj, obj.GetName())
 			}
 			g.Expect(kinds).To(Equal(map[string]int{"*v1.Deployment": 1, "*v1.ReplicaSet": 1, "*v1.Pod": 2}))
 		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
@@ -329,7 +327,7 @@ func TestAgent_onARealSpoke(t *testing.T) {
 		g.Eventually(rejected).WithTimeout(20 * time.Second).WithPolling(poll).Should(BeNumerically(">=", 2))
 		var histories tugboatv1alpha1.ReleaseHistoryList
 		g.Expect(hubCluster.Client.List(ctx, &histories, client.InNamespace(f.ns),
-			client.MatchingLabels{releasehistory.LabelSpoke: name})).To(Succeed())
+			client.MatchingLabels{tugboatv1alpha1.LabelSpoke: name})).To(Succeed())
 		g.Expect(histories.Items).To(BeEmpty())
 		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKeyFromObject(sp), sp)).To(Succeed())
 		g.Expect(apimeta.IsStatusConditionTrue(sp.Status.Conditions, "Ready")).To(BeFalse())
@@ -382,7 +380,7 @@ func TestAgent_onARealSpoke(t *testing.T) {
 		waitAvailable(t, spoke, "nowebhook", "web")
 		// The webhook really was out of the way: nothing got labeled.
 		for _, obj := range releaseObjects(g, spoke, "nowebhook", "web") {
-			g.Expect(obj.GetLabels()).NotTo(HaveKey(ownership.LabelRelease), "%T %s", obj, obj.GetName())
+			g.Expect(obj.GetLabels()).NotTo(HaveKey(tugboatv1alpha1.LabelRelease), "%T %s", obj, obj.GetName())
 		}
 	})
 
@@ -413,8 +411,8 @@ func TestAgent_onARealSpoke(t *testing.T) {
 			objs := releaseObjects(g, spoke, ns, "web")
 			g.Expect(objs).To(HaveLen(4)) // Deployment, ReplicaSet, 2 Pods
 			for _, obj := range objs {
-				g.Expect(obj.GetLabels()).To(HaveKeyWithValue(ownership.LabelRelease, "web"), "%T %s", obj, obj.GetName())
-				g.Expect(obj.GetLabels()).To(HaveKeyWithValue(ownership.LabelReleaseNamespace, ns), "%T %s", obj, obj.GetName())
+				g.Expect(obj.GetLabels()).To(HaveKeyWithValue(tugboatv1alpha1.LabelRelease, "web"), "%T %s", obj, obj.GetName())
+				g.Expect(obj.GetLabels()).To(HaveKeyWithValue(tugboatv1alpha1.LabelReleaseNamespace, ns), "%T %s", obj, obj.GetName())
 			}
 		}).WithTimeout(hubWait).WithPolling(200 * time.Millisecond).Should(Succeed())
 		g.Expect(passes(g)).To(BeNumerically(">=", before+2))
@@ -495,7 +493,7 @@ func runsWithTheGeneratedRBAC(t *testing.T, f *fleet, spoke *harness.Cluster, un
 	// Backfill: the objects of a release installed while no webhook ran.
 	g.Eventually(func(g Gomega) {
 		for _, obj := range releaseObjects(g, spoke, unlabeled, "web") {
-			g.Expect(obj.GetLabels()).To(HaveKeyWithValue(ownership.LabelRelease, "web"), "%T %s", obj, obj.GetName())
+			g.Expect(obj.GetLabels()).To(HaveKeyWithValue(tugboatv1alpha1.LabelRelease, "web"), "%T %s", obj, obj.GetName())
 		}
 	}).WithTimeout(hubWait).WithPolling(200 * time.Millisecond).Should(Succeed())
 	g.Eventually(f.current(name, unlabeled, "web")).WithTimeout(hubWait).WithPolling(poll).
@@ -523,7 +521,7 @@ func runsWithTheGeneratedRBAC(t *testing.T, f *fleet, spoke *harness.Cluster, un
 	g.Eventually(f.current(name, "rbac", "web")).WithTimeout(hubWait).WithPolling(poll).
 		Should(Equal(current{1, "1.0.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}))
 	for _, obj := range releaseObjects(g, spoke, "rbac", "web") {
-		g.Expect(obj.GetLabels()).To(HaveKeyWithValue(ownership.LabelRelease, "web"), "%T %s", obj, obj.GetName())
+		g.Expect(obj.GetLabels()).To(HaveKeyWithValue(tugboatv1alpha1.LabelRelease, "web"), "%T %s", obj, obj.GetName())
 	}
 
 	// The manifests are not the agent's: a clean stop leaves them.

@@ -29,7 +29,6 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/hub"
-	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
@@ -363,7 +362,7 @@ func TestHub_recordsAFluxReplay(t *testing.T) {
 		Spoke: "spoke1", Namespace: "default", Release: "demo",
 		HelmRelease: &tugboatv1alpha1.ObjectReference{Namespace: "default", Name: "demo"},
 	}))
-	g.Expect(rh.Labels).To(HaveKeyWithValue(releasehistory.LabelSpoke, "spoke1"))
+	g.Expect(rh.Labels).To(HaveKeyWithValue(tugboatv1alpha1.LabelSpoke, "spoke1"))
 	g.Expect(rh.OwnerReferences).To(ConsistOf(HaveField("Name", "spoke1")))
 	g.Expect(rh.Status.Revisions).To(HaveLen(5))
 	byRev := map[int32]tugboatv1alpha1.Revision{}
@@ -688,7 +687,7 @@ func TestHub_recordsReleaseEventsFromCI(t *testing.T) {
 	g.Expect(rh.Name).To(Equal("legacy-dc.payments.ledger"))
 	g.Expect(rh.Spec).To(Equal(tugboatv1alpha1.ReleaseHistorySpec{Spoke: spoke, Namespace: ns, Release: rel}))
 	g.Expect(rh.Labels).To(Equal(map[string]string{
-		releasehistory.LabelSpoke: spoke, releasehistory.LabelRelease: rel, releasehistory.LabelReleaseNamespace: ns,
+		tugboatv1alpha1.LabelSpoke: spoke, tugboatv1alpha1.LabelRelease: rel, tugboatv1alpha1.LabelReleaseNamespace: ns,
 	}))
 	g.Expect(rh.Status.Revisions).To(HaveLen(1))
 	g.Expect(rh.Status.Revisions[0].Events).To(HaveLen(2))

@@ -16,7 +16,6 @@ import (
 	"tugboat.dev/tugboat/controllers/hub"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
-	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
@@ -53,7 +52,7 @@ func writeHistory(ctx context.Context, c client.Client, ns, spoke, namespace, re
 	if apierrors.IsNotFound(err) {
 		rh = &tugboatv1alpha1.ReleaseHistory{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name, Labels: map[string]string{
-				releasehistory.LabelSpoke: spoke, releasehistory.LabelRelease: release, releasehistory.LabelReleaseNamespace: namespace,
+				tugboatv1alpha1.LabelSpoke: spoke, tugboatv1alpha1.LabelRelease: release, tugboatv1alpha1.LabelReleaseNamespace: namespace,
 			}},
 			Spec: tugboatv1alpha1.ReleaseHistorySpec{Spoke: spoke, Namespace: namespace, Release: release},
 		}

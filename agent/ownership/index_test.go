@@ -13,6 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"tugboat.dev/tugboat/agent/ownership"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
 var (
@@ -177,7 +179,7 @@ func TestReleaseFrom(t *testing.T) {
 	g.Expect(found(ownership.ReleaseFrom(nil, helm))).To(Equal(web))
 	g.Expect(found(ownership.ReleaseFrom(api.Labels(), helm))).To(Equal(web), "Helm's annotations win")
 	g.Expect(found(ownership.ReleaseFrom(api.Labels(), nil))).To(Equal(api))
-	_, ok := ownership.ReleaseFrom(map[string]string{ownership.LabelRelease: "web"}, nil)
+	_, ok := ownership.ReleaseFrom(map[string]string{tugboatv1alpha1.LabelRelease: "web"}, nil)
 	g.Expect(ok).To(BeFalse(), "both labels are needed")
 	_, ok = ownership.ReleaseFrom(nil, map[string]string{
 		ownership.AnnotationHelmReleaseName:      "not a label value!",

@@ -8,7 +8,7 @@ import (
 
 // EventHandler returns informer handlers that keep the index in step with an
 // informer of objects of kind gk (typically a metadata-only informer
-// selecting LabelRelease): adds and updates record the object by UID and
+// selecting tugboatv1alpha1.LabelRelease): adds and updates record the object by UID and
 // name, deletes forget it. Objects naming no release are forgotten, so an
 // object whose labels were removed stops counting as a tracked owner.
 func (ix *Index) EventHandler(gk schema.GroupKind) cache.ResourceEventHandler {

@@ -3,16 +3,14 @@ package ownership
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
+// The agent labels every object a release owns with
+// tugboatv1alpha1.LabelRelease (the release name) and tugboatv1alpha1.LabelReleaseNamespace
+// (where Helm stores the release).
 const (
-	// LabelRelease is the label the agent puts on every object a release
-	// owns; its value is the release name.
-	LabelRelease = "tugboat.dev/release"
-	// LabelReleaseNamespace is the label holding the release's namespace
-	// (where Helm stores the release), next to LabelRelease.
-	LabelReleaseNamespace = "tugboat.dev/release-namespace"
-
 	// AnnotationHelmReleaseName is the annotation Helm puts on every object
 	// it renders, naming the release.
 	AnnotationHelmReleaseName = "meta.helm.sh/release-name"
@@ -47,7 +45,7 @@ func (r Release) valid() bool {
 
 // Labels returns the two tracking labels for r.
 func (r Release) Labels() map[string]string {
-	return map[string]string{LabelRelease: r.Name, LabelReleaseNamespace: r.Namespace}
+	return map[string]string{tugboatv1alpha1.LabelRelease: r.Name, tugboatv1alpha1.LabelReleaseNamespace: r.Namespace}
 }
 
 // HelmRelease returns the release named by Helm's annotations, if both are
@@ -60,7 +58,7 @@ func HelmRelease(annotations map[string]string) (Release, bool) {
 // LabeledRelease returns the release named by the tracking labels, if both
 // are present and valid.
 func LabeledRelease(labels map[string]string) (Release, bool) {
-	r := Release{Name: labels[LabelRelease], Namespace: labels[LabelReleaseNamespace]}
+	r := Release{Name: labels[tugboatv1alpha1.LabelRelease], Namespace: labels[tugboatv1alpha1.LabelReleaseNamespace]}
 	return r, r.valid()
 }
 
@@ -81,5 +79,5 @@ func ReleaseOf(obj metav1.Object) (Release, bool) {
 
 // HasLabels reports whether labels already carry r's tracking labels.
 func HasLabels(labels map[string]string, r Release) bool {
-	return labels[LabelRelease] == r.Name && labels[LabelReleaseNamespace] == r.Namespace
+	return labels[tugboatv1alpha1.LabelRelease] == r.Name && labels[tugboatv1alpha1.LabelReleaseNamespace] == r.Namespace
 }

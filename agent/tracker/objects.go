@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"tugboat.dev/tugboat/agent/ownership"
 	"tugboat.dev/tugboat/agent/release"
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 )
 
@@ -82,7 +82,7 @@ func podProblem(p *corev1.Pod) string {
 
 func releaseOf(obj metav1.Object) (release.Key, bool) {
 	l := obj.GetLabels()
-	name, ns := l[ownership.LabelRelease], l[ownership.LabelReleaseNamespace]
+	name, ns := l[tugboatv1alpha1.LabelRelease], l[tugboatv1alpha1.LabelReleaseNamespace]
 	if name == "" || ns == "" {
 		return release.Key{}, false
 	}

@@ -28,8 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"tugboat.dev/tugboat/agent/ownership"
 	"tugboat.dev/tugboat/agent/release"
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/e2e/harness"
 )
@@ -302,7 +302,7 @@ func TestTracker_forgetsWhatIsNoLongerStored(t *testing.T) {
 		for p := range 2 {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 				Namespace: "apps", Name: fmt.Sprintf("r%05d-%d", i, p), UID: types.UID(fmt.Sprintf("pod-%d-%d", i, p)),
-				Labels: map[string]string{ownership.LabelRelease: fmt.Sprintf("r%05d", i), ownership.LabelReleaseNamespace: "apps"},
+				Labels: map[string]string{tugboatv1alpha1.LabelRelease: fmt.Sprintf("r%05d", i), tugboatv1alpha1.LabelReleaseNamespace: "apps"},
 			}}
 			tr.ObserveObject("Pod", nil, pod, false, false)
 			tr.ObserveObject("Pod", pod, pod, true, false)

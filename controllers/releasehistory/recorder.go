@@ -142,7 +142,7 @@ func IndexSpokeNames(ctx context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	return mgr.GetFieldIndexer().IndexField(ctx, &tugboatv1alpha1.ReleaseHistory{}, HistorySpokeIndex, func(o client.Object) []string {
-		if s := o.GetLabels()[LabelSpoke]; s != "" {
+		if s := o.GetLabels()[tugboatv1alpha1.LabelSpoke]; s != "" {
 			return []string{s}
 		}
 		return nil
@@ -483,7 +483,7 @@ func (r *Recorder) tryWrite(ctx context.Context, reader client.Reader, key types
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: key.Namespace, Name: key.Name,
 				Labels: map[string]string{
-					LabelSpoke: spec.Spoke, LabelRelease: spec.Release, LabelReleaseNamespace: spec.Namespace,
+					tugboatv1alpha1.LabelSpoke: spec.Spoke, tugboatv1alpha1.LabelRelease: spec.Release, tugboatv1alpha1.LabelReleaseNamespace: spec.Namespace,
 				},
 				OwnerReferences: []metav1.OwnerReference{owner},
 			},

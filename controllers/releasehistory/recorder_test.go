@@ -226,7 +226,7 @@ func TestRecorder_installUpgradeRollbackUninstall(t *testing.T) {
 	g.Expect(recorder.RecordEvents(ctx, ingest.Spoke{Name: "life"}, []wire.Event{releaseEvent("life", install, 1, "InstallSucceeded")})).To(Succeed())
 	rh := getHistory(g, sp, "web")
 	g.Expect(rh.Spec).To(Equal(tugboatv1alpha1.ReleaseHistorySpec{Spoke: "life", Namespace: "apps", Release: "web"}))
-	g.Expect(rh.Labels).To(HaveKeyWithValue(releasehistory.LabelSpoke, "life"))
+	g.Expect(rh.Labels).To(HaveKeyWithValue(tugboatv1alpha1.LabelSpoke, "life"))
 	g.Expect(rh.Status.Current.ChartVersion).To(Equal("1.0.0"))
 	g.Expect(apimeta.IsStatusConditionTrue(rh.Status.Conditions, "Ready")).To(BeTrue())
 

@@ -24,7 +24,6 @@ import (
 	"tugboat.dev/tugboat/config"
 	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
-	"tugboat.dev/tugboat/controllers/releasehistory"
 )
 
 // Where the hub installs a spoke's agent: the chart's namespace, and the
@@ -177,7 +176,7 @@ func (r *Reconciler) bootstrapValues(boot *tugboatv1alpha1.AgentBootstrap) (map[
 // other Secret of the namespace (another Spoke's key, a CI token).
 func checkGeneratedKey(sp *tugboatv1alpha1.Spoke, key *corev1.Secret) error {
 	owner := metav1.GetControllerOf(key)
-	if key.Labels[releasehistory.LabelSpoke] == sp.Name && owner != nil && owner.UID == sp.UID &&
+	if key.Labels[tugboatv1alpha1.LabelSpoke] == sp.Name && owner != nil && owner.UID == sp.UID &&
 		owner.Kind == "Spoke" && strings.HasPrefix(owner.APIVersion, tugboatv1alpha1.GroupVersion.Group+"/") {
 		return nil
 	}
@@ -185,7 +184,7 @@ func checkGeneratedKey(sp *tugboatv1alpha1.Spoke, key *corev1.Secret) error {
 		"secret %s (spec.keySecretRef) is not a key the hub generated for this Spoke (labeled %s=%s and controlled by the Spoke): "+
 			"the bootstrap copies no other Secret to the spoke; delete it to have the hub generate one, or, if it was made for this Spoke, "+
 			"label it and set the Spoke as its controller owner; nothing is installed",
-		key.Name, releasehistory.LabelSpoke, sp.Name)}
+		key.Name, tugboatv1alpha1.LabelSpoke, sp.Name)}
 }
 
 // installAgent writes the namespace, the spoke's key (and the hub's CA) to

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
@@ -199,7 +198,7 @@ func TestBootstrap_copiesOnlyTheKeyTheHubGeneratedForTheSpoke(t *testing.T) {
 	}).WithTimeout(bootWait).Should(Succeed(), "the hub generates the victim's key")
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "ci-token"}, Data: map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: validKey}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "labeled-only", Labels: map[string]string{releasehistory.LabelSpoke: "thief"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "labeled-only", Labels: map[string]string{tugboatv1alpha1.LabelSpoke: "thief"}},
 			Data: map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: validKey}},
 	} {
 		g.Expect(cluster.Client.Create(ctx, s)).To(Succeed())

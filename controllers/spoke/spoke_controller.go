@@ -229,7 +229,7 @@ func (r *Reconciler) checkKeySecret(ctx context.Context, sp *tugboatv1alpha1.Spo
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: sp.Namespace, Name: name,
-				Labels: map[string]string{releasehistory.LabelSpoke: sp.Name},
+				Labels: map[string]string{tugboatv1alpha1.LabelSpoke: sp.Name},
 			},
 			Type: corev1.SecretTypeOpaque,
 			Data: map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: []byte(hex.EncodeToString(raw))},

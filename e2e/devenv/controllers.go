@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
@@ -179,7 +178,7 @@ func (e *Env) prepareExternalControllers(ctx context.Context, opts Options) erro
 				return fmt.Errorf("reading spoke %s: %w", s.Name, err)
 			}
 			key = &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: s.Name + "-key", Labels: map[string]string{releasehistory.LabelSpoke: s.Name}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: s.Name + "-key", Labels: map[string]string{tugboatv1alpha1.LabelSpoke: s.Name}},
 				Type:       corev1.SecretTypeOpaque,
 				Data:       map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: []byte(hex.EncodeToString(raw))},
 			}

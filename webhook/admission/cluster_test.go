@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"tugboat.dev/tugboat/agent/ownership"
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/webhook/admission"
 )
@@ -55,11 +56,11 @@ func TestWebhooks_labelHelmReleaseAndItsDependents(t *testing.T) {
 			name = "web-config"
 		}
 		g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)).To(Succeed())
-		g.Expect(obj.GetLabels()).To(HaveKeyWithValue(ownership.LabelRelease, "web"), "%T", obj)
-		g.Expect(obj.GetLabels()).To(HaveKeyWithValue(ownership.LabelReleaseNamespace, ns), "%T", obj)
+		g.Expect(obj.GetLabels()).To(HaveKeyWithValue(tugboatv1alpha1.LabelRelease, "web"), "%T", obj)
+		g.Expect(obj.GetLabels()).To(HaveKeyWithValue(tugboatv1alpha1.LabelReleaseNamespace, ns), "%T", obj)
 		g.Expect(obj.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/name", "web"), "chart labels kept")
 	}
-	g.Expect(dep.Spec.Template.Labels).NotTo(HaveKey(ownership.LabelRelease), "the pod template is not touched")
+	g.Expect(dep.Spec.Template.Labels).NotTo(HaveKey(tugboatv1alpha1.LabelRelease), "the pod template is not touched")
 	g.Expect(found(ix.Lookup(dep.UID))).To(Equal(want), "the observing webhook recorded the Deployment's UID")
 
 	selector := client.MatchingLabels{"app.kubernetes.io/instance": "web"}
@@ -71,8 +72,8 @@ func TestWebhooks_labelHelmReleaseAndItsDependents(t *testing.T) {
 		rs = list.Items[0]
 	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 	g.Expect(rs.OwnerReferences).To(ContainElement(HaveField("UID", dep.UID)))
-	g.Expect(rs.Labels).To(HaveKeyWithValue(ownership.LabelRelease, "web"))
-	g.Expect(rs.Labels).To(HaveKeyWithValue(ownership.LabelReleaseNamespace, ns))
+	g.Expect(rs.Labels).To(HaveKeyWithValue(tugboatv1alpha1.LabelRelease, "web"))
+	g.Expect(rs.Labels).To(HaveKeyWithValue(tugboatv1alpha1.LabelReleaseNamespace, ns))
 	g.Expect(found(ix.Lookup(rs.UID))).To(Equal(want))
 
 	g.Eventually(func(g Gomega) {
@@ -81,8 +82,8 @@ func TestWebhooks_labelHelmReleaseAndItsDependents(t *testing.T) {
 		g.Expect(pods.Items).To(HaveLen(2))
 		for _, p := range pods.Items {
 			g.Expect(p.OwnerReferences).To(ContainElement(HaveField("UID", rs.UID)))
-			g.Expect(p.Labels).To(HaveKeyWithValue(ownership.LabelRelease, "web"), p.Name)
-			g.Expect(p.Labels).To(HaveKeyWithValue(ownership.LabelReleaseNamespace, ns), p.Name)
+			g.Expect(p.Labels).To(HaveKeyWithValue(tugboatv1alpha1.LabelRelease, "web"), p.Name)
+			g.Expect(p.Labels).To(HaveKeyWithValue(tugboatv1alpha1.LabelReleaseNamespace, ns), p.Name)
 		}
 	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 
@@ -125,7 +126,7 @@ func TestBackfill_labelsReleaseInstalledBeforeTheWebhooks(t *testing.T) {
 	}
 	g.Eventually(func(g Gomega) {
 		for _, obj := range objects(g) {
-			g.Expect(obj.GetLabels()).NotTo(HaveKey(ownership.LabelRelease), "installed before any webhook")
+			g.Expect(obj.GetLabels()).NotTo(HaveKey(tugboatv1alpha1.LabelRelease), "installed before any webhook")
 		}
 	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 
@@ -143,8 +144,8 @@ func TestBackfill_labelsReleaseInstalledBeforeTheWebhooks(t *testing.T) {
 	want := ownership.Release{Name: "old", Namespace: ns}
 	g.Eventually(func(g Gomega) {
 		for _, obj := range objects(g) {
-			g.Expect(obj.GetLabels()).To(HaveKeyWithValue(ownership.LabelRelease, want.Name), "%T %s", obj, obj.GetName())
-			g.Expect(obj.GetLabels()).To(HaveKeyWithValue(ownership.LabelReleaseNamespace, want.Namespace), "%T %s", obj, obj.GetName())
+			g.Expect(obj.GetLabels()).To(HaveKeyWithValue(tugboatv1alpha1.LabelRelease, want.Name), "%T %s", obj, obj.GetName())
+			g.Expect(obj.GetLabels()).To(HaveKeyWithValue(tugboatv1alpha1.LabelReleaseNamespace, want.Namespace), "%T %s", obj, obj.GetName())
 			g.Expect(found(ix.Lookup(obj.GetUID()))).To(Equal(want))
 		}
 	}).WithTimeout(10 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
@@ -176,7 +177,7 @@ func TestWebhooks_unreachableNeverBlockAnInstall(t *testing.T) {
 
 	var dep appsv1.Deployment
 	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &dep)).To(Succeed())
-	g.Expect(dep.Labels).NotTo(HaveKey(ownership.LabelRelease), "the webhook was really not reached")
+	g.Expect(dep.Labels).NotTo(HaveKey(tugboatv1alpha1.LabelRelease), "the webhook was really not reached")
 	g.Expect(run.releaseSecrets()).To(BeEmpty())
 }
 

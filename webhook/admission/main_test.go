@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/agent/ownership"
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/webhook/admission"
 )
@@ -167,7 +168,7 @@ func waitForWebhooks(t *testing.T, c *harness.Cluster, run *webhookRun, ns strin
 			},
 		}}
 		g.Expect(c.Client.Create(ctx, cm, client.DryRunAll)).To(Succeed())
-		g.Expect(cm.Labels).To(HaveKeyWithValue(ownership.LabelRelease, "probe"))
+		g.Expect(cm.Labels).To(HaveKeyWithValue(tugboatv1alpha1.LabelRelease, "probe"))
 
 		before := run.metrics.Decisions("validate-release-secrets", admission.ResultSkipped)
 		secret := &corev1.Secret{

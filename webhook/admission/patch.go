@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"tugboat.dev/tugboat/agent/ownership"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
 // jsonPatchOp is one RFC 6902 operation.
@@ -28,8 +30,8 @@ func LabelPatch(labels map[string]string, rel ownership.Release) ([]byte, error)
 	}
 	ops := make([]jsonPatchOp, 0, 2)
 	for _, l := range [...]struct{ key, value string }{
-		{ownership.LabelRelease, rel.Name},
-		{ownership.LabelReleaseNamespace, rel.Namespace},
+		{tugboatv1alpha1.LabelRelease, rel.Name},
+		{tugboatv1alpha1.LabelReleaseNamespace, rel.Namespace},
 	} {
 		if v, ok := labels[l.key]; !ok || v != l.value {
 			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/labels/" + escapePointer(l.key), Value: l.value})

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"tugboat.dev/tugboat/agent/ownership"
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
 // Names of the webhooks inside their configurations.
@@ -205,7 +205,7 @@ func (r Registration) Validating() *admissionregistrationv1.ValidatingWebhookCon
 		ObjectMeta: metav1.ObjectMeta{Name: r.name()},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
 			webhook(ObserveWebhookName, PathObserveOwnership, ObserveRules(), &metav1.LabelSelector{
-				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: ownership.LabelRelease, Operator: metav1.LabelSelectorOpExists}},
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: tugboatv1alpha1.LabelRelease, Operator: metav1.LabelSelectorOpExists}},
 			}),
 			webhook(ReleaseSecretsWebhookName, PathValidateReleaseSecrets, ReleaseSecretRules(), &metav1.LabelSelector{
 				MatchLabels: map[string]string{helmOwnerLabel: helmOwnerValue},

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"tugboat.dev/tugboat/agent/ownership"
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/webhook/admission"
 )
 
@@ -66,12 +67,12 @@ func TestLabelPatch(t *testing.T) {
 		},
 		{
 			name:   "a different release is replaced, a correct label kept",
-			labels: map[string]string{ownership.LabelRelease: "old", ownership.LabelReleaseNamespace: "apps"},
+			labels: map[string]string{tugboatv1alpha1.LabelRelease: "old", tugboatv1alpha1.LabelReleaseNamespace: "apps"},
 			want:   `[{"op":"add","path":"/metadata/labels/tugboat.dev~1release","value":"web"}]`,
 		},
 		{
 			name:   "already correct: no patch",
-			labels: map[string]string{"app": "web", ownership.LabelRelease: "web", ownership.LabelReleaseNamespace: "apps"},
+			labels: map[string]string{"app": "web", tugboatv1alpha1.LabelRelease: "web", tugboatv1alpha1.LabelReleaseNamespace: "apps"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,12 +101,12 @@ func TestLabelPatch(t *testing.T) {
 			}
 			g.Expect(json.Unmarshal(out, &got)).To(Succeed())
 			for k, v := range tc.labels {
-				if k != ownership.LabelRelease && k != ownership.LabelReleaseNamespace {
+				if k != tugboatv1alpha1.LabelRelease && k != tugboatv1alpha1.LabelReleaseNamespace {
 					g.Expect(got.Metadata.Labels).To(HaveKeyWithValue(k, v))
 				}
 			}
-			g.Expect(got.Metadata.Labels).To(HaveKeyWithValue(ownership.LabelRelease, "web"))
-			g.Expect(got.Metadata.Labels).To(HaveKeyWithValue(ownership.LabelReleaseNamespace, "apps"))
+			g.Expect(got.Metadata.Labels).To(HaveKeyWithValue(tugboatv1alpha1.LabelRelease, "web"))
+			g.Expect(got.Metadata.Labels).To(HaveKeyWithValue(tugboatv1alpha1.LabelReleaseNamespace, "apps"))
 		})
 	}
 }

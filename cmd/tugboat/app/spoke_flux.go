@@ -211,7 +211,7 @@ func fluxAddress(hubURL, name string) string {
 // objects returns the Secret, Provider and Alert of an agentless spoke,
 // in the order to apply them.
 func (f *fluxSetup) objects(name, hubURL string, key []byte) ([]*unstructured.Unstructured, error) {
-	labels := map[string]string{"app.kubernetes.io/managed-by": cliFieldManager, "app.kubernetes.io/part-of": "tugboat", "tugboat.dev/spoke": name}
+	labels := map[string]string{"app.kubernetes.io/managed-by": cliFieldManager, "app.kubernetes.io/part-of": "tugboat", tugboatv1alpha1.LabelSpoke: name}
 	objectMeta := func(n string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: f.namespace, Name: n, Labels: labels}
 	}

@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/releasehistory"
 )
 
 func newSpokeRemoveCommand() *cobra.Command {
@@ -51,7 +50,7 @@ show it as not reported. Uninstall the agent on the spoke cluster yourself.`,
 				return err
 			}
 			var histories tugboatv1alpha1.ReleaseHistoryList
-			if err := s.client.List(ctx, &histories, client.InNamespace(sp.Namespace), client.MatchingLabels{releasehistory.LabelSpoke: name}); err != nil {
+			if err := s.client.List(ctx, &histories, client.InNamespace(sp.Namespace), client.MatchingLabels{tugboatv1alpha1.LabelSpoke: name}); err != nil {
 				return fmt.Errorf("listing the release histories of spoke %s/%s: %w", sp.Namespace, name, err)
 			}
 			policy := metav1.DeletePropagationBackground
