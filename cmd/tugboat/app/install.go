@@ -213,7 +213,7 @@ func installChart(ctx context.Context, out io.Writer, c *cluster, kf kubeFlags, 
 		return nil, err
 	}
 	if err := adoptCRDs(ctx, out, c, objs, chartName, agentNamespace); err != nil {
-		return nil, err
+		return nil, c.explain("installing the chart "+chartName+" into", err)
 	}
 	rel, err := config.Apply(ctx, config.Target{Kubeconfig: kf.kubeconfig, Context: kf.context, Namespace: agentNamespace}, chartName, values, timeout)
 	if err != nil {
