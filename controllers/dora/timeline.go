@@ -2,12 +2,10 @@ package dora
 
 import (
 	"sort"
-	"strings"
 	"time"
 
-	"github.com/Masterminds/semver/v3"
-
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/chartversion"
 )
 
 // Event reasons the agent records when a revision's health changes.
@@ -74,7 +72,7 @@ func newTarget(name string, rh *tugboatv1alpha1.ReleaseHistory) target {
 			// A reinstall, of whatever version, is no rollback.
 			prev, life = "", revs[i].Life()
 		}
-		if prev != "" && compareVersions(prev, r.version) > 0 {
+		if prev != "" && chartversion.Compare(prev, r.version) > 0 {
 			r.rollbackFrom = prev
 		}
 		prev = r.version
@@ -185,16 +183,4 @@ func (t *target) healthyAfter(at time.Time, out []time.Time) []time.Time {
 		}
 	}
 	return out
-}
-
-// compareVersions compares chart versions as semver, falling back to
-// string order for versions that are not semver (as the Pipeline
-// controller does when it detects a rollback).
-func compareVersions(a, b string) int {
-	va, errA := semver.NewVersion(a)
-	vb, errB := semver.NewVersion(b)
-	if errA != nil || errB != nil {
-		return strings.Compare(a, b)
-	}
-	return va.Compare(vb)
 }

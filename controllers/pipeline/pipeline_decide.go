@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/chartversion"
 )
 
 // step is one Promotion plan decided: version from src into dst, whose
@@ -151,7 +152,7 @@ func upToDate(dst tugboatv1alpha1.EnvironmentStatus, version string) bool {
 		if t.Version != version {
 			all = false
 		}
-		if t.Version != "" && compareVersions(t.Version, version) > 0 {
+		if t.Version != "" && chartversion.Compare(t.Version, version) > 0 {
 			return true
 		}
 	}
@@ -178,7 +179,7 @@ func (r *Reconciler) supersede(ctx context.Context, promos []tugboatv1alpha1.Pro
 		if pr.Spec.To != env || (phase != "" && phase != tugboatv1alpha1.PromotionPending && phase != tugboatv1alpha1.PromotionWaitingApproval) {
 			continue
 		}
-		if compareVersions(pr.Spec.Version, version) >= 0 {
+		if chartversion.Compare(pr.Spec.Version, version) >= 0 {
 			continue
 		}
 		orig := pr.DeepCopy()

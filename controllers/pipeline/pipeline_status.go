@@ -7,13 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/Masterminds/semver/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/chartversion"
 )
 
 // envView is what the reconciler learned about one environment.
@@ -285,7 +285,7 @@ func rollbackOf(rh *tugboatv1alpha1.ReleaseHistory, now time.Time) *tugboatv1alp
 	if before.Life() != cur.Life() {
 		return nil // a reinstall (of an older version, maybe) is no rollback
 	}
-	if cur.Status != tugboatv1alpha1.ReleaseStatusDeployed || compareVersions(cur.ChartVersion, before.ChartVersion) >= 0 {
+	if cur.Status != tugboatv1alpha1.ReleaseStatusDeployed || chartversion.Compare(cur.ChartVersion, before.ChartVersion) >= 0 {
 		return nil
 	}
 	since := metav1.Time{Time: now}
@@ -373,19 +373,8 @@ func held(p *tugboatv1alpha1.Pipeline, env string) *tugboatv1alpha1.HeldEnvironm
 	return nil
 }
 
-// compareVersions compares chart versions as semver (falling back to
-// string order for versions that are not semver).
-func compareVersions(a, b string) int {
-	va, errA := semver.NewVersion(a)
-	vb, errB := semver.NewVersion(b)
-	if errA != nil || errB != nil {
-		return strings.Compare(a, b)
-	}
-	return va.Compare(vb)
-}
-
 func sortVersions(vs []string) {
-	sort.Slice(vs, func(i, j int) bool { return compareVersions(vs[i], vs[j]) > 0 })
+	sort.Slice(vs, func(i, j int) bool { return chartversion.Compare(vs[i], vs[j]) > 0 })
 }
 
 func orUnknown(s string) string {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/chartversion"
 )
 
 func TestCompareVersions(t *testing.T) {
@@ -31,11 +32,11 @@ func TestCompareVersions(t *testing.T) {
 		{"latest", "latest", 0},
 		{"1.0.0", "stable", -1},
 	} {
-		if got := compareVersions(tc.a, tc.b); sign(got) != tc.want {
-			t.Errorf("compareVersions(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		if got := chartversion.Compare(tc.a, tc.b); sign(got) != tc.want {
+			t.Errorf("chartversion.Compare(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
-		if got := compareVersions(tc.b, tc.a); sign(got) != -tc.want {
-			t.Errorf("compareVersions(%q, %q) = %d, want %d (antisymmetry)", tc.b, tc.a, got, -tc.want)
+		if got := chartversion.Compare(tc.b, tc.a); sign(got) != -tc.want {
+			t.Errorf("chartversion.Compare(%q, %q) = %d, want %d (antisymmetry)", tc.b, tc.a, got, -tc.want)
 		}
 	}
 }
