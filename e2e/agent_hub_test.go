@@ -61,7 +61,7 @@ func startClusters(t *testing.T, n int) (*harness.Cluster, []*harness.Cluster) {
 	wg.Add(n + 1)
 	go func() {
 		defer wg.Done()
-		hubCluster = harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+		hubCluster = harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true})
 	}()
 	for i := range spokes {
 		go func() {

@@ -25,7 +25,7 @@ func TestAPIValidation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real API server")
 	}
-	c := harness.StartT(t, harness.Options{Name: "api", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+	c := harness.StartT(t, harness.Options{Name: "api", ControlPlaneOnly: true, TugboatCRDs: true})
 	ctx := context.Background()
 
 	t.Run("rejects invalid objects, naming the field", func(t *testing.T) { testRejectsInvalid(ctx, t, c.Client) })

@@ -43,7 +43,7 @@ func BenchmarkHub_replicas(b *testing.B) {
 		spokes:   hubBenchInt(b, envBenchSpokes, 200),
 		releases: hubBenchInt(b, envBenchReleases, 20),
 	}
-	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true})
 	bin := buildHubBinary(b)
 	for _, n := range []int{1, 2} {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) { benchReplicas(b, hubCluster, bin, n, load) })

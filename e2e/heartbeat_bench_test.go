@@ -34,7 +34,7 @@ func BenchmarkAPIServer_heartbeatWrite(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts a control plane")
 	}
-	c := harness.StartT(b, harness.Options{Name: "heartbeat", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+	c := harness.StartT(b, harness.Options{Name: "heartbeat", ControlPlaneOnly: true, TugboatCRDs: true})
 	ctx := context.Background()
 	const n, ns = 500, "default"
 	spokeName := func(i int) string { return fmt.Sprintf("spoke-%03d", i%n) }

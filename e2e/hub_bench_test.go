@@ -63,7 +63,7 @@ func BenchmarkHub_endToEnd(b *testing.B) {
 	nReleases := hubBenchInt(b, envBenchReleases, 20)
 	maxRequests := hubBenchInt(b, envBenchMaxRequests, 1_000_000)
 
-	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true})
 	hp := startHubProcess(b, buildHubBinary(b), hubCluster.KubeconfigPath)
 	b.Logf("hub: %s", strings.Join(hp.cmd.Args[1:], " "))
 

@@ -39,7 +39,7 @@ import (
 
 func startHubCluster(t *testing.T) *harness.Cluster {
 	t.Helper()
-	return harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+	return harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true})
 }
 
 // url is the receiver's URL for path.

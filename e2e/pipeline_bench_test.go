@@ -202,7 +202,7 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 func BenchmarkPipeline_decisionLatency(b *testing.B) {
 	g := NewWithT(b)
 	ctx := context.Background()
-	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true})
 	c := hubCluster.Client
 	seedBenchFleet(b, c)
 	startBenchHub(b, hubCluster.RESTConfig)
@@ -293,7 +293,7 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func BenchmarkPipeline_reconcileCost(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true})
 	seedBenchFleet(b, hubCluster.Client)
 
 	var total, writes atomic.Int64

@@ -137,7 +137,7 @@ func expectNotStalled(g Gomega, c client.Client, ns, name string, timeout time.D
 func TestPipelineValidation_rejectsOrStallsInvalidPipelines(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	hubCluster := harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+	hubCluster := harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true})
 	c := hubCluster.Client
 	f := newFleetWith(t, hubCluster, func(o *hub.Options) { o.Strategies = noopStrategies() })
 	ns := f.ns

@@ -174,7 +174,7 @@ func startPromotionClusters(b *testing.B) (hubCluster, src, dst *harness.Cluster
 	done := make(chan struct{}, 3)
 	go func() {
 		defer func() { done <- struct{}{} }()
-		hubCluster = harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+		hubCluster = harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true})
 	}()
 	go func() {
 		defer func() { done <- struct{}{} }()

@@ -67,7 +67,7 @@ func BenchmarkHub_fleet(b *testing.B) {
 	step := loadgen.DefaultStepInterval / time.Duration(scale)
 	warmup := hubBenchDuration(b, envFleetWarmup, 0)
 
-	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true})
 	// Time-scaled, the hub's heartbeat settings scale too.
 	var hubArgs []string
 	if scale > 1 {

@@ -45,7 +45,7 @@ func startFullHubAndSpoke(t *testing.T) (hubCluster, spoke *harness.Cluster) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		hubCluster = harness.StartT(t, harness.Options{Name: "hub", CRDPaths: []string{"../config/charts/tugboat-hub/files/crds"}})
+		hubCluster = harness.StartT(t, harness.Options{Name: "hub", TugboatCRDs: true})
 	}()
 	go func() {
 		defer wg.Done()

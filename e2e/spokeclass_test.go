@@ -60,7 +60,7 @@ func TestSpokeClass_clustersBecomeSpokesAndGetTheirAgent(t *testing.T) {
 	scheme := harness.DefaultScheme()
 	g.Expect(clusterv1.AddToScheme(scheme)).To(Succeed())
 	hubCluster := harness.StartT(t, harness.Options{Name: "hub", ControlPlaneOnly: true, Scheme: scheme,
-		CRDPaths: []string{"../config/charts/tugboat-hub/files/crds", clusterAPICRD(t)}})
+		TugboatCRDs: true, CRDPaths: []string{clusterAPICRD(t)}})
 	workload := harness.StartT(t, harness.Options{Name: "edge-1", ControlPlaneOnly: true})
 	available, err := spokeclass.Available(hubCluster.RESTConfig)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -24,7 +24,7 @@ func TestReconciler_mapRetriesAFailedList(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cluster, err := harness.Start(ctx, harness.Options{Name: "pipeline-map", ControlPlaneOnly: true, CRDPaths: []string{"../../config/charts/tugboat-hub/files/crds"}})
+	cluster, err := harness.Start(ctx, harness.Options{Name: "pipeline-map", ControlPlaneOnly: true, TugboatCRDs: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = cluster.Stop() }()
 	direct, err := client.New(cluster.RESTConfig, client.Options{Scheme: harness.DefaultScheme()})
@@ -55,7 +55,7 @@ func TestPipelinesFor_selectorsMapSpokesAndHistories(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cluster, err := harness.Start(ctx, harness.Options{Name: "pipeline-selector-map", ControlPlaneOnly: true, CRDPaths: []string{"../../config/charts/tugboat-hub/files/crds"}})
+	cluster, err := harness.Start(ctx, harness.Options{Name: "pipeline-selector-map", ControlPlaneOnly: true, TugboatCRDs: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = cluster.Stop() }()
 	c := cluster.Client

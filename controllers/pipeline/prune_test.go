@@ -24,7 +24,7 @@ func TestReconciler_prunesTheOldestFinishedPromotions(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cluster, err := harness.Start(ctx, harness.Options{Name: "pipeline-prune", ControlPlaneOnly: true, CRDPaths: []string{"../../config/charts/tugboat-hub/files/crds"}})
+	cluster, err := harness.Start(ctx, harness.Options{Name: "pipeline-prune", ControlPlaneOnly: true, TugboatCRDs: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = cluster.Stop() }()
 	c, err := client.New(cluster.RESTConfig, client.Options{Scheme: harness.DefaultScheme()})

@@ -44,7 +44,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var err error
-	hub, err = harness.Start(ctx, harness.Options{Name: "hub", CRDPaths: []string{"../../config/charts/tugboat-hub/files/crds"}})
+	hub, err = harness.Start(ctx, harness.Options{Name: "hub", TugboatCRDs: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

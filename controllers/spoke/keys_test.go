@@ -37,7 +37,7 @@ const recheck = time.Hour
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../config/charts/tugboat-hub/files/crds"}}, func(c *harness.Cluster) int {
+	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true}, func(c *harness.Cluster) int {
 		cluster = c
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

@@ -22,7 +22,7 @@ var cluster *harness.Cluster
 func TestMain(m *testing.M) {
 	// tugboat's CRDs only: Cluster API's are not installed, so a List of
 	// Clusters fails for real.
-	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../config/charts/tugboat-hub/files/crds"}}, func(c *harness.Cluster) int {
+	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true}, func(c *harness.Cluster) int {
 		cluster = c
 		return m.Run()
 	}))

@@ -37,6 +37,10 @@ type Options struct {
 	// CRDPaths are files or directories of CRD YAML to install; Start waits
 	// until each is Established.
 	CRDPaths []string
+	// TugboatCRDs installs tugboat's own CRDs (the hub chart's
+	// files/crds, found from the repository root), before CRDPaths: what a
+	// hub cluster needs, without a path relative to the test's package.
+	TugboatCRDs bool
 	// BinDir holds the binaries. Defaults to bins.Dir of the repository.
 	BinDir string
 	// Dir is the parent of the cluster's working directory. Defaults to the
@@ -217,8 +221,16 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if len(opts.CRDPaths) > 0 {
-		if err := InstallCRDs(ctx, c.Client, opts.CRDPaths...); err != nil {
+	paths := opts.CRDPaths
+	if opts.TugboatCRDs {
+		root, err := bins.FindRepoRoot(".")
+		if err != nil {
+			return nil, fmt.Errorf("finding tugboat's CRDs: %w", err)
+		}
+		paths = append([]string{filepath.Join(root, "config", "charts", "tugboat-hub", "files", "crds")}, paths...)
+	}
+	if len(paths) > 0 {
+		if err := InstallCRDs(ctx, c.Client, paths...); err != nil {
 			return nil, err
 		}
 	}

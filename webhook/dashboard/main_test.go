@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../config/charts/tugboat-hub/files/crds"}}, func(c *harness.Cluster) int {
+	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true}, func(c *harness.Cluster) int {
 		hub = c
 		if err := identity.Install(context.Background(), c.Client); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -15,7 +15,7 @@ var hub *harness.Cluster
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../../config/charts/tugboat-hub/files/crds"}}, func(c *harness.Cluster) int {
+	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true}, func(c *harness.Cluster) int {
 		hub = c
 		return m.Run()
 	}))

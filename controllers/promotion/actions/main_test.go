@@ -28,7 +28,7 @@ const pollTimeout = 10 * time.Second
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	opts := harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../../config/charts/tugboat-hub/files/crds"}}
+	opts := harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true}
 	os.Exit(harness.Main(opts, func(c *harness.Cluster) int {
 		cluster = c
 		stop, err := startHub()

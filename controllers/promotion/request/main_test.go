@@ -29,7 +29,7 @@ var (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, CRDPaths: []string{"../../../config/charts/tugboat-hub/files/crds"}}, func(c *harness.Cluster) int {
+	os.Exit(harness.Main(harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true}, func(c *harness.Cluster) int {
 		hub = c
 		if err := identity.Install(context.Background(), c.Client); err != nil {
 			fmt.Fprintln(os.Stderr, err)
