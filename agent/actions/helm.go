@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/go-logr/logr"
@@ -101,6 +102,16 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 			}
 			continue
 		}
+		if err != nil && unreachableBeforeWrite(err) && e.now().Sub(start) < e.opts.PendingWait {
+			// The API server went away after Helm wrote the pending
+			// revision: Helm could record neither the outcome nor a
+			// failure. Once the server answers again, this attempt's own
+			// pending revision (this process's Run has returned: nothing
+			// is applying it) is replaced and the upgrade runs again.
+			if replaced := e.replaceInterrupted(ctx, log, cfg, a, start); replaced {
+				continue
+			}
+		}
 		if err != nil {
 			rev := 0
 			if rel != nil {
@@ -110,6 +121,43 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 		}
 		return fmt.Sprintf("upgraded release %s to %s %s (revision %d)", key, a.Chart.Name, a.Version, rel.Version), rel.Version, nil
 	}
+}
+
+// replaceInterrupted waits (within Options.PendingWait of since) until the
+// API server answers, then deletes the release's latest revision when it is
+// a pending revision of action a written since since, by this process's
+// upgrade, which has returned: the API server went away mid-upgrade. It
+// reports whether it did; any other latest revision (a failure Helm did
+// record, another's operation) is left for the caller to report.
+func (e *Executor) replaceInterrupted(ctx context.Context, log logr.Logger, cfg *action.Configuration, a wire.Action, since time.Time) bool {
+	for e.now().Sub(since) < e.opts.PendingWait {
+		last, err := cfg.Releases.Last(a.Release)
+		if err != nil {
+			if !transient(err) {
+				return false
+			}
+			if err := sleep(ctx, pendingPoll); err != nil {
+				return false
+			}
+			continue
+		}
+		if last.Info == nil || !last.Info.Status.IsPending() || last.Labels[LabelAction] != a.ID ||
+			last.Info.LastDeployed.Time.Before(since.Add(-time.Second)) {
+			return false
+		}
+		if _, err := cfg.Releases.Delete(last.Name, last.Version); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+			if transient(err) {
+				if err := sleep(ctx, pendingPoll); err != nil {
+					return false
+				}
+				continue
+			}
+			return false
+		}
+		log.Info("Replaced the pending revision an upgrade interrupted by the API server left; upgrading again", "revision", last.Version)
+		return true
+	}
+	return false
 }
 
 // unreachableBeforeWrite reports whether err, from an upgrade, is the API

@@ -158,3 +158,50 @@ func TestExecutor_waitsWhenTheUpgradesValidationCannotReachTheAPIServer(t *testi
 	g.Expect(rel.Version).To(Equal(2), "one upgrade, one revision")
 	g.Expect(rel.Chart.Metadata.Version).To(Equal("1.1.0"))
 }
+
+// An API server that goes away right after Helm wrote the pending revision
+// (the chaos suite: the staging kube-apiserver SIGKILLed 2 s after the
+// release) leaves that revision pending-upgrade, since Helm can record
+// neither success nor failure. Once the server answers again, the agent
+// replaces its own interrupted revision and upgrades: the release ends
+// deployed at the version, not stuck pending with the promotion failed.
+func TestExecutor_redoesAnUpgradeTheAPIServerInterrupted(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	install(t, ns, "web", "1.0.0", nil)
+	rt, err := rest.TransportFor(cluster.RESTConfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	u, err := url.Parse(cluster.RESTConfig.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.Transport = rt
+	var closedUntil atomic.Int64
+	var interrupted atomic.Bool
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if time.Now().UnixNano() < closedUntil.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503,"message":"the server is restarting"}`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+		// Once the pending revision is written, the server goes away
+		// for two seconds (once).
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/secrets") && interrupted.CompareAndSwap(false, true) {
+			closedUntil.Store(time.Now().Add(2 * time.Second).UnixNano())
+		}
+	}))
+	defer srv.Close()
+	opts := testOptions(allowAll())
+	opts.PendingWait = time.Minute
+	e, err := NewExecutor(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, opts, testr.New(t))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	out, err := e.Execute(context.Background(), upgradeAction(ns, "web", "1.1.0"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(interrupted.Load()).To(BeTrue(), "the server went away mid-upgrade")
+	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
+	rel := last(t, ns, "web")
+	g.Expect(rel.Info.Status).To(Equal(release.StatusDeployed))
+	g.Expect(rel.Chart.Metadata.Version).To(Equal("1.1.0"))
+}
