@@ -26,8 +26,10 @@ func TestReconciler_eventsWhenASpokeIsLostAndBack(t *testing.T) {
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "spoke-events-"}}
 	g.Expect(cluster.Client.Create(ctx, ns)).To(Succeed())
-	sp := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "edge-1"},
-		Spec: tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: "edge-1-key"}}}
+	// A name of its own: Spoke names are unique across the hub (another
+	// test's older Spoke of the same name would stall this one).
+	sp := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "events-edge"},
+		Spec: tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: "events-edge-key"}}}
 	g.Expect(cluster.Client.Create(ctx, sp)).To(Succeed())
 	readyStatus := func() metav1.ConditionStatus {
 		got := &tugboatv1alpha1.Spoke{}
