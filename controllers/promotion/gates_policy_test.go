@@ -6,7 +6,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -26,23 +25,10 @@ import (
 func TestPolicy_weakeningAGateNeedsTheApproveVerb(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gates-"}}
-	g.Expect(cluster.Client.Create(ctx, ns)).To(Succeed())
-	p := &tugboatv1alpha1.Pipeline{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "web"},
-		Spec: tugboatv1alpha1.PipelineSpec{
-			Release:   "web",
-			Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification},
-			Environments: []tugboatv1alpha1.Environment{
-				{Name: "staging", Targets: []tugboatv1alpha1.Target{{Spoke: "staging-1", Namespace: "apps"}}},
-				{Name: "production", Targets: []tugboatv1alpha1.Target{{Spoke: "prod-1", Namespace: "apps"}}, Gates: tugboatv1alpha1.Gates{
-					RequireApproval: true, Approvals: ptr.To[int32](2),
-					Approvers: &tugboatv1alpha1.Approvers{SlackUsers: []string{"U012ALICE"}},
-				}},
-			},
-		},
-	}
-	g.Expect(cluster.Client.Create(ctx, p)).To(Succeed())
+	ns, p := stagingProduction(g, "gates", func(gates *tugboatv1alpha1.Gates) {
+		gates.RequireApproval, gates.Approvals = true, ptr.To[int32](2)
+		gates.Approvers = &tugboatv1alpha1.Approvers{SlackUsers: []string{"U012ALICE"}}
+	})
 	editorRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "pipeline-editor"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"pipelines"}, Verbs: []string{"get", "update", "patch"}},
 	}}

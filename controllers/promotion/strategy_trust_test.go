@@ -35,24 +35,11 @@ import (
 func TestReconciler_runsThePipelinesStrategyNotTheOneThePromotionNames(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "strategy-trust-"}}
-	g.Expect(cluster.Client.Create(ctx, ns)).To(Succeed())
+	ns, _ := stagingProduction(g, "strategy-trust", nil)
 	g.Expect(cluster.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "git-credentials"},
 		StringData: map[string]string{"token": "s3cr3t-token", "key": "s3cr3t-key-that-is-at-least-32-bytes-long"},
 	})).To(Succeed())
-	p := &tugboatv1alpha1.Pipeline{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "web"},
-		Spec: tugboatv1alpha1.PipelineSpec{
-			Release:   "web",
-			Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification},
-			Environments: []tugboatv1alpha1.Environment{
-				{Name: "staging", Targets: []tugboatv1alpha1.Target{{Spoke: "staging-1", Namespace: "apps"}}},
-				{Name: "production", Targets: []tugboatv1alpha1.Target{{Spoke: "prod-1", Namespace: "apps"}}},
-			},
-		},
-	}
-	g.Expect(cluster.Client.Create(ctx, p)).To(Succeed())
 
 	// The attacker's listener.
 	var heard atomic.Int32

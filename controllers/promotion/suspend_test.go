@@ -7,7 +7,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,25 +26,12 @@ import (
 func TestReconciler_neverPromotesIntoASuspendedSpoke(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "suspend-"}}
-	g.Expect(cluster.Client.Create(ctx, ns)).To(Succeed())
+	ns, p := stagingProduction(g, "suspend", nil)
 	spoke := &tugboatv1alpha1.Spoke{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "prod-1"},
 		Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: "prod-1-key"}, Suspend: true},
 	}
 	g.Expect(cluster.Client.Create(ctx, spoke)).To(Succeed())
-	p := &tugboatv1alpha1.Pipeline{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "web"},
-		Spec: tugboatv1alpha1.PipelineSpec{
-			Release:   "web",
-			Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification},
-			Environments: []tugboatv1alpha1.Environment{
-				{Name: "staging", Targets: []tugboatv1alpha1.Target{{Spoke: "staging-1", Namespace: "apps"}}},
-				{Name: "production", Targets: []tugboatv1alpha1.Target{{Spoke: "prod-1", Namespace: "apps"}}},
-			},
-		},
-	}
-	g.Expect(cluster.Client.Create(ctx, p)).To(Succeed())
 
 	var mu sync.Mutex
 	ran := 0
