@@ -116,6 +116,9 @@ func (e *Executor) execute(ctx context.Context, log logr.Logger, a wire.Action) 
 
 // checkAction rejects an action missing what every action needs.
 func checkAction(a wire.Action) error {
+	if t := a.TypeOf(); t != wire.ActionUpgrade {
+		return fmt.Errorf("this agent does not carry out %q actions (it knows: %s)", t, wire.ActionUpgrade)
+	}
 	var errs []error
 	if a.Namespace == "" || a.Release == "" {
 		errs = append(errs, errors.New("namespace and release are required"))

@@ -2,6 +2,7 @@ package actions
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -107,4 +108,34 @@ func TestHelmReleaseChart(t *testing.T) {
 	g.Expect(helmReleaseChart(hr)).To(Equal("web-app"))
 	g.Expect(checkChartName(helmReleaseChart(hr), "web-app", "HelmRelease apps/web")).To(Succeed())
 	g.Expect(checkChartName("", "web", "release apps/web")).To(Succeed(), "nothing to compare with")
+}
+
+// An action of a type this agent does not know is never carried out as an
+// upgrade, and an action of another type without a version is invalid even
+// to an agent that predates the type field (which ignores it).
+func TestCheckAction_typesThisAgentDoesNotKnowAreInvalid(t *testing.T) {
+	upgrade := wire.Action{ID: "a", Namespace: "apps", Release: "demo", Version: "1.1.0", Chart: wire.ChartSource{Repository: "https://charts.example", Name: "demo"}}
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*wire.Action)
+		wantErr string
+	}{
+		{name: "an upgrade without a type", mutate: func(*wire.Action) {}},
+		{name: "an upgrade by type", mutate: func(a *wire.Action) { a.Type = wire.ActionUpgrade }},
+		{name: "a rollback", mutate: func(a *wire.Action) { a.Type = wire.ActionRollback }, wantErr: `does not carry out "rollback" actions`},
+		{name: "an unknown type", mutate: func(a *wire.Action) { a.Type = "delete" }, wantErr: `does not carry out "delete" actions`},
+		{name: "another type as an older agent reads it", mutate: func(a *wire.Action) { a.Type, a.Version = "", "" }, wantErr: "version is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := upgrade
+			tc.mutate(&a)
+			err := checkAction(a)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("checkAction: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("checkAction = %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
 }

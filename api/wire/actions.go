@@ -56,11 +56,30 @@ const (
 	ValuesResetThenReuse = "reset-then-reuse"
 )
 
+// Action types. An upgrade is the only type that sets Action.Version (and,
+// without HelmRelease, Action.Chart): every other type carries what it needs
+// in a field of its own and leaves Version empty, so that an agent older than
+// the type fails it as invalid ("version is required") instead of upgrading.
+const (
+	// ActionUpgrade upgrades the release to Version (the default: an
+	// action without a type is an upgrade).
+	ActionUpgrade = "upgrade"
+	// ActionRollback returns the release to a revision it ran before.
+	ActionRollback = "rollback"
+	// ActionPreview renders a version and answers the change it would make,
+	// changing nothing.
+	ActionPreview = "preview"
+	// ActionHelmTest runs the release's Helm test hooks.
+	ActionHelmTest = "helmTest"
+)
+
 // Action is one promotion step a spoke's agent carries out.
 type Action struct {
 	// ID is deterministic (NewActionID): the same action is offered again
 	// until its outcome is reported.
 	ID string `json:"id"`
+	// Type is one of the Action* types; empty is ActionUpgrade.
+	Type string `json:"type,omitempty"`
 	// Promotion is the Promotion's namespace/name on the hub.
 	Promotion string `json:"promotion"`
 	// Namespace and Release name the Helm release on the spoke.
@@ -79,6 +98,14 @@ type Action struct {
 	HelmRelease *HelmReleaseRef `json:"helmRelease,omitempty"`
 	// Created is when the hub queued the action.
 	Created time.Time `json:"created"`
+}
+
+// TypeOf returns a's type, ActionUpgrade when it has none.
+func (a Action) TypeOf() string {
+	if a.Type == "" {
+		return ActionUpgrade
+	}
+	return a.Type
 }
 
 // ActionList is the answer to a poll.
