@@ -25,6 +25,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Pipeline{}, &PipelineList{},
 		&Promotion{}, &PromotionList{},
 		&SpokeClass{}, &SpokeClassList{},
+		&Lifecycle{}, &LifecycleList{},
+		&LifecycleEvent{}, &LifecycleEventList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

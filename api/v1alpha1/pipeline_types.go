@@ -118,6 +118,12 @@ type Environment struct {
 	// target is acted on at once, as one wave.
 	// +optional
 	Rollout *Rollout `json:"rollout,omitempty"`
+
+	// steps are lifecycle checks of every promotion into this environment:
+	// pre steps before the strategy acts, post steps after the targets
+	// verified and before the Promotion succeeds (see Steps).
+	// +optional
+	Steps *Steps `json:"steps,omitempty"`
 }
 
 // Target is one Helm release on one spoke, or on every spoke a label

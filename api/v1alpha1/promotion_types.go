@@ -535,6 +535,15 @@ type PromotionStatus struct {
 	// Promotion controller; see RolloutStatus.
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+
+	// steps is where each lifecycle step of the destination environment
+	// stands (pre steps first, in order, then post steps), as resolved
+	// when the Promotion started. Written by the Promotion controller.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=20
+	Steps []StepStatus `json:"steps,omitempty"`
 }
 
 // Promotion is one attempt to move one chart version into one environment of a

@@ -1,0 +1,534 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The types of this file describe lifecycle steps (issue 25): checks that
+// run before a Promotion's strategy acts (pre) and after its targets
+// verified (post), each ending done, errored or timed out. A step of type
+// external is a LifecycleEvent that another controller (or a person)
+// finishes; a Lifecycle registers the kind of event such a controller
+// handles. docs/design/promotion-lifecycle.md is the design, docs/lifecycle.md
+// the user's guide.
+
+// Limits of lifecycle steps. The CRD schema repeats them as markers.
+const (
+	// MaxStepsPerStage is the most steps one stage (pre or post) lists.
+	MaxStepsPerStage = 10
+
+	// MaxStepStatuses is the most entries a Promotion's status.steps holds:
+	// every step of both stages.
+	MaxStepStatuses = 2 * MaxStepsPerStage
+
+	// MaxStepMessageLength bounds a step's and an event's message.
+	MaxStepMessageLength = 1024
+
+	// MaxEventTargets is the most targets a LifecycleEvent lists;
+	// spec.targetCount counts them all.
+	MaxEventTargets = 100
+
+	// MaxStepRetries is the most retries a step may ask for.
+	MaxStepRetries = 10
+
+	// DefaultStepTimeout bounds one attempt of a step when neither the step
+	// nor, for an external step, its Lifecycle sets a timeout.
+	DefaultStepTimeout = "10m"
+)
+
+// Labels the hub puts on every LifecycleEvent, so that a lifecycle's
+// controller selects its events (kubectl get lifecycleevents -l
+// tugboat.dev/event-key=db-migrate) and a person finds a Promotion's.
+const (
+	// LabelEventKey is the event's spec.eventKey.
+	LabelEventKey = "tugboat.dev/event-key"
+	// LabelLifecycle is the event's spec.lifecycle.
+	LabelLifecycle = "tugboat.dev/lifecycle"
+	// LabelPromotion is the name of the Promotion the event belongs to
+	// (absent when the name is longer than a label value may be).
+	LabelPromotion = "tugboat.dev/promotion"
+)
+
+// StepType is the kind of a lifecycle step.
+// +kubebuilder:validation:Enum=helmTest;metrics;webhook;external
+type StepType string
+
+const (
+	// StepHelmTest has the destination's agents run the release's Helm
+	// test hooks. Not built yet: the API refuses it.
+	StepHelmTest StepType = "helmTest"
+	// StepMetrics evaluates a PromQL query against a Prometheus. Not built
+	// yet: the API refuses it.
+	StepMetrics StepType = "metrics"
+	// StepWebhook is a signed HTTP POST that must answer 2xx.
+	StepWebhook StepType = "webhook"
+	// StepExternal is a LifecycleEvent finished by another controller.
+	StepExternal StepType = "external"
+)
+
+// StepStage is when a step runs.
+// +kubebuilder:validation:Enum=Pre;Post
+type StepStage string
+
+const (
+	// StepStagePre runs before the strategy acts on any target.
+	StepStagePre StepStage = "Pre"
+	// StepStagePost runs after every target verified (with a rollout, after
+	// the last wave qualified), before the Promotion succeeds.
+	StepStagePost StepStage = "Post"
+)
+
+// Steps are the lifecycle steps of an environment: checks run for every
+// Promotion into it. Names are unique across both stages.
+// +kubebuilder:validation:XValidation:rule="!has(self.pre) || !has(self.post) || self.pre.all(a, !self.post.exists(b, b.name == a.name))",message="step names must be unique across pre and post"
+type Steps struct {
+	// pre steps run, in order, before the strategy acts on any target. A
+	// failed pre step fails the Promotion before anything changed.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	Pre []Step `json:"pre,omitempty"`
+
+	// post steps run, in order, after every target verified (with a
+	// rollout, after the last wave qualified) and before the Promotion
+	// succeeds. A failed post step fails the Promotion.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	Post []Step `json:"post,omitempty"`
+}
+
+// Step is one lifecycle step: a type and, for that type only, its
+// configuration.
+// +kubebuilder:validation:XValidation:rule="self.type != 'helmTest' && self.type != 'metrics'",message="step types helmTest and metrics are not available yet: use webhook or external",fieldPath=".type"
+// +kubebuilder:validation:XValidation:rule="self.type == 'external' ? has(self.external) : !has(self.external)",message="external is required when type is external, and forbidden otherwise",fieldPath=".external"
+// +kubebuilder:validation:XValidation:rule="self.type == 'webhook' ? has(self.webhook) : !has(self.webhook)",message="webhook is required when type is webhook, and forbidden otherwise",fieldPath=".webhook"
+type Step struct {
+	// name identifies the step in the Promotion's status.steps, a DNS label,
+	// unique across pre and post.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// type is webhook (a signed HTTP POST that must answer 2xx) or external
+	// (a LifecycleEvent that another controller finishes). helmTest and
+	// metrics are reserved for kinds not built yet.
+	// +required
+	Type StepType `json:"type"`
+
+	// timeout bounds one attempt of the step. Defaults to the Lifecycle's
+	// spec.timeout for an external step, else 10m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="timeout must be positive and at most 24h"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// retries is how many more attempts a failed or timed-out step gets.
+	// Defaults to 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	Retries int32 `json:"retries,omitempty"`
+
+	// external configures an external step; required for it.
+	// +optional
+	External *ExternalStep `json:"external,omitempty"`
+
+	// webhook configures a webhook step; required for it.
+	// +optional
+	Webhook *WebhookStep `json:"webhook,omitempty"`
+}
+
+// ExternalStep names the Lifecycle whose controller finishes the step's
+// LifecycleEvent.
+type ExternalStep struct {
+	// lifecycle is the name of a Lifecycle in the Pipeline's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Lifecycle string `json:"lifecycle"`
+}
+
+// WebhookStep configures a webhook step: a JSON POST, signed with the
+// agent wire protocol's scheme, that must answer 2xx.
+type WebhookStep struct {
+	// url receives the POST. It passes the hub's egress policy.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	URL string `json:"url"`
+
+	// secretRef names a Secret in the Pipeline's namespace whose key "key"
+	// is the HMAC key the request is signed with. Unsigned when unset.
+	// +optional
+	SecretRef *LocalSecretReference `json:"secretRef,omitempty"`
+}
+
+// StepPhase is where a step of a Promotion stands.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;TimedOut
+type StepPhase string
+
+const (
+	// StepPending: not started.
+	StepPending StepPhase = "Pending"
+	// StepRunning: an attempt is under way.
+	StepRunning StepPhase = "Running"
+	// StepSucceeded: an attempt succeeded. Terminal.
+	StepSucceeded StepPhase = "Succeeded"
+	// StepFailed: the last attempt failed and no retry is left. Terminal.
+	StepFailed StepPhase = "Failed"
+	// StepTimedOut: the last attempt timed out and no retry is left.
+	// Terminal.
+	StepTimedOut StepPhase = "TimedOut"
+)
+
+// Terminal reports whether the step has finished.
+func (p StepPhase) Terminal() bool {
+	return p == StepSucceeded || p == StepFailed || p == StepTimedOut
+}
+
+// StepStatus is where one lifecycle step of a Promotion stands. The
+// Promotion reconciler writes it.
+type StepStatus struct {
+	// name of the step in the environment's steps.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// stage is Pre or Post.
+	// +required
+	Stage StepStage `json:"stage"`
+
+	// type is the step's type.
+	// +required
+	Type StepType `json:"type"`
+
+	// phase is Pending, Running, Succeeded, Failed or TimedOut.
+	// +required
+	Phase StepPhase `json:"phase"`
+
+	// attempts is how many attempts started.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=11
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// startedAt is when the current (or last) attempt started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+
+	// completedAt is when the step finished.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+
+	// message says what the step waits for, or how it ended (the finishing
+	// controller's message, the webhook's answer).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// lifecycleEvent is the name of the current (or last) attempt's
+	// LifecycleEvent, for an external step.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	LifecycleEvent string `json:"lifecycleEvent,omitempty"`
+}
+
+// LifecycleSpec registers a lifecycle: a kind of step that a controller of
+// its own handles.
+type LifecycleSpec struct {
+	// eventKey is what the lifecycle's controller watches for: every
+	// LifecycleEvent of this lifecycle carries it in spec.eventKey and in
+	// the label tugboat.dev/event-key, so a controller can select its
+	// events (e.g. db-migrate).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9A-Z]([-_.a-z0-9A-Z]*[a-z0-9A-Z])?$`
+	EventKey string `json:"eventKey"`
+
+	// timeout is how long an event of this lifecycle may stay unfinished
+	// when the step sets no timeout. Defaults to 10m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="timeout must be positive and at most 24h"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// description says what the lifecycle does, for people.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+}
+
+// LifecycleStatus says whether a controller handles the lifecycle.
+type LifecycleStatus struct {
+	// observedGeneration is the metadata.generation the hub last
+	// reconciled.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready is True while a controller claimed the lifecycle
+	// recently (lastClaimedAt within the hub's claim window).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// claimedBy is the user the API server authenticated for the last
+	// claim (the policy tugboat-lifecycles makes sure of it). A controller
+	// claims the lifecycle by writing claimedBy and lastClaimedAt through
+	// lifecycles/status, at least every few minutes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	ClaimedBy string `json:"claimedBy,omitempty"`
+
+	// lastClaimedAt is when the controller last claimed the lifecycle.
+	// +optional
+	LastClaimedAt *metav1.Time `json:"lastClaimedAt,omitempty"`
+}
+
+// Lifecycle registers a lifecycle that a controller other than tugboat
+// handles: the hub publishes a LifecycleEvent with its event key for each
+// external step that names it, and waits for that controller to finish it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=lc,categories=tugboat
+// +kubebuilder:printcolumn:name="Event Key",type=string,JSONPath=`.spec.eventKey`
+// +kubebuilder:printcolumn:name="Claimed By",type=string,JSONPath=`.status.claimedBy`
+// +kubebuilder:printcolumn:name="Last Claimed",type=date,JSONPath=`.status.lastClaimedAt`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Lifecycle struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec names the event key, the default timeout and what it does.
+	// +required
+	Spec LifecycleSpec `json:"spec"`
+
+	// status says whether a controller handles it.
+	// +optional
+	Status LifecycleStatus `json:"status,omitempty"`
+}
+
+// LifecycleList is a list of Lifecycles.
+//
+// +kubebuilder:object:root=true
+type LifecycleList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the Lifecycles.
+	Items []Lifecycle `json:"items"`
+}
+
+// EventTarget is one destination target of the Promotion an event is
+// about.
+type EventTarget struct {
+	// spoke is the target's Spoke.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Spoke string `json:"spoke"`
+
+	// namespace is the release's namespace on the spoke.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// release is the release's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=53
+	Release string `json:"release"`
+}
+
+// LifecycleEventSpec is what the event asks of the lifecycle's controller.
+// The hub writes it once: it is immutable.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+type LifecycleEventSpec struct {
+	// lifecycle is the name of the Lifecycle, in the event's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Lifecycle string `json:"lifecycle"`
+
+	// eventKey is the Lifecycle's event key when the event was published.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	EventKey string `json:"eventKey"`
+
+	// promotion is the name of the Promotion, which owns the event.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Promotion string `json:"promotion"`
+
+	// pipeline is the name of the Promotion's Pipeline.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Pipeline string `json:"pipeline"`
+
+	// environment is the environment promoted into.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Environment string `json:"environment"`
+
+	// version is the chart version promoted.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version"`
+
+	// step is the name of the step in the environment's steps.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Step string `json:"step"`
+
+	// stage is Pre or Post.
+	// +required
+	Stage StepStage `json:"stage"`
+
+	// attempt is the step's attempt this event is, from 1.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=11
+	Attempt int32 `json:"attempt"`
+
+	// targets are the Promotion's destination targets, at most 100;
+	// targetCount counts them all.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	Targets []EventTarget `json:"targets,omitempty"`
+
+	// targetCount is how many destination targets the Promotion has.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TargetCount int32 `json:"targetCount,omitempty"`
+
+	// deadline is when the hub marks the event TimedOut if no one
+	// finished it.
+	// +required
+	Deadline metav1.Time `json:"deadline"`
+}
+
+// LifecycleEventPhase is where an event stands.
+// +kubebuilder:validation:Enum=Pending;Done;Error;TimedOut
+type LifecycleEventPhase string
+
+const (
+	// EventPending: published, not finished (also when status.phase is
+	// empty).
+	EventPending LifecycleEventPhase = "Pending"
+	// EventDone: the lifecycle's controller finished it successfully.
+	EventDone LifecycleEventPhase = "Done"
+	// EventError: the lifecycle's controller finished it with an error.
+	EventError LifecycleEventPhase = "Error"
+	// EventTimedOut: no one finished it before spec.deadline; the hub
+	// marked it.
+	EventTimedOut LifecycleEventPhase = "TimedOut"
+)
+
+// Finished reports whether the event has ended.
+func (p LifecycleEventPhase) Finished() bool {
+	return p == EventDone || p == EventError || p == EventTimedOut
+}
+
+// LifecycleEventStatus is how the event ended. The lifecycle's controller
+// writes Done or Error through lifecycleevents/status; the admission
+// policy tugboat-lifecycles makes sure finishedBy is the user the API
+// server authenticated, and refuses any change to a finished event.
+// +kubebuilder:validation:XValidation:rule="!(has(self.phase) && self.phase in ['Done', 'Error']) || (has(self.finishedBy) && has(self.finishedAt))",message="a Done or Error event needs finishedBy and finishedAt"
+type LifecycleEventStatus struct {
+	// phase is Pending, Done, Error or TimedOut.
+	// +optional
+	Phase LifecycleEventPhase `json:"phase,omitempty"`
+
+	// message says what happened (why it errored).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// finishedBy is the user who finished the event, as the API server
+	// authenticated them (request.userInfo.username).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	FinishedBy string `json:"finishedBy,omitempty"`
+
+	// finishedAt is when the event was finished.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
+
+// LifecycleEvent is one attempt of an external lifecycle step of a
+// Promotion, published by the hub for the Lifecycle's controller to finish
+// (Done or Error). Owned by the Promotion: it is deleted with it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=lce,categories=tugboat
+// +kubebuilder:printcolumn:name="Lifecycle",type=string,JSONPath=`.spec.lifecycle`
+// +kubebuilder:printcolumn:name="Promotion",type=string,JSONPath=`.spec.promotion`
+// +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.spec.step`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Finished By",type=string,JSONPath=`.status.finishedBy`,priority=1
+// +kubebuilder:printcolumn:name="Deadline",type=date,JSONPath=`.spec.deadline`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LifecycleEvent struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what the event asks.
+	// +required
+	Spec LifecycleEventSpec `json:"spec"`
+
+	// status is how it ended.
+	// +optional
+	Status LifecycleEventStatus `json:"status,omitempty"`
+}
+
+// Phase is the event's phase, Pending when none was written.
+func (e *LifecycleEvent) Phase() LifecycleEventPhase {
+	if e.Status.Phase == "" {
+		return EventPending
+	}
+	return e.Status.Phase
+}
+
+// LifecycleEventList is a list of LifecycleEvents.
+//
+// +kubebuilder:object:root=true
+type LifecycleEventList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the LifecycleEvents.
+	Items []LifecycleEvent `json:"items"`
+}
