@@ -321,7 +321,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 		registry = DefaultStrategies(mgr, opts)
 	}
 	if err := (&promotion.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registry: registry, Options: opts.Promotion,
-		Recorder: mgr.GetEventRecorder("tugboat-hub")}).SetupWithManager(mgr); err != nil {
+		Recorder: mgr.GetEventRecorder("tugboat-hub"), Egress: opts.Egress}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	builder := opts.NotifyBuilder

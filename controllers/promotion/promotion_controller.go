@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion/request"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
@@ -56,6 +57,8 @@ type Reconciler struct {
 	// Recorder emits the Events of each transition (recordTransition); nil
 	// emits none.
 	Recorder events.EventRecorder
+	// Egress is the destination policy of webhook steps (promotion_steps.go).
+	Egress egress.Policy
 }
 
 // +kubebuilder:rbac:groups=tugboat.dev,resources=promotions,verbs=get;list;watch
@@ -81,6 +84,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&tugboatv1alpha1.Promotion{}).
+		// A lifecycle step's event finished (step_external.go).
+		Owns(&tugboatv1alpha1.LifecycleEvent{}).
 		Watches(&tugboatv1alpha1.ReleaseHistory{}, handler.EnqueueRequestsFromMapFunc(r.promotionsFor)).
 		// A Spoke that joins or leaves an environment by its labels
 		// (spokeSelector) changes what a running Promotion waits for.
@@ -195,6 +200,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			}
 			return
 		}
+		recordSteps(r.Recorder, pr, orig.Status.Steps)
 		recordTransition(r.Recorder, pr, startPhase, approvedBefore)
 		if pr.Status.Phase != startPhase {
 			pipeline.PromotionPhaseTransitions().WithLabelValues(string(pr.Status.Phase)).Inc()
@@ -340,6 +346,7 @@ func (r *Reconciler) start(ctx context.Context, pr *tugboatv1alpha1.Promotion, p
 	now := metav1.NewTime(r.Now())
 	pr.Status.StartedAt = &now
 	resolveRollout(pr, env)
+	resolveSteps(pr, env)
 	msg := fmt.Sprintf("promoting %s into %s with strategy %s", pr.Spec.Version, pr.Spec.To, pr.StrategyType())
 	if a := pr.Status.Approval; a != nil && a.ApprovedBy != "" {
 		msg += " (approved by " + a.ApprovedBy + ")"
@@ -379,6 +386,9 @@ func (r *Reconciler) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.P
 // error backs off, a terminal one (or too many attempts) fails. A
 // Promotion with a rollout acts wave by wave instead (rollout).
 func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
+	if res, wait, err := r.preSteps(ctx, pr, p, env); wait || err != nil {
+		return res, err
+	}
 	if hasRollout(pr) {
 		return r.rollout(ctx, pr, p, env)
 	}

@@ -97,6 +97,11 @@ func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 		}
 	}
 	recordPlan(pr, plan, obs, now)
+	if plan.Done() {
+		if res, wait, err := r.postSteps(ctx, pr, p, env); wait || err != nil {
+			return res, err
+		}
+	}
 	return r.advance(pr, plan, now), nil
 }
 

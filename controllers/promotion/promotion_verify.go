@@ -30,6 +30,9 @@ func (r *Reconciler) verifying(ctx context.Context, pr *tugboatv1alpha1.Promotio
 		return ctrl.Result{}, err
 	}
 	if len(laggards) == 0 {
+		if res, wait, err := r.postSteps(ctx, pr, p, env); wait || err != nil {
+			return res, err
+		}
 		r.finish(pr, tugboatv1alpha1.PromotionSucceeded, tugboatv1alpha1.SucceededReason,
 			fmt.Sprintf("every target of %s runs %s, healthy", pr.Spec.To, pr.Spec.Version))
 		return ctrl.Result{}, nil
