@@ -54,7 +54,7 @@ func Finish(ctx context.Context, c client.Client, namespace, name string, phase 
 	ev := &tugboatv1alpha1.LifecycleEvent{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, ev); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("lifecycleevent %s/%s not found", namespace, name)
+			return nil, fmt.Errorf("lifecycleevent %s/%s not found: %w", namespace, name, err)
 		}
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func Claim(ctx context.Context, c client.Client, namespace, name string) (*tugbo
 	lc := &tugboatv1alpha1.Lifecycle{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, lc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("lifecycle %s/%s not found", namespace, name)
+			return nil, fmt.Errorf("lifecycle %s/%s not found: %w", namespace, name, err)
 		}
 		return nil, err
 	}

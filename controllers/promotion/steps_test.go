@@ -79,21 +79,7 @@ func newStepsFixture(t *testing.T, steps *tugboatv1alpha1.Steps) *stepsFixture {
 		g.Expect(cluster.Client.Create(ctx, sar)).To(Succeed())
 		return sar.Status.Allowed
 	}).WithTimeout(30*time.Second).Should(BeTrue(), "the step controller's RBAC is in effect")
-	waitForLifecyclePolicy(g)
 	return f
-}
-
-// waitForLifecyclePolicy waits until the API server enforces the policy
-// tugboat-lifecycles (identity.Install applied it with the chart's other
-// policies): it refuses the administrator a dry-run LifecycleEvent.
-func waitForLifecyclePolicy(g Gomega) {
-	ev := &tugboatv1alpha1.LifecycleEvent{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "policy-probe"},
-		Spec: tugboatv1alpha1.LifecycleEventSpec{Lifecycle: "probe", EventKey: "probe", Promotion: "probe", Pipeline: "probe",
-			Environment: "probe", Version: "1.0.0", Step: "probe", Stage: tugboatv1alpha1.StepStagePre, Attempt: 1, Deadline: metav1.Now()},
-	}
-	g.Eventually(func() error { return cluster.Client.Create(context.Background(), ev.DeepCopy(), client.DryRunAll) }).
-		WithTimeout(60 * time.Second).Should(MatchError(ContainSubstring("only the tugboat hub publishes LifecycleEvents")))
 }
 
 // startHub runs the hub as its ServiceAccount with a strategy that counts

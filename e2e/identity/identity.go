@@ -36,6 +36,10 @@ const HubUser = "system:serviceaccount:tugboat-system:tugboat-hub"
 // PolicyName names the ValidatingAdmissionPolicy and its binding.
 const PolicyName = "tugboat-approvals"
 
+// LifecyclePolicyName names the ValidatingAdmissionPolicy (and binding)
+// that checks who finishes a LifecycleEvent or claims a Lifecycle.
+const LifecyclePolicyName = "tugboat-lifecycles"
+
 // ApproverRole is the example ClusterRole of the hub chart.
 const ApproverRole = "tugboat-approver"
 
@@ -68,18 +72,21 @@ func Install(ctx context.Context, admin client.Client) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	// The policy is enforced once the API server's policy informer has it:
+	// A policy is enforced once the API server's policy informer has it:
 	// a dry-run create that it refuses tells.
-	for {
-		err := admin.Create(ctx, probe(), client.DryRunAll)
-		if err != nil && strings.Contains(err.Error(), PolicyName) {
-			return nil
+	for name, obj := range map[string]func() client.Object{PolicyName: probe, LifecyclePolicyName: lifecycleProbe} {
+		for {
+			err := admin.Create(ctx, obj(), client.DryRunAll)
+			if err != nil && strings.Contains(err.Error(), name) {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("the policy %s is not enforced after 60s (last answer: %w)", name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("the policy %s is not enforced after 60s (last answer: %w)", PolicyName, err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	return nil
 }
 
 // apply creates u, or updates it when it exists.
@@ -187,6 +194,8 @@ func Uninstall(ctx context.Context, admin client.Client) error {
 	for _, o := range []client.Object{
 		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: PolicyName}},
 		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: PolicyName}},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: LifecyclePolicyName}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: LifecyclePolicyName}},
 	} {
 		if err := admin.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 			return err
@@ -194,25 +203,39 @@ func Uninstall(ctx context.Context, admin client.Client) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	for {
-		err := admin.Create(ctx, probe(), client.DryRunAll)
-		if err == nil || !strings.Contains(err.Error(), PolicyName) {
-			return nil
+	for name, obj := range map[string]func() client.Object{PolicyName: probe, LifecyclePolicyName: lifecycleProbe} {
+		for {
+			err := admin.Create(ctx, obj(), client.DryRunAll)
+			if err == nil || !strings.Contains(err.Error(), name) {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("the policy %s is still enforced 60s after its deletion", name)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("the policy %s is still enforced 60s after its deletion", PolicyName)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	return nil
 }
 
 // probe is a Promotion the administrator may create only while the policy
 // is not enforced: automatic, not requested by them. It is created with
 // dry run only.
-func probe() *tugboatv1alpha1.Promotion {
+func probe() client.Object {
 	return &tugboatv1alpha1.Promotion{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "identity-probe"},
 		Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "probe", To: "production", Version: "1.0.0",
 			RequestedBy: tugboatv1alpha1.RequestedByAuto},
+	}
+}
+
+// lifecycleProbe is a LifecycleEvent the administrator may create only
+// while the policy tugboat-lifecycles is not enforced (only the hub
+// publishes events). It is created with dry run only.
+func lifecycleProbe() client.Object {
+	return &tugboatv1alpha1.LifecycleEvent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "identity-probe"},
+		Spec: tugboatv1alpha1.LifecycleEventSpec{Lifecycle: "probe", EventKey: "probe", Promotion: "probe", Pipeline: "probe",
+			Environment: "probe", Version: "1.0.0", Step: "probe", Stage: tugboatv1alpha1.StepStagePre, Attempt: 1, Deadline: metav1.Now()},
 	}
 }

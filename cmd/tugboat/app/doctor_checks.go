@@ -187,6 +187,7 @@ func (d *doctor) run(ctx context.Context) []finding {
 				}
 				d.checkPromotions(promotions.Items, ps)
 			}
+			d.checkLifecycles(ctx)
 		}
 		if served["releasehistories"] {
 			d.checkReleaseHistories(ctx)

@@ -93,6 +93,7 @@ const (
 	codePromotionRolloutPaused    findingCode = "promotion-rollout-paused"
 	codePromotionFailed           findingCode = "promotion-failed"
 	codePromotionFailedSuperseded findingCode = "promotion-failed-superseded"
+	codeLifecycleUnclaimed        findingCode = "lifecycle-unclaimed"
 )
 
 // releasehistory: ReleaseHistories whose Ready is False, by reason.

@@ -275,3 +275,21 @@ func reconciledPipeline(t *testing.T, p *tugboatv1alpha1.Pipeline, ready metav1.
 	}
 	writeStatus(t, p, st)
 }
+
+// newLifecycle creates Lifecycle name in ns (event key "<name>-key") and,
+// when claimedAt is set, writes the claim its controller would have.
+func newLifecycle(t *testing.T, ns, name, claimedBy string, claimedAt *metav1.Time) {
+	t.Helper()
+	ctx := context.Background()
+	lc := &tugboatv1alpha1.Lifecycle{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: tugboatv1alpha1.LifecycleSpec{EventKey: name + "-key"}}
+	if err := cluster.Client.Create(ctx, lc); err != nil {
+		t.Fatal(err)
+	}
+	if claimedAt == nil {
+		return
+	}
+	lc.Status.ClaimedBy, lc.Status.LastClaimedAt = claimedBy, claimedAt
+	if err := cluster.Client.Status().Update(ctx, lc); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -357,6 +357,20 @@ var doctorFaults = []doctorFault{
 		promotionIn(t, p, "dev", "1.3.1", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionSucceeded, CompletedAt: &laterAt})
 	}), want: []want{{code: "promotion-failed-superseded", severity: "warning", object: "{ns}/web-dev-1.3.0", message: "failed 5h ago (TimedOut): timed out after 30m0s; since then 1.3.1 succeeded (web-dev-1.3.1)", hint: "fix what the message names"}}},
 
+	{name: "Lifecycle no controller claimed recently", inject: onFleet(func(t *testing.T, ns string, _ *tugboatv1alpha1.Pipeline) {
+		newLifecycle(t, ns, "db-migrate", "", nil)
+		recently, long := ago(time.Minute), ago(2*time.Hour)
+		newLifecycle(t, ns, "smoke", "smoke-bot", &recently) // handled: no finding
+		newLifecycle(t, ns, "qa", "qa-bot", &long)
+	}), want: []want{
+		{code: "lifecycle-unclaimed", severity: "warning", object: "{ns}/db-migrate",
+			message: "Lifecycle db-migrate (event key db-migrate-key) has never been claimed: no controller says it handles it",
+			hint:    "run the controller that handles event key db-migrate-key; it claims the Lifecycle (tugboat lifecycle claim db-migrate -n {ns}) at least every 5m"},
+		{code: "lifecycle-unclaimed", severity: "warning", object: "{ns}/qa",
+			message: "Lifecycle qa (event key qa-key) was last claimed 2h ago by qa-bot: its controller may have stopped",
+			hint:    "tugboat lifecycle claim qa -n {ns}"},
+	}},
+
 	// releasehistory
 	{name: "release failed on a spoke", inject: onFleet(func(t *testing.T, ns string, _ *tugboatv1alpha1.Pipeline) {
 		newReleaseHistory(t, ns, "dev-1", "web", metav1.ConditionFalse, "Failed", "Deployment web: ImagePullBackOff")

@@ -37,6 +37,9 @@ type environmentView struct {
 	RequireApproval bool                             `json:"requireApproval,omitempty"`
 	Hold            *tugboatv1alpha1.HeldEnvironment `json:"hold,omitempty"`
 	Targets         []tugboatv1alpha1.TargetStatus   `json:"targets,omitempty"`
+	// Steps are the lifecycle steps of the active promotion (one pipeline
+	// only: status_steps.go).
+	Steps []tugboatv1alpha1.StepStatus `json:"steps,omitempty"`
 }
 
 type pipelineListView struct {
@@ -133,6 +136,9 @@ func renderStatus(ctx context.Context, w io.Writer, s *hubSession, args []string
 			return err
 		}
 		v := viewOf(p)
+		if err := addSteps(ctx, s, &v); err != nil {
+			return err
+		}
 		if done, err := out.structured(w, v); done {
 			return err
 		}
@@ -260,6 +266,7 @@ func printPipeline(w io.Writer, v pipelineView, wide bool, pt painter) {
 		}
 	}
 	_ = tw.Flush()
+	printSteps(w, v, pt)
 
 	if len(v.Conditions) > 0 {
 		fmt.Fprintln(w)
