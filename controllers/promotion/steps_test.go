@@ -192,7 +192,7 @@ func externalStep(name string, timeout time.Duration, retries int32) tugboatv1al
 }
 
 // TestSteps_externalStepsDoneByAStepControllerWithTheRBAC: the pre step's
-// LifecycleEvent is published (owned by the Promotion, labelled with the
+// LifecycleEvent is published (owned by the Promotion, labeled with the
 // event key) and the strategy waits for it; the step controller, a
 // ServiceAccount bound to tugboat-step-controller, marks it Done in its
 // own name; the strategy runs, the target verifies, the post step's event
@@ -344,4 +344,3 @@ func newSecret(g Gomega, ns, name string, data map[string][]byte) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data,
 	})).To(Succeed())
 }
-
