@@ -42,7 +42,7 @@ type stepsFixture struct {
 	calls int
 }
 
-func newStepsFixture(t *testing.T, steps *tugboatv1alpha1.Steps) *stepsFixture {
+func newStepsFixture(t *testing.T, steps *tugboatv1alpha1.Steps, with ...func(*tugboatv1alpha1.Environment)) *stepsFixture {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -50,6 +50,9 @@ func newStepsFixture(t *testing.T, steps *tugboatv1alpha1.Steps) *stepsFixture {
 	f := &stepsFixture{t: t, ns: ns.Name, p: p, migrator: "system:serviceaccount:" + ns.Name + ":migrator"}
 	orig := p.DeepCopy()
 	p.Spec.Environments[1].Steps = steps
+	for _, w := range with {
+		w(&p.Spec.Environments[1])
+	}
 	g.Expect(cluster.Client.Patch(ctx, p, client.MergeFrom(orig))).To(Succeed())
 	// Once this test ends, its Promotion is another test's leftover: the
 	// Pipeline goes, so a later hub aborts it instead of acting on it.
@@ -330,8 +333,11 @@ func TestSteps_aHubRestartKeepsTheStepsEvent(t *testing.T) {
 	_, err := lifecycle.Finish(ctx, f.migratorClient(), f.ns, ev.Name, tugboatv1alpha1.EventDone, "while the hub was away")
 	g.Expect(err).NotTo(HaveOccurred())
 	f.startHub()
+	// The strategy runs in the reconcile that saw the event done, before
+	// that reconcile writes the step's status: wait for both.
 	g.Eventually(f.strategyCalls).WithTimeout(30 * time.Second).Should(Equal(1))
-	g.Expect(f.steps(name)()).To(Equal([]string{"migrate Succeeded 1: LifecycleEvent " + ev.Name + " done by " + f.migrator + ": while the hub was away"}))
+	g.Eventually(f.steps(name)).WithTimeout(30 * time.Second).Should(Equal([]string{
+		"migrate Succeeded 1: LifecycleEvent " + ev.Name + " done by " + f.migrator + ": while the hub was away"}))
 	var list tugboatv1alpha1.LifecycleEventList
 	g.Expect(cluster.Client.List(ctx, &list, client.InNamespace(f.ns))).To(Succeed())
 	g.Expect(list.Items).To(HaveLen(1), "one event for the one attempt")
@@ -343,4 +349,37 @@ func newSecret(g Gomega, ns, name string, data map[string][]byte) {
 	g.Expect(cluster.Client.Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data,
 	})).To(Succeed())
+}
+
+// TestSteps_runAroundARollout: with a rollout (a canary), the pre step
+// still runs before the first wave is acted on, and the post step only
+// once the last wave qualified; the Promotion succeeds after it.
+func TestSteps_runAroundARollout(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newStepsFixture(t, &tugboatv1alpha1.Steps{
+		Pre:  []tugboatv1alpha1.Step{externalStep("migrate", 0, 0)},
+		Post: []tugboatv1alpha1.Step{externalStep("smoke", 0, 0)},
+	}, func(env *tugboatv1alpha1.Environment) {
+		env.Rollout = &tugboatv1alpha1.Rollout{Canary: &tugboatv1alpha1.CanaryWave{Spokes: []string{"prod-1"}}}
+	})
+	f.startHub()
+	name := f.promote("2.0.0")
+	pre := f.event(g, promotion.EventName(name, "migrate", 1))
+	g.Consistently(f.strategyCalls).WithTimeout(time.Second).Should(BeZero(), "no wave is acted on before the pre step")
+	_, err := lifecycle.Finish(ctx, f.migratorClient(), f.ns, pre.Name, tugboatv1alpha1.EventDone, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(f.strategyCalls).WithTimeout(30*time.Second).Should(Equal(1), "the canary is acted on")
+	g.Eventually(func() *tugboatv1alpha1.RolloutStatus { return f.get(name).Status.Rollout }).WithTimeout(30 * time.Second).Should(
+		HaveField("Waves", Not(BeEmpty())))
+	g.Expect(f.steps(name)()).To(ContainElement(HavePrefix("smoke Pending 0")), "the post step waits for the last wave")
+
+	f.report("2.0.0", 2)
+	post := f.event(g, promotion.EventName(name, "smoke", 1))
+	g.Eventually(f.state(name)).WithTimeout(30 * time.Second).Should(HavePrefix("Verifying StepRunning: post step smoke (external, attempt 1 of 1)"))
+	_, err = lifecycle.Finish(ctx, f.migratorClient(), f.ns, post.Name, tugboatv1alpha1.EventDone, "smoke passed")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(f.state(name)).WithTimeout(30 * time.Second).Should(HavePrefix("Succeeded Succeeded: "))
+	g.Expect(f.get(name).Status.Rollout.Phase).To(Equal(tugboatv1alpha1.RolloutCompleted))
+	g.Expect(f.strategyCalls()).To(Equal(1))
 }
