@@ -33,6 +33,7 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/dora/gauges"
 	"tugboat.dev/tugboat/controllers/egress"
+	"tugboat.dev/tugboat/controllers/lifecycle"
 	"tugboat.dev/tugboat/controllers/notify/deliver"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion"
@@ -322,6 +323,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	}
 	if err := (&promotion.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registry: registry, Options: opts.Promotion,
 		Recorder: mgr.GetEventRecorder("tugboat-hub"), Egress: opts.Egress}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	if err := (&lifecycle.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	builder := opts.NotifyBuilder

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
@@ -106,6 +107,14 @@ func (r *Reconciler) runSteps(ctx context.Context, pr *tugboatv1alpha1.Promotion
 			r.finish(pr, tugboatv1alpha1.PromotionFailed, StepFailedReason, stepFailure(st))
 			return false, ctrl.Result{}, nil
 		}
+		if st.Type == tugboatv1alpha1.StepWebhook {
+			// A webhook call is a side effect: make it only from the
+			// latest status, never from a cached copy that lags behind the
+			// last write (that would call the same attempt again).
+			if stale, err := r.staleCopy(ctx, pr); err != nil || stale {
+				return false, ctrl.Result{RequeueAfter: 100 * time.Millisecond}, err
+			}
+		}
 		out, err := r.advanceStep(ctx, pr, p, env, st)
 		if err != nil {
 			return false, ctrl.Result{}, err
@@ -121,6 +130,16 @@ func (r *Reconciler) runSteps(ctx context.Context, pr *tugboatv1alpha1.Promotion
 		}
 	}
 	return true, ctrl.Result{}, nil
+}
+
+// staleCopy reports whether pr, read from the cache, is older than the
+// Promotion the API server has.
+func (r *Reconciler) staleCopy(ctx context.Context, pr *tugboatv1alpha1.Promotion) (bool, error) {
+	live := &tugboatv1alpha1.Promotion{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pr), live); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return live.ResourceVersion != pr.ResourceVersion, nil
 }
 
 // advanceStep starts or checks the current attempt of st, and records its

@@ -1,0 +1,85 @@
+package lifecycle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	"tugboat.dev/tugboat/controllers/lifecycle"
+	"tugboat.dev/tugboat/e2e/identity"
+)
+
+// TestReconciler_readyWhileAControllerClaimsTheLifecycle runs the hub as
+// its ServiceAccount: a Lifecycle no one claimed is Ready=False
+// (NotClaimed); claimed by a step controller (a ServiceAccount bound to
+// tugboat-step-controller) in its own name it is Ready=True (Claimed),
+// naming it; a claim older than ClaimWindow is Ready=False
+// (ClaimExpired). A claim in someone else's name, and a condition written
+// by the controller, are refused by the policy tugboat-lifecycles.
+func TestReconciler_readyWhileAControllerClaimsTheLifecycle(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "lifecycle-"}}
+	g.Expect(cluster.Client.Create(ctx, ns)).To(Succeed())
+	user := "system:serviceaccount:" + ns.Name + ":migrator"
+	g.Expect(cluster.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "migrator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "tugboat-step-controller"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns.Name, Name: "migrator"}},
+	})).To(Succeed())
+	g.Eventually(func() bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns.Name, Verb: "patch", Group: "tugboat.dev", Resource: "lifecycles", Subresource: "status"}}}
+		g.Expect(cluster.Client.Create(ctx, sar)).To(Succeed())
+		return sar.Status.Allowed
+	}).WithTimeout(30 * time.Second).Should(BeTrue())
+	migrator, err := identity.Client(cluster.RESTConfig, cluster.Client.Scheme(), user, "system:serviceaccounts")
+	g.Expect(err).NotTo(HaveOccurred())
+	hubtest.Start(t, identity.HubConfig(cluster.RESTConfig), hubtest.Options())
+
+	lc := &tugboatv1alpha1.Lifecycle{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "db-migrate"}, Spec: tugboatv1alpha1.LifecycleSpec{EventKey: "db-migrate"}}
+	g.Expect(cluster.Client.Create(ctx, lc)).To(Succeed())
+	ready := func() string {
+		got := &tugboatv1alpha1.Lifecycle{}
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(lc), got)).To(Succeed())
+		c := apimeta.FindStatusCondition(got.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
+		if c == nil {
+			return ""
+		}
+		return string(c.Status) + " " + c.Reason + ": " + c.Message
+	}
+	g.Eventually(ready).WithTimeout(30 * time.Second).Should(HavePrefix("False NotClaimed: no controller has claimed lifecycle db-migrate"))
+
+	claimed, err := lifecycle.Claim(ctx, migrator, ns.Name, "db-migrate")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(claimed.Status.ClaimedBy).To(Equal(user))
+	g.Eventually(ready).WithTimeout(30 * time.Second).Should(HavePrefix("True Claimed: claimed by " + user + " at "))
+
+	// Refused: a claim in another name, a condition written by the controller.
+	cur := &tugboatv1alpha1.Lifecycle{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(lc), cur)).To(Succeed())
+	forged := cur.DeepCopy()
+	forged.Status.ClaimedBy = "someone-else"
+	g.Expect(migrator.Status().Patch(ctx, forged, client.MergeFrom(cur))).To(MatchError(ContainSubstring("status.claimedBy must name you (user " + user + ")")))
+	forged = cur.DeepCopy()
+	apimeta.SetStatusCondition(&forged.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Claimed", Message: "trust me"})
+	forged.Status.Conditions[0].Message = "trust me"
+	g.Expect(migrator.Status().Patch(ctx, forged, client.MergeFrom(cur))).To(MatchError(ContainSubstring("only the tugboat hub writes a Lifecycle's conditions")))
+
+	// A claim older than the window: the controller stopped.
+	old := cur.DeepCopy()
+	long := metav1.NewTime(time.Now().Add(-lifecycle.ClaimWindow - time.Hour))
+	old.Status.LastClaimedAt = &long
+	g.Expect(migrator.Status().Patch(ctx, old, client.MergeFrom(cur))).To(Succeed())
+	g.Eventually(ready).WithTimeout(30 * time.Second).Should(HavePrefix("False ClaimExpired: last claimed by " + user))
+}
