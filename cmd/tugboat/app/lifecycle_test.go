@@ -130,3 +130,38 @@ func TestLifecycle_doneAndErrorRecordTheAuthenticatedUser(t *testing.T) {
 		g.Expect(app.ExitCode(err)).To(Equal(app.ExitUsage), "%v: %v", args, err)
 	}
 }
+
+// TestStatus_showsTheActivePromotionsSteps: `tugboat status PIPELINE`
+// lists each lifecycle step of an environment's active promotion (as the
+// hub wrote status.steps), in table and YAML.
+func TestStatus_showsTheActivePromotionsSteps(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newPipeline(t, ns, "web")
+	pr := &tugboatv1alpha1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-production-1.4.0"},
+		Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "web", From: "staging", To: "production", Version: "1.4.0",
+			RequestedBy: tugboatv1alpha1.RequestedByAuto},
+	}
+	g.Expect(cluster.Client.Create(ctx, pr)).To(Succeed())
+	pr.Status.Phase = tugboatv1alpha1.PromotionRunning
+	pr.Status.Steps = []tugboatv1alpha1.StepStatus{
+		{Name: "migrate", Stage: tugboatv1alpha1.StepStagePre, Type: tugboatv1alpha1.StepExternal, Phase: tugboatv1alpha1.StepRunning, Attempts: 1,
+			LifecycleEvent: "web-production-1.4.0-migrate-1", Message: "waiting"},
+		{Name: "qa", Stage: tugboatv1alpha1.StepStagePost, Type: tugboatv1alpha1.StepWebhook, Phase: tugboatv1alpha1.StepPending, Message: "not started"},
+	}
+	g.Expect(cluster.Client.Status().Update(ctx, pr)).To(Succeed())
+	writeStatus(t, p, tugboatv1alpha1.PipelineStatus{Environments: []tugboatv1alpha1.EnvironmentStatus{
+		{Name: "production", ActivePromotion: pr.Name},
+	}})
+
+	out, _, err := tugboat("status", "web", "-n", ns)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(lineWith(out, "migrate")).To(Equal([]string{"production", pr.Name, "migrate", "Pre", "external", "Running", "1", "web-production-1.4.0-migrate-1", "waiting"}), out)
+	g.Expect(lineWith(out, "qa")).To(Equal([]string{"production", pr.Name, "qa", "Post", "webhook", "Pending", "0", "-", "not", "started"}), out)
+
+	out, _, err = tugboat("status", "web", "-n", ns, "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(ContainSubstring(`"lifecycleEvent": "web-production-1.4.0-migrate-1"`))
+}

@@ -24,8 +24,10 @@ func addSteps(ctx context.Context, s *hubSession, v *pipelineView) error {
 		}
 		pr := &tugboatv1alpha1.Promotion{}
 		if err := s.client.Get(ctx, client.ObjectKey{Namespace: v.Namespace, Name: ev.ActivePromotion}, pr); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // finished and deleted since the Pipeline's status was written
+			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+				// Deleted since the Pipeline's status was written, or not
+				// readable by this user: the steps are left out.
+				continue
 			}
 			return fmt.Errorf("reading promotion %s: %w", ev.ActivePromotion, err)
 		}
