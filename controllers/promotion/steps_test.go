@@ -383,3 +383,22 @@ func TestSteps_runAroundARollout(t *testing.T) {
 	g.Expect(f.get(name).Status.Rollout.Phase).To(Equal(tugboatv1alpha1.RolloutCompleted))
 	g.Expect(f.strategyCalls()).To(Equal(1))
 }
+
+// TestSteps_onlyTheHubWritesAPromotionsSteps: a person who may approve
+// (and so write promotions/status) cannot mark a step Succeeded: the
+// policy tugboat-approvals keeps status.steps the hub's.
+func TestSteps_onlyTheHubWritesAPromotionsSteps(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newStepsFixture(t, &tugboatv1alpha1.Steps{Pre: []tugboatv1alpha1.Step{externalStep("migrate", 0, 0)}})
+	g.Expect(identity.Grant(ctx, cluster.Client, f.ns, "alice", "web/production")).To(Succeed())
+	f.startHub()
+	name := f.promote("2.0.0")
+	g.Eventually(f.steps(name)).WithTimeout(30 * time.Second).Should(ConsistOf(HavePrefix("migrate Running 1: ")))
+	pr := f.get(name)
+	forged := pr.DeepCopy()
+	forged.Status.Steps[0].Phase, forged.Status.Steps[0].Message = tugboatv1alpha1.StepSucceeded, "trust me"
+	err := f.as("alice").Status().Patch(ctx, forged, client.MergeFrom(pr))
+	g.Expect(err).To(MatchError(ContainSubstring("only the tugboat hub writes a Promotion's status")))
+	g.Expect(f.strategyCalls()).To(BeZero())
+}
