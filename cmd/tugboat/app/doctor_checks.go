@@ -188,6 +188,7 @@ func (d *doctor) run(ctx context.Context) []finding {
 				d.checkPromotions(promotions.Items, ps)
 			}
 			d.checkLifecycles(ctx)
+			d.checkTimeouts(ctx)
 		}
 		if served["releasehistories"] {
 			d.checkReleaseHistories(ctx)

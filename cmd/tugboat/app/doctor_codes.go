@@ -94,6 +94,7 @@ const (
 	codePromotionFailed           findingCode = "promotion-failed"
 	codePromotionFailedSuperseded findingCode = "promotion-failed-superseded"
 	codeLifecycleUnclaimed        findingCode = "lifecycle-unclaimed"
+	codeLifecycleStepsTimeOut     findingCode = "lifecycle-steps-time-out"
 )
 
 // releasehistory: ReleaseHistories whose Ready is False, by reason.

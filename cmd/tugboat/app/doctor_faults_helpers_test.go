@@ -293,3 +293,26 @@ func newLifecycle(t *testing.T, ns, name, claimedBy string, claimedAt *metav1.Ti
 		t.Fatal(err)
 	}
 }
+
+// newLifecycleEvent creates LifecycleEvent name of lifecycle in ns,
+// finished with phase at finishedAt (as the hub or a step controller
+// would have).
+func newLifecycleEvent(t *testing.T, ns, name, lifecycle string, phase tugboatv1alpha1.LifecycleEventPhase, finishedAt metav1.Time) {
+	t.Helper()
+	ctx := context.Background()
+	ev := &tugboatv1alpha1.LifecycleEvent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: tugboatv1alpha1.LifecycleEventSpec{Lifecycle: lifecycle, EventKey: lifecycle + "-key", Promotion: "web-production-1.4.0", Pipeline: "web",
+			Environment: "production", Version: "1.4.0", Step: "step", Stage: tugboatv1alpha1.StepStagePre, Attempt: 1, Deadline: finishedAt},
+	}
+	if err := cluster.Client.Create(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	ev.Status = tugboatv1alpha1.LifecycleEventStatus{Phase: phase, FinishedAt: &finishedAt}
+	if phase == tugboatv1alpha1.EventDone {
+		ev.Status.FinishedBy = "smoke-bot"
+	}
+	if err := cluster.Client.Status().Update(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+}

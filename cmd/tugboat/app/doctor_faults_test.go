@@ -371,6 +371,23 @@ var doctorFaults = []doctorFault{
 			hint:    "tugboat lifecycle claim qa -n {ns}"},
 	}},
 
+	{name: "Lifecycle whose last events all timed out", inject: onFleet(func(t *testing.T, ns string, _ *tugboatv1alpha1.Pipeline) {
+		recently := ago(time.Minute)
+		newLifecycle(t, ns, "db-migrate", "migrator", &recently) // claimed, yet it does not answer
+		newLifecycle(t, ns, "smoke", "smoke-bot", &recently)
+		newLifecycleEvent(t, ns, "web-production-1.4.0-migrate-1", "db-migrate", tugboatv1alpha1.EventTimedOut, ago(3*time.Hour))
+		newLifecycleEvent(t, ns, "web-production-1.4.1-migrate-1", "db-migrate", tugboatv1alpha1.EventTimedOut, ago(2*time.Hour))
+		newLifecycleEvent(t, ns, "web-production-1.4.1-migrate-2", "db-migrate", tugboatv1alpha1.EventTimedOut, ago(time.Hour))
+		// smoke answered once among its last three: no finding.
+		newLifecycleEvent(t, ns, "web-production-1.4.0-smoke-1", "smoke", tugboatv1alpha1.EventTimedOut, ago(3*time.Hour))
+		newLifecycleEvent(t, ns, "web-production-1.4.1-smoke-1", "smoke", tugboatv1alpha1.EventDone, ago(2*time.Hour))
+		newLifecycleEvent(t, ns, "web-production-1.4.2-smoke-1", "smoke", tugboatv1alpha1.EventTimedOut, ago(time.Hour))
+	}), want: []want{
+		{code: "lifecycle-steps-time-out", severity: "warning", object: "{ns}/db-migrate",
+			message: "the last 3 events of lifecycle db-migrate (event key db-migrate-key) timed out, unanswered: web-production-1.4.1-migrate-2, web-production-1.4.1-migrate-1, web-production-1.4.0-migrate-1",
+			hint:    "kubectl get lifecycleevents -n {ns} -l tugboat.dev/lifecycle=db-migrate"},
+	}},
+
 	// releasehistory
 	{name: "release failed on a spoke", inject: onFleet(func(t *testing.T, ns string, _ *tugboatv1alpha1.Pipeline) {
 		newReleaseHistory(t, ns, "dev-1", "web", metav1.ConditionFalse, "Failed", "Deployment web: ImagePullBackOff")

@@ -5,6 +5,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -45,6 +47,63 @@ func (d *doctor) checkLifecycles(ctx context.Context) {
 		d.add(checkPromotion, codeLifecycleUnclaimed, severityWarning, lc.Namespace+"/"+lc.Name, msg,
 			fmt.Sprintf("run the controller that handles event key %s; it claims the Lifecycle (tugboat lifecycle claim %s -n %s) at least every %s (docs/lifecycle.md#claiming-a-lifecycle)",
 				lc.Spec.EventKey, lc.Name, lc.Namespace, age(lifecycle.ClaimWindow/3)))
+	}
+}
+
+// timedOutRun is how many of a Lifecycle's latest finished events must
+// all have timed out for doctor to warn: its controller does not answer.
+const timedOutRun = 3
+
+// checkTimeouts warns about each lifecycle whose latest timedOutRun
+// finished events (by finishedAt) all timed out.
+func (d *doctor) checkTimeouts(ctx context.Context) {
+	var list tugboatv1alpha1.LifecycleEventList
+	var opts []client.ListOption
+	if d.namespace != "" {
+		opts = append(opts, client.InNamespace(d.namespace))
+	}
+	if err := d.c.List(ctx, &list, opts...); err != nil {
+		if !apimeta.IsNoMatchError(err) && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+			d.readFailed(ctx, checkPromotion, "list", "lifecycleevents."+d.group, d.namespace, "", err)
+		}
+		return
+	}
+	finished := map[string][]*tugboatv1alpha1.LifecycleEvent{} // by namespace/lifecycle
+	for i := range list.Items {
+		ev := &list.Items[i]
+		if ev.Phase().Finished() && ev.Status.FinishedAt != nil {
+			k := ev.Namespace + "/" + ev.Spec.Lifecycle
+			finished[k] = append(finished[k], ev)
+		}
+	}
+	keys := make([]string, 0, len(finished))
+	for k := range finished {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		evs := finished[k]
+		if len(evs) < timedOutRun {
+			continue
+		}
+		sort.SliceStable(evs, func(i, j int) bool { return evs[j].Status.FinishedAt.Before(evs[i].Status.FinishedAt) })
+		latest := evs[:timedOutRun]
+		var names []string
+		for _, ev := range latest {
+			if ev.Phase() != tugboatv1alpha1.EventTimedOut {
+				names = nil
+				break
+			}
+			names = append(names, ev.Name)
+		}
+		if names == nil {
+			continue
+		}
+		ns, name, _ := strings.Cut(k, "/")
+		d.add(checkPromotion, codeLifecycleStepsTimeOut, severityWarning, k,
+			fmt.Sprintf("the last %d events of lifecycle %s (event key %s) timed out, unanswered: %s", timedOutRun, name, latest[0].Spec.EventKey, strings.Join(names, ", ")),
+			fmt.Sprintf("is the controller for event key %s running, with RBAC on lifecycleevents/status? kubectl get lifecycleevents -n %s -l %s=%s",
+				latest[0].Spec.EventKey, ns, tugboatv1alpha1.LabelLifecycle, name))
 	}
 }
 
