@@ -67,6 +67,14 @@ var errPlan = errors.New("rollout")
 // its waves do. The reconcile is requeued when the plan changes by itself
 // (a soak ends, a deadline passes).
 func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
+	// Acting is a side effect planned from status.targets[].rollout: never
+	// plan from a cached copy that lags behind the last status write (a
+	// reconcile queued by a report while the previous one acted would act
+	// on the canary again; seen in TestReconciler_pausesARolloutWhoseCanaryFails
+	// and TestReconciler_startsTheNextWaveOnceTheCanarySoaked under load).
+	if stale, err := r.staleCopy(ctx, pr); err != nil || stale {
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, err
+	}
 	now := r.Now()
 	obs, err := r.observeRollout(ctx, pr, p, env)
 	var plan *rollout.Plan
