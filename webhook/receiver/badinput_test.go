@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -67,7 +68,7 @@ func TestReceiver_badInputOnEveryEndpoint(t *testing.T) {
 			}},
 		{endpoint: "events", name: "two Spokes of the name share the key", code: http.StatusUnauthorized, want: unauthorized,
 			prime: func(_ *testing.T, h *harness, _ *memActions) {
-				h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-b", Name: testSpoke}, Keys: receiver.SpokeKeys{Current: testKey}})
+				h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-b", Name: testSpoke}, Keys: ingest.SpokeKeys{Current: testKey}})
 			},
 			req: func(t *testing.T) *http.Request {
 				return signed(wire.EventsPath(testSpoke), testKey, events(t), testNow)

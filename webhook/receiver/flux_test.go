@@ -55,7 +55,7 @@ func readCaptures(t *testing.T, name string) []fluxCapture {
 }
 
 // captureToken is the capture's Provider token: too short for the hub to
-// accept (receiver.MinKeySize), so the replay re-signs the captured body.
+// accept (wire.MinSpokeKeySize), so the replay re-signs the captured body.
 var captureToken = []byte("sekrit")
 
 // fluxHarness registers Spoke spoke1 (the capture's) and testSpoke, each

@@ -16,6 +16,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // Server is the hub's HTTP receiver: it authenticates what spokes send,
@@ -23,7 +25,7 @@ import (
 // manager (mgr.Add); every replica serves, so it needs no leader election.
 type Server struct {
 	opts      Options
-	store     Store
+	store     ingest.Store
 	log       logr.Logger
 	now       func() time.Time
 	metrics   *metrics
@@ -53,7 +55,7 @@ var (
 
 // New returns a Server that records into store, configured by opts
 // (validated first). It registers its metrics with opts.Registerer.
-func New(store Store, opts Options) (*Server, error) {
+func New(store ingest.Store, opts Options) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("receiver: a store is required")
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // storeRetryAfter is the Retry-After of a 503 when the store is not ready
@@ -35,7 +36,7 @@ func (s *Server) unavailable(w http.ResponseWriter, endpoint, spoke, doing strin
 		writeError(w, http.StatusServiceUnavailable, errorf("%v", err))
 		return
 	}
-	if errors.Is(err, ErrNotReady) {
+	if errors.Is(err, ingest.ErrNotReady) {
 		s.reject(endpoint, reasonStoreUnavailable, spoke, "error", err.Error())
 	} else {
 		s.metrics.rejected.WithLabelValues(endpoint, reasonStoreUnavailable).Inc()
