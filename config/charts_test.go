@@ -18,8 +18,8 @@ import (
 
 	"tugboat.dev/tugboat/agent"
 	"tugboat.dev/tugboat/agent/admission"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 	"tugboat.dev/tugboat/config"
-	"tugboat.dev/tugboat/controllers/hub"
 	"tugboat.dev/tugboat/controllers/spoke"
 )
 
