@@ -22,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/ingest"
@@ -550,7 +551,7 @@ func setReady(rh *tugboatv1alpha1.ReleaseHistory) {
 		cond.Status, cond.Reason = metav1.ConditionUnknown, "InProgress"
 		cond.Message = orDefault(rh.Status.Current.HealthReason, "rollout in progress")
 	}
-	cond.Message = truncate(cond.Message, 1024)
+	cond.Message = clip.String(cond.Message, 1024)
 	apimeta.SetStatusCondition(&rh.Status.Conditions, cond)
 	rh.Status.ObservedGeneration = rh.Generation
 }

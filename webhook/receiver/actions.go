@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"tugboat.dev/tugboat/api/clip"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/ingest"
 )
@@ -128,10 +129,10 @@ func (s *Server) serveActionOutcome(w http.ResponseWriter, r *http.Request, spok
 	err = s.opts.Actions.Report(r.Context(), sp.Authenticated(), *o)
 	switch {
 	case errors.Is(err, ingest.ErrActionNotFound):
-		s.reject(ep, reasonNotFound, spoke, "action", clip(id))
-		writeError(w, http.StatusNotFound, errorf("spoke %s has no action %s", spoke, clip(id)))
+		s.reject(ep, reasonNotFound, spoke, "action", clip.String(id, quoteLimit))
+		writeError(w, http.StatusNotFound, errorf("spoke %s has no action %s", spoke, clip.String(id, quoteLimit)))
 	case errors.Is(err, ingest.ErrActionConflict):
-		s.reject(ep, "conflict", spoke, "action", clip(id))
+		s.reject(ep, "conflict", spoke, "action", clip.String(id, quoteLimit))
 		writeError(w, http.StatusConflict, errorf("%v", err))
 	case err != nil:
 		s.unavailable(w, ep, spoke, "recording an action outcome", err)
@@ -199,7 +200,7 @@ func decodeActionOutcome(body []byte) (*wire.ActionOutcome, error) {
 	for _, k := range names {
 		f, ok := known[k]
 		if !ok {
-			errs = append(errs, wire.FieldError{Field: clip(k), Detail: "unknown field"})
+			errs = append(errs, wire.FieldError{Field: clip.String(k, quoteLimit), Detail: "unknown field"})
 			continue
 		}
 		if err := json.Unmarshal(fields[k], f.dst); err != nil {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"tugboat.dev/tugboat/api/clip"
 	"tugboat.dev/tugboat/controllers/ingest"
 )
 
@@ -240,7 +241,7 @@ func (s *Server) route(w *statusWriter, r *http.Request) string {
 		return endpointFlux
 	}
 	s.metrics.rejected.WithLabelValues(endpointOther, reasonNotFound).Inc()
-	writeError(w, http.StatusNotFound, errorf("no such endpoint: %s", clip(path)))
+	writeError(w, http.StatusNotFound, errorf("no such endpoint: %s", clip.String(path, quoteLimit)))
 	return endpointOther
 }
 
@@ -266,7 +267,7 @@ func (s *Server) allowMethod(w http.ResponseWriter, r *http.Request, endpoint st
 	}
 	s.metrics.rejected.WithLabelValues(endpoint, reasonMethodNotAllowed).Inc()
 	w.Header().Set("Allow", strings.Join(methods, ", "))
-	writeError(w, http.StatusMethodNotAllowed, errorf("method %s not allowed: use %s", clip(r.Method), strings.Join(methods, " or ")))
+	writeError(w, http.StatusMethodNotAllowed, errorf("method %s not allowed: use %s", clip.String(r.Method, quoteLimit), strings.Join(methods, " or ")))
 	return false
 }
 

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/ingest"
@@ -298,7 +298,7 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 	if !ok {
 		return fmt.Errorf("result %q: must be %s, %s or %s", o.Result, wire.ActionSucceeded, wire.ActionFailed, wire.ActionRefused)
 	}
-	msg := truncate(o.Message, maxMessage)
+	msg := clip.String(o.Message, maxMessage)
 	rev := int32(min(max(o.Revision, 0), 1<<31-1))
 	promos, err := s.promotions(ctx, who)
 	if err != nil {
@@ -389,15 +389,4 @@ func (s *Store) promotionsIn(ctx context.Context, namespace, spoke string) ([]tu
 		return nil, fmt.Errorf("listing promotions: %w", err)
 	}
 	return list.Items, nil
-}
-
-// truncate shortens s to at most n bytes, on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
