@@ -12,6 +12,7 @@ import (
 
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/ingest"
+	"tugboat.dev/tugboat/e2e/fluxtest"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -211,9 +212,9 @@ func TestReceiver_unknownAndKnownSpokesCostTheSame(t *testing.T) {
 	g.Expect(work(h, "events", signed(wire.EventsPath("Not_A-Name"), testKey, body, testNow))).To(Equal(unknown), "not a name")
 
 	p := mustJSON(t, helmReleaseEvent("UpgradeSucceeded", "info", "", nil, testNow))
-	fluxUnknown := work(h, "flux", fluxRequest("nobody", p, fluxSign(fluxTestKey, p)))
+	fluxUnknown := work(h, "flux", fluxRequest("nobody", p, fluxtest.Sign(fluxTestKey, p)))
 	g.Expect(fluxUnknown).To(Equal(unknown))
-	g.Expect(work(h, "flux", fluxRequest(testSpoke, p, fluxSign(wrongKey, p)))).To(Equal(fluxUnknown))
+	g.Expect(work(h, "flux", fluxRequest(testSpoke, p, fluxtest.Sign(wrongKey, p)))).To(Equal(fluxUnknown))
 	// And the answers are the same.
 	a := h.do(signed(wire.EventsPath("nobody"), testKey, body, testNow))
 	b := h.do(signed(wire.EventsPath(testSpoke), wrongKey, body, testNow))
