@@ -17,10 +17,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"tugboat.dev/tugboat/agent"
+	"tugboat.dev/tugboat/agent/admission"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 	"tugboat.dev/tugboat/config"
-	"tugboat.dev/tugboat/controllers/hub"
 	"tugboat.dev/tugboat/controllers/spoke"
-	"tugboat.dev/tugboat/webhook/admission"
 )
 
 // agentValues are the least values the agent chart needs.

@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
 	"tugboat.dev/tugboat/e2e/bins"
 	"tugboat.dev/tugboat/e2e/chaos"
 	"tugboat.dev/tugboat/e2e/devenv"

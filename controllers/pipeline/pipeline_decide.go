@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/chartversion"
 )
@@ -339,9 +340,7 @@ func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
 	default:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, tugboatv1alpha1.SucceededReason.String(), "every target reports"
 	}
-	if len(cond.Message) > 1024 {
-		cond.Message = cond.Message[:1021] + "..."
-	}
+	cond.Message = clip.String(cond.Message, 1024)
 	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
 }
 

@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/promotion/rollout"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
@@ -235,7 +236,7 @@ func (r *Reconciler) actOnWave(ctx context.Context, pr *tugboatv1alpha1.Promotio
 	if err != nil {
 		return r.strategyFailed(pr, err), true
 	}
-	pr.Status.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: publicURL(result.URL), Reference: result.Reference, Message: clip(result.Message, 1024)}
+	pr.Status.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: publicURL(result.URL), Reference: result.Reference, Message: clip.String(result.Message, 1024)}
 	acted := metav1.NewTime(now)
 	for _, o := range obs {
 		ts := o.status
@@ -292,7 +293,7 @@ func recordPlan(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observa
 	st.CurrentWave = count32(plan.Current)
 	st.MaxFailures, st.Failed = count32(plan.Budget.Allowed), count32(plan.Budget.Used)
 	if st.Phase != tugboatv1alpha1.RolloutPaused {
-		st.Message = clip(waveMessage(plan), 1024)
+		st.Message = clip.String(waveMessage(plan), 1024)
 	}
 	waiting := map[rollout.Key]string{}
 	for _, w := range plan.Waves {
@@ -304,7 +305,7 @@ func recordPlan(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observa
 	}
 	for _, o := range obs {
 		if wave, ok := waiting[targetKey(o.status)]; ok && !o.status.Done {
-			o.status.Message = clip(joinMessages("waiting for wave "+wave, o.status.Message), 1024)
+			o.status.Message = clip.String(joinMessages("waiting for wave "+wave, o.status.Message), 1024)
 		}
 	}
 }
@@ -377,12 +378,12 @@ func (r *Reconciler) pause(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, ob
 	st := pr.Status.Rollout
 	st.Phase = tugboatv1alpha1.RolloutPaused
 	msg := pausedMessage(pr, plan)
-	st.Message = clip(msg, 1024)
+	st.Message = clip.String(msg, 1024)
 	recordPlan(pr, plan, obs, now)
 	pr.Status.Phase = tugboatv1alpha1.PromotionPaused
 	apimeta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
 		Type: tugboatv1alpha1.ReadyCondition.String(), Status: metav1.ConditionFalse, Reason: tugboatv1alpha1.RolloutPausedReason.String(),
-		Message: clip(msg, 1024), ObservedGeneration: pr.Generation,
+		Message: clip.String(msg, 1024), ObservedGeneration: pr.Generation,
 	})
 	apimeta.RemoveStatusCondition(&pr.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
 }

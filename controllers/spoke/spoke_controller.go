@@ -27,7 +27,6 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/releasehistory"
-	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 // Options configure the Spoke reconciler.
@@ -258,7 +257,7 @@ func (r *Reconciler) checkKeySecret(ctx context.Context, sp *tugboatv1alpha1.Spo
 
 // checkKeys returns what is wrong with the keys of a Spoke's key Secret,
 // or "": the agent's key is required, every key present is at least
-// receiver.MinKeySize bytes (as the receiver uses them: surrounding
+// wire.MinSpokeKeySize bytes (as the receiver uses them: surrounding
 // whitespace trimmed), and no Flux key is an agent key.
 func checkKeys(secret *corev1.Secret) string {
 	key := func(k string) []byte { return bytes.TrimSpace(secret.Data[k]) }
@@ -270,8 +269,8 @@ func checkKeys(secret *corev1.Secret) string {
 		if !present && k != tugboatv1alpha1.SpokeKeySecretKey {
 			continue
 		}
-		if n := len(bytes.TrimSpace(v)); n < receiver.MinKeySize {
-			return fmt.Sprintf("key %q holds %d bytes; the hub needs at least %d (for example: openssl rand -hex 32)", k, n, receiver.MinKeySize)
+		if n := len(bytes.TrimSpace(v)); n < wire.MinSpokeKeySize {
+			return fmt.Sprintf("key %q holds %d bytes; the hub needs at least %d (for example: openssl rand -hex 32)", k, n, wire.MinSpokeKeySize)
 		}
 	}
 	for _, f := range []string{tugboatv1alpha1.SpokeFluxKeySecretKey, tugboatv1alpha1.SpokePreviousFluxKeySecretKey} {

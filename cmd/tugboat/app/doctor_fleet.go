@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/webhook/receiver"
+	"tugboat.dev/tugboat/api/wire"
 )
 
 // checkHub judges whether the hub runs from what it writes: Spokes'
@@ -161,7 +161,7 @@ func (d *doctor) checkSpokes(ctx context.Context, spokes []tugboatv1alpha1.Spoke
 				hint = "an older Spoke in another namespace has this name (spoke names are unique across the hub): rename this one"
 			case tugboatv1alpha1.InvalidSpecReason.String():
 				code = codeSpokeInvalidKey
-				hint = fmt.Sprintf("put keys of at least %d bytes (openssl rand -hex 32) in Secret %s/%s: %q, and %q if Flux reports for the spoke, different from it", receiver.MinKeySize, sp.Namespace, sp.Spec.KeySecretRef.Name, tugboatv1alpha1.SpokeKeySecretKey, tugboatv1alpha1.SpokeFluxKeySecretKey)
+				hint = fmt.Sprintf("put keys of at least %d bytes (openssl rand -hex 32) in Secret %s/%s: %q, and %q if Flux reports for the spoke, different from it", wire.MinSpokeKeySize, sp.Namespace, sp.Spec.KeySecretRef.Name, tugboatv1alpha1.SpokeKeySecretKey, tugboatv1alpha1.SpokeFluxKeySecretKey)
 			}
 			d.add(checkSpoke, code, severityError, obj, fmt.Sprintf("not Ready (%s): %s", ready.Reason, ready.Message), hint)
 		default:

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/pipeline"
 )
@@ -98,7 +99,7 @@ func (r promotionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			before := rec.DeliveryState
 			notice := r.promotionNotice(ctx, p, env, pr, spec, e)
 			if ref := r.attempt(ctx, p, spec, notice, thread, &rec.DeliveryState, &out); ref != "" && rec.Reference == "" {
-				rec.Reference = clip(ref, 256)
+				rec.Reference = clip.String(ref, 256)
 				if thread == "" {
 					thread = rec.Reference
 				}
@@ -269,4 +270,4 @@ func notifiedCondition(p *tugboatv1alpha1.Pipeline) metav1.Condition {
 // since returns how long ago t was, from the deliverer's clock.
 func (r *deliverer) since(t time.Time) time.Duration { return r.now().Sub(t) }
 
-func joinClip(parts []string, n int) string { return clip(strings.Join(parts, "; "), n) }
+func joinClip(parts []string, n int) string { return clip.String(strings.Join(parts, "; "), n) }

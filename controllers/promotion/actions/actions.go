@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,13 +16,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/helm"
 	"tugboat.dev/tugboat/controllers/releasehistory"
-	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 // SpokeIndex is the cache field index of helm Promotions by the spokes of
@@ -40,7 +39,7 @@ const maxMessage = 1024
 // +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch
 
 // Store offers agents their actions and records their outcomes. It
-// implements receiver.ActionStore; create it with New and register it with
+// implements ingest.ActionStore; create it with New and register it with
 // SetupWithManager.
 type Store struct {
 	client client.Client // cached reads (indexes), direct writes
@@ -52,7 +51,7 @@ type Store struct {
 	changed map[ingest.Spoke]chan struct{} // by namespace and name; closed on a change
 }
 
-var _ receiver.ActionStore = (*Store)(nil)
+var _ ingest.ActionStore = (*Store)(nil)
 
 // New returns a Store reading through c (the manager's cached client) and
 // api (its APIReader).
@@ -289,9 +288,9 @@ func action(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion,
 }
 
 // Report records the outcome of one of spoke's actions. It returns an
-// error matching receiver.ErrActionNotFound when spoke has no action with
+// error matching ingest.ErrActionNotFound when spoke has no action with
 // that id (another spoke's action is not found either), and one matching
-// receiver.ErrActionConflict when the action already has a different
+// ingest.ErrActionConflict when the action already has a different
 // outcome. Reporting the same outcome again changes nothing.
 func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutcome) error {
 	spoke := who.Name
@@ -299,7 +298,7 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 	if !ok {
 		return fmt.Errorf("result %q: must be %s, %s or %s", o.Result, wire.ActionSucceeded, wire.ActionFailed, wire.ActionRefused)
 	}
-	msg := truncate(o.Message, maxMessage)
+	msg := clip.String(o.Message, maxMessage)
 	rev := int32(min(max(o.Revision, 0), 1<<31-1))
 	promos, err := s.promotions(ctx, who)
 	if err != nil {
@@ -307,7 +306,7 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 	}
 	i := slices.IndexFunc(promos, func(pr tugboatv1alpha1.Promotion) bool { return target(&pr, spoke, o.ID) != nil })
 	if i < 0 {
-		return fmt.Errorf("%w: %s", receiver.ErrActionNotFound, o.ID)
+		return fmt.Errorf("%w: %s", ingest.ErrActionNotFound, o.ID)
 	}
 	key := client.ObjectKeyFromObject(&promos[i])
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
@@ -319,12 +318,12 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 		t := target(pr, spoke, o.ID)
 		switch {
 		case t == nil:
-			return fmt.Errorf("%w: %s", receiver.ErrActionNotFound, o.ID)
+			return fmt.Errorf("%w: %s", ingest.ErrActionNotFound, o.ID)
 		case !open(t.Action.Phase):
 			if t.Action.Phase == phase && t.Action.Message == msg && t.Action.Revision == rev {
 				return nil
 			}
-			return fmt.Errorf("%w: action %s was already reported %s", receiver.ErrActionConflict, o.ID, t.Action.Phase)
+			return fmt.Errorf("%w: action %s was already reported %s", ingest.ErrActionConflict, o.ID, t.Action.Phase)
 		}
 		now := metav1.NewTime(s.now())
 		t.Action.Phase, t.Action.Message, t.Action.Revision, t.Action.LastUpdateTime = phase, msg, rev, &now
@@ -390,15 +389,4 @@ func (s *Store) promotionsIn(ctx context.Context, namespace, spoke string) ([]tu
 		return nil, fmt.Errorf("listing promotions: %w", err)
 	}
 	return list.Items, nil
-}
-
-// truncate shortens s to at most n bytes, on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

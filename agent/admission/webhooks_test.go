@@ -27,9 +27,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"tugboat.dev/tugboat/agent/admission"
 	"tugboat.dev/tugboat/agent/ownership"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/webhook/admission"
 )
 
 var (

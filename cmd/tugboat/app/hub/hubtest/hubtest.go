@@ -1,5 +1,5 @@
 // Package hubtest runs a real hub in-process for tests: the receiver,
-// recorder and controllers of controllers/hub against a test API server.
+// recorder and controllers of cmd/tugboat/app/hub against a test API server.
 //
 // It is a test helper: tugboat itself does not use it.
 package hubtest
@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 )
 
 // Options returns the hub's defaults for a test: no metrics or probe

@@ -19,8 +19,8 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tugboat.dev/tugboat/agent/admission"
 	"tugboat.dev/tugboat/agent/ownership"
-	"tugboat.dev/tugboat/webhook/admission"
 )
 
 // testCA is a CA that signs client certificates.

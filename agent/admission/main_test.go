@@ -21,10 +21,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/agent/admission"
 	"tugboat.dev/tugboat/agent/ownership"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/e2e/harness"
-	"tugboat.dev/tugboat/webhook/admission"
 )
 
 // The package's cluster tests share one spoke cluster, started by the first

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"tugboat.dev/tugboat/agent/admission"
 	"tugboat.dev/tugboat/agent/ownership"
-	"tugboat.dev/tugboat/webhook/admission"
 )
 
 // benchPod is a Pod as a ReplicaSet creates it, with a realistic spec and

@@ -2,6 +2,12 @@
 // controller-runtime manager on the management cluster running the webhook
 // receiver (on every replica), the ReleaseHistory recorder (every replica)
 // and the reconcilers (leader only).
+//
+// It sits where the binary is put together, above webhook and controllers:
+// it is the one place that wires the HTTP adapters (webhook/...) to the
+// domain (controllers/...), which never import it or webhook (see
+// docs/architecture.md). It is a library, so tests run a hub in process
+// (package hubtest).
 package hub
 
 import (

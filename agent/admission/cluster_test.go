@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"tugboat.dev/tugboat/agent/admission"
 	"tugboat.dev/tugboat/agent/ownership"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/e2e/harness"
-	"tugboat.dev/tugboat/webhook/admission"
 )
 
 // TestWebhooks_labelHelmReleaseAndItsDependents installs the test chart

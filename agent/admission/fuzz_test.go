@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"tugboat.dev/tugboat/agent/admission"
 	"tugboat.dev/tugboat/agent/ownership"
-	"tugboat.dev/tugboat/webhook/admission"
 )
 
 // FuzzAdmissionReview posts arbitrary bodies to every webhook path. Each
