@@ -68,10 +68,10 @@ func TestDecode_refusesWhatIsNotADigest(t *testing.T) {
 	g := NewWithT(t)
 	for raw, want := range map[string]string{
 		`not json`: "not a heartbeat digest",
-		`{"format":"example.com/other","replica":"a","shards":1,"at":100,"spokes":{}}`:   `format "example.com/other"`,
-		`{"format":"tugboat.dev/heartbeats/v1","shards":1,"at":100,"spokes":{}}`:         "replica is empty",
-		`{"format":"tugboat.dev/heartbeats/v1","replica":"a","shards":1,"spokes":{}}`:    "is not a time",
-		`{"format":"tugboat.dev/heartbeats/v1","replica":"a","shard":1,"shards":1,"at":100}`: "is not a shard",
+		`{"format":"example.com/other","replica":"a","shards":1,"at":100,"spokes":{}}`:                      `format "example.com/other"`,
+		`{"format":"tugboat.dev/heartbeats/v1","shards":1,"at":100,"spokes":{}}`:                            "replica is empty",
+		`{"format":"tugboat.dev/heartbeats/v1","replica":"a","shards":1,"spokes":{}}`:                       "is not a time",
+		`{"format":"tugboat.dev/heartbeats/v1","replica":"a","shard":1,"shards":1,"at":100}`:                "is not a shard",
 		`{"format":"tugboat.dev/heartbeats/v1","replica":"a","shards":1,"at":100,"spokes":{"fleet/a":-1}}`:  "is not between",
 		`{"format":"tugboat.dev/heartbeats/v1","replica":"a","shards":1,"at":100,"spokes":{"fleet/a":101}}`: "is not between",
 		`{"format":"tugboat.dev/heartbeats/v1","replica":"a","shards":1,"at":100,"spokes":{"fleet":1}}`:     "not <namespace>/<name>",
