@@ -7,6 +7,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -71,4 +73,49 @@ func TestHub_heartbeatsGoToTheDigestNotToTheSpoke(t *testing.T) {
 	// Back: Ready again at its first snapshot.
 	postState(g, addr, sp, key)
 	g.Eventually(func(g Gomega) string { return ready(g, sp) }).WithTimeout(10 * time.Second).WithPolling(50 * time.Millisecond).Should(Equal(isReady))
+}
+
+// TestHub_aReplicaThatCannotWriteItsDigestRecordsLastSeenInstead: a hub
+// whose digest writes fail (here RBAC lets it read ConfigMaps in its
+// digests' namespace but not write them, as a real API server answers)
+// falls back to writing status.lastSeen at least every half heartbeat
+// timeout, so a spoke that reports stays Ready for four timeouts, and
+// there is no AgentLost.
+func TestHub_aReplicaThatCannotWriteItsDigestRecordsLastSeenInstead(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	digests := newNamespace(t, "hb-readonly-digests")
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: digests, Name: "read-configmaps"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: digests, Name: "read-configmaps"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: identity.HubUser}}}
+	g.Expect(cluster.Client.Create(ctx, role)).To(Succeed())
+	g.Expect(cluster.Client.Create(ctx, binding)).To(Succeed())
+	g.Eventually(func(g Gomega) error {
+		return hubc.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(digests))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	ns := newNamespace(t, "hb-readonly")
+	sp, key := newSpoke(t, ns, "hb-readonly-edge")
+	opts := hubOptions()
+	opts.Heartbeats.Namespace = digests
+	var writes statusWrites
+	h, _ := hubtest.Start(t, writes.wrap(identity.HubConfig(cluster.RESTConfig)), opts)
+	addr := receiverReady(g, h)
+
+	start := time.Now()
+	for i := 0; time.Since(start) < 4*testTimeout; i++ {
+		postState(g, addr, sp, key)
+		if i == 0 {
+			g.Eventually(func(g Gomega) string { return ready(g, sp) }).WithTimeout(10 * time.Second).WithPolling(50 * time.Millisecond).Should(Equal(isReady))
+		} else {
+			g.Expect(ready(g, sp)).To(Equal(isReady), "%s after the first heartbeat", time.Since(start))
+		}
+		time.Sleep(testTimeout / 10) // the agent's interval
+	}
+	g.Expect(spokeEvents(g, sp)).To(Equal([]string{"AgentReady"}))
+	g.Expect(writes.of(sp)).To(BeNumerically(">=", 4), "lastSeen written every half timeout while the digest cannot be")
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: digests, Name: heartbeat.Name(h.Heartbeats.Replica(), 0)}, &corev1.ConfigMap{})).
+		To(MatchError(ContainSubstring("not found")), "the digest was never written")
 }

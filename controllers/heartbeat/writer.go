@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -48,6 +49,9 @@ type Writer struct {
 	client client.Client // writes direct, lists digests from the cache
 	opts   Options
 
+	// failing is set while the last flush could not write the digest.
+	failing atomic.Bool
+
 	mu     sync.Mutex
 	heard  map[string]int64 // "<namespace>/<name>" → Unix seconds
 	dirty  bool
@@ -65,8 +69,10 @@ func NewWriter(c client.Client, opts Options) *Writer {
 func (w *Writer) Replica() string { return w.opts.Replica }
 
 // Heard records that the agent of Spoke namespace/name was heard from at
-// at. It only touches memory; the next flush writes it.
-func (w *Writer) Heard(namespace, name string, at time.Time) {
+// at. It only touches memory; the next flush writes it. It reports whether
+// the digest is being written (false while the last flush failed: the
+// caller should then record the heartbeat on the Spoke itself).
+func (w *Writer) Heard(namespace, name string, at time.Time) bool {
 	k := key(types.NamespacedName{Namespace: namespace, Name: name})
 	s := at.Unix()
 	w.mu.Lock()
@@ -75,6 +81,7 @@ func (w *Writer) Heard(namespace, name string, at time.Time) {
 		w.heard[k] = s
 		w.dirty = true
 	}
+	return !w.failing.Load()
 }
 
 // NeedLeaderElection is false: every replica writes its digest.
@@ -150,6 +157,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
+		w.failing.Store(!written)
 		w.mu.Lock()
 		if written {
 			w.shards = len(digests)

@@ -207,18 +207,9 @@ func (o *Options) Validate() error {
 	return errors.Join(o.validateLeaderElection(), o.validatePipelineAPI(), spoke.ValidateAllowedValues(o.BootstrapAllowedValues), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.validateHeartbeats(), o.SpokeKeys.Validate(), o.DORA.Validate())
 }
 
-// validateHeartbeats checks the digests' interval against the heartbeat
-// timeout: a digest written less often than a third of it could let a
-// live spoke look lost.
-func (o *Options) validateHeartbeats() error {
-	if err := o.Heartbeats.Validate(); err != nil {
-		return err
-	}
-	if o.Heartbeats.Interval > 0 && o.Spoke.HeartbeatTimeout > 0 && o.Heartbeats.Interval > o.Spoke.HeartbeatTimeout/3 {
-		return fmt.Errorf("--heartbeat-digest-interval=%s: must be at most a third of --spoke-heartbeat-timeout (%s)", o.Heartbeats.Interval, o.Spoke.HeartbeatTimeout)
-	}
-	return nil
-}
+// validateHeartbeats checks the digests' options (New caps the interval at
+// a third of the heartbeat timeout).
+func (o *Options) validateHeartbeats() error { return o.Heartbeats.Validate() }
 
 // validatePipelineAPI checks the CI pipeline API's rate limit.
 func (o *Options) validatePipelineAPI() error {
@@ -285,8 +276,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 			beats.Replica = heartbeat.DefaultReplica()
 		}
 		// A digest keeps (and another replica's sweep spares) a spoke long
-		// enough for the Spoke controller to see it lost.
+		// enough for the Spoke controller to see it lost, and is written
+		// at least three times within a heartbeat timeout, so that a live
+		// spoke never looks lost.
 		beats.Expiry = max(beats.Expiry, 2*opts.Spoke.HeartbeatTimeout)
+		beats.Interval = min(beats.Interval, opts.Spoke.HeartbeatTimeout/3)
 		cacheOpts.ByObject = heartbeat.CacheByObject(beats.Namespace)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -325,8 +319,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	histOpts := opts.History
 	var index *heartbeat.Index
 	var writer *heartbeat.Writer
+	histOpts.HeartbeatRefreshWithoutDigest = min(histOpts.HeartbeatRefresh, opts.Spoke.HeartbeatTimeout/2)
 	if !digests {
-		histOpts.HeartbeatRefresh = min(histOpts.HeartbeatRefresh, opts.Spoke.HeartbeatTimeout/2)
+		histOpts.HeartbeatRefresh = histOpts.HeartbeatRefreshWithoutDigest
 	}
 	rec := releasehistory.NewRecorder(recClient, recAPI, histOpts)
 	rec.Events = mgr.GetEventRecorder("tugboat-hub")

@@ -46,6 +46,12 @@ type Options struct {
 	// does not depend on it; without them the hub caps it at half the
 	// Spoke heartbeat timeout, so a live spoke never looks stale.
 	HeartbeatRefresh time.Duration
+	// HeartbeatRefreshWithoutDigest caps HeartbeatRefresh while the
+	// heartbeat digest (Recorder.Heartbeats) fails to be written, so that
+	// readiness, then judged by lastSeen alone, holds. Not a flag: the hub
+	// sets it to half the Spoke heartbeat timeout (and HeartbeatRefresh to
+	// it when it writes no digest at all).
+	HeartbeatRefreshWithoutDigest time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -62,6 +68,8 @@ func NewOptions() Options {
 		// heard from: lastSeen is written every 5 minutes (one write per
 		// spoke per ten 30 s snapshots), and on every change of readiness.
 		HeartbeatRefresh: 5 * time.Minute,
+		// Half the default Spoke heartbeat timeout (90 s).
+		HeartbeatRefreshWithoutDigest: 45 * time.Second,
 	}
 }
 
@@ -89,7 +97,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--spoke-key-cache-ttl must not be negative")
 	case o.APITimeout <= 0:
 		return fmt.Errorf("--history-api-timeout must be positive")
-	case o.HeartbeatRefresh < 0:
+	case o.HeartbeatRefresh < 0 || o.HeartbeatRefreshWithoutDigest < 0:
 		return fmt.Errorf("--spoke-heartbeat-refresh must not be negative")
 	case o.Workers < 1:
 		return fmt.Errorf("--history-writers must be at least 1")

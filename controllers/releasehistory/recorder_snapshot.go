@@ -194,8 +194,10 @@ const EventSigningKeyChanged = "SigningKeyChanged"
 // a digest per hub replica, which the Spoke controller reads for readiness).
 type HeartbeatSink interface {
 	// Heard records that the agent of Spoke namespace/name was heard from
-	// at at. It must not block.
-	Heard(namespace, name string, at time.Time)
+	// at at. It must not block. It reports whether the digest is being
+	// written: while it is not, the recorder writes lastSeen at least
+	// every HeartbeatRefreshWithoutDigest.
+	Heard(namespace, name string, at time.Time) bool
 }
 
 // heartbeat records on the Spoke that its agent was heard from: in the
@@ -220,11 +222,13 @@ func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, id 
 	if hasID {
 		keyID = fmt.Sprintf(`,"signingKeyID":%q`, id)
 	}
-	if r.Heartbeats != nil {
-		r.Heartbeats.Heard(sp.Namespace, sp.Name, now)
+	refresh := r.opts.HeartbeatRefresh
+	if r.Heartbeats != nil && !r.Heartbeats.Heard(sp.Namespace, sp.Name, now) {
+		// The digest is not written: lastSeen must carry readiness.
+		refresh = min(refresh, r.opts.HeartbeatRefreshWithoutDigest)
 	}
 	st := &sp.Status
-	if st.LastSeen != nil && now.Sub(st.LastSeen.Time) < r.opts.HeartbeatRefresh && !waitingForHeartbeat(sp) &&
+	if st.LastSeen != nil && now.Sub(st.LastSeen.Time) < refresh && !waitingForHeartbeat(sp) &&
 		st.AgentVersion == snap.AgentVersion && st.KubernetesVersion == snap.KubernetesVersion &&
 		st.AgentProtocolVersion == clampRevision(snap.ProtocolVersion) && st.ReleaseCount == patch.Status.ReleaseCount &&
 		(!hasID || st.SigningKeyID == id) {
