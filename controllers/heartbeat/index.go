@@ -142,7 +142,7 @@ func (x *Index) decode(cm *corev1.ConfigMap) (map[types.NamespacedName]time.Time
 		return nil, err
 	}
 	if want := Name(d.Replica, d.Shard); cm.Name != want || cm.Labels[LabelReplica] != d.Replica {
-		return nil, fmt.Errorf("the digest of replica %q, shard %d, belongs in ConfigMap %s labelled %s=%s (a foreign object)", d.Replica, d.Shard, want, LabelReplica, d.Replica)
+		return nil, fmt.Errorf("the digest of replica %q, shard %d, belongs in ConfigMap %s labeled %s=%s (a foreign object)", d.Replica, d.Shard, want, LabelReplica, d.Replica)
 	}
 	now := x.Now()
 	if d.Time().After(now.Add(MaxSkew)) {

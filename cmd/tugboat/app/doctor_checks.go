@@ -59,15 +59,15 @@ type finding struct {
 }
 
 type doctorOptions struct {
-	allNamespaces  bool
-	staleAfter     time.Duration
+	allNamespaces bool
+	staleAfter    time.Duration
 	// heartbeatRefresh is the hub's --spoke-heartbeat-refresh: how much
 	// older than its last heartbeat a live Spoke's recorded lastSeen may
 	// be (the hub's heartbeat digests, not lastSeen, carry each one).
 	heartbeatRefresh time.Duration
-	approvalAge    time.Duration
-	failures       int
-	reconcileGrace time.Duration
+	approvalAge      time.Duration
+	failures         int
+	reconcileGrace   time.Duration
 	// failOn is the least severity that fails the run (exit status 1).
 	failOn severity
 }
