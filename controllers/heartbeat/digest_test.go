@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"tugboat.dev/tugboat/controllers/heartbeat"
 )
@@ -107,4 +108,15 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("the digest changed on the way: %+v, then %+v", d, back)
 		}
 	})
+}
+
+// TestDefaultReplica_namesValidObjects: a replica's default name is a valid
+// label value, its digests' names valid ConfigMap names, and two calls
+// differ (two processes on one host never share a digest).
+func TestDefaultReplica_namesValidObjects(t *testing.T) {
+	g := NewWithT(t)
+	a, b := heartbeat.DefaultReplica(), heartbeat.DefaultReplica()
+	g.Expect(a).NotTo(Equal(b))
+	g.Expect(validation.IsValidLabelValue(a)).To(BeEmpty())
+	g.Expect(validation.IsDNS1123Subdomain(heartbeat.Name(a, 12))).To(BeEmpty())
 }
