@@ -39,6 +39,11 @@ type Recorder struct {
 	// Events, when set, receives an Event when a spoke's agent signs with
 	// another key than before (a key rotation); set it before Start.
 	Events events.EventRecorder
+	// Heartbeats, when set, collects every spoke heard from (its state
+	// snapshots) into this replica's heartbeat digest
+	// (controllers/heartbeat.Writer); the Spoke's status then needs a
+	// write only every HeartbeatRefresh. Set it before Start.
+	Heartbeats HeartbeatSink
 
 	client client.Client // cached reads, direct writes
 	api    client.Reader // uncached reads: secrets, conflict retries

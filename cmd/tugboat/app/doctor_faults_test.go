@@ -141,9 +141,18 @@ var doctorFaults = []doctorFault{
 		newSpoke(t, ns, "dev-1", true, staleSpoke("v0.3.0"))
 		return faultRun{}
 	}, want: []want{
-		{code: "hub-heartbeats-stale", severity: "error", message: "no Spoke has reported in the last 5m (latest: {ns}/dev-1, 2h ago)", hint: "the hub's receiver is down"},
+		{code: "hub-heartbeats-stale", severity: "error", message: "no Spoke has reported in the last 10m (latest: {ns}/dev-1, 2h ago)", hint: "the hub's receiver is down"},
 		{code: "spoke-agent-not-seen", severity: "error", object: "{ns}/dev-1", message: "not Ready (Unknown, AgentNotSeen): no heartbeat since", hint: "check the agent on spoke dev-1"},
 	}},
+	{name: "a live spoke's lastSeen one hub refresh old is no stale heartbeat", inject: func(t *testing.T, ns string, _ *faultCRDs) faultRun {
+		// The hub writes lastSeen every --spoke-heartbeat-refresh (5m): a
+		// live spoke's may be 5m plus a snapshot interval old.
+		st := readySpoke("v0.3.0", 2)
+		seen := ago(5*time.Minute + 30*time.Second)
+		st.LastSeen = &seen
+		newSpoke(t, ns, "dev-1", true, st)
+		return faultRun{}
+	}, want: []want{ok("hub-heartbeats-ok"), ok("spoke-ready")}},
 	{name: "controllers not running", inject: func(t *testing.T, ns string, _ *faultCRDs) faultRun {
 		seen := ago(10 * time.Second)
 		newSpoke(t, ns, "dev-1", true, tugboatv1alpha1.SpokeStatus{LastSeen: &seen, AgentVersion: "v0.3.0", ReleaseCount: 2})

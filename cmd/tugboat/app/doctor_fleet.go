@@ -22,6 +22,10 @@ import (
 // heartbeats (the receiver) and reconciled generations (the controllers).
 func (d *doctor) checkHub(spokes *tugboatv1alpha1.SpokeList, pipelines *tugboatv1alpha1.PipelineList) {
 	now := d.now()
+	// The hub records a live Spoke's lastSeen at most every
+	// --spoke-heartbeat-refresh (its heartbeat digests carry the rest), so
+	// a live spoke's lastSeen may be that much older than its heartbeat.
+	window := d.opts.staleAfter + d.opts.heartbeatRefresh
 	if spokes != nil {
 		var latest, latestFlux *tugboatv1alpha1.Spoke
 		recent := 0
@@ -33,7 +37,7 @@ func (d *doctor) checkHub(spokes *tugboatv1alpha1.SpokeList, pipelines *tugboatv
 			if sp.Status.LastSeen == nil {
 				continue
 			}
-			if now.Sub(sp.Status.LastSeen.Time) <= d.opts.staleAfter {
+			if now.Sub(sp.Status.LastSeen.Time) <= window {
 				recent++
 			}
 			if latest == nil || sp.Status.LastSeen.After(latest.Status.LastSeen.Time) {
@@ -54,11 +58,11 @@ func (d *doctor) checkHub(spokes *tugboatv1alpha1.SpokeList, pipelines *tugboatv
 				"run the agent on each spoke with --hub-url pointing at the hub's receiver and the Spoke's key (docs/agent.md)")
 		case recent == 0:
 			d.add(checkHub, codeHubHeartbeatsStale, severityError, "", fmt.Sprintf("no Spoke has reported in the last %s (latest: %s/%s, %s ago)",
-				age(d.opts.staleAfter), latest.Namespace, latest.Name, age(now.Sub(latest.Status.LastSeen.Time))),
+				age(window), latest.Namespace, latest.Name, age(now.Sub(latest.Status.LastSeen.Time))),
 				"the hub's receiver is down or the agents cannot reach it: kubectl -n tugboat-system get deploy,pods; kubectl -n tugboat-system logs deploy/tugboat-hub; and the agents' logs")
 		default:
 			d.add(checkHub, codeHubHeartbeatsOK, severityOK, "", fmt.Sprintf("the receiver records heartbeats: %d of %s reported in the last %s (latest %s ago)",
-				recent, plural(len(spokes.Items), "Spoke"), age(d.opts.staleAfter), age(now.Sub(latest.Status.LastSeen.Time))), "")
+				recent, plural(len(spokes.Items), "Spoke"), age(window), age(now.Sub(latest.Status.LastSeen.Time))), "")
 		}
 	}
 

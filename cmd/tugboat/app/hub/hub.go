@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -39,6 +40,7 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/dora/gauges"
 	"tugboat.dev/tugboat/controllers/egress"
+	"tugboat.dev/tugboat/controllers/heartbeat"
 	"tugboat.dev/tugboat/controllers/notify/deliver"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion"
@@ -84,6 +86,9 @@ type Options struct {
 	Receiver receiver.Options
 	History  releasehistory.Options
 	Spoke    spoke.Options
+	// Heartbeats configures the heartbeat digests (one per replica, in the
+	// hub's namespace, read by the Spoke controller for readiness).
+	Heartbeats heartbeat.Options
 	// SpokeKeys configures how the receiver's spoke directory re-reads
 	// keys (its TTL is History.KeyCacheTTL).
 	SpokeKeys spokedir.Options
@@ -157,6 +162,7 @@ func NewOptions() Options {
 		Receiver:               receiver.NewOptions(),
 		History:                releasehistory.NewOptions(),
 		Spoke:                  spoke.NewOptions(),
+		Heartbeats:             heartbeat.NewOptions(),
 		SpokeKeys:              spokedir.NewOptions(),
 		Promotion:              promotion.NewOptions(),
 		PipelineAPI:            pipelineapi.Options{RateLimit: pipelineapi.DefaultRateLimit, RateBurst: pipelineapi.DefaultRateBurst},
@@ -197,14 +203,19 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	o.Receiver.BindFlags(fs)
 	o.History.BindFlags(fs)
 	o.Spoke.BindFlags(fs)
+	o.Heartbeats.BindFlags(fs)
 	o.SpokeKeys.BindFlags(fs)
 	o.DORA.BindFlags(fs)
 }
 
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
-	return errors.Join(o.validateLeaderElection(), o.validatePipelineAPI(), spoke.ValidateAllowedValues(o.BootstrapAllowedValues), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.SpokeKeys.Validate(), o.DORA.Validate())
+	return errors.Join(o.validateLeaderElection(), o.validatePipelineAPI(), spoke.ValidateAllowedValues(o.BootstrapAllowedValues), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.validateHeartbeats(), o.SpokeKeys.Validate(), o.DORA.Validate())
 }
+
+// validateHeartbeats checks the digests' options (New caps the interval at
+// a third of the heartbeat timeout).
+func (o *Options) validateHeartbeats() error { return o.Heartbeats.Validate() }
 
 // validatePipelineAPI checks the CI pipeline API's rate limit.
 func (o *Options) validatePipelineAPI() error {
@@ -249,6 +260,9 @@ type Hub struct {
 	Manager  ctrl.Manager
 	Receiver *receiver.Server
 	Recorder *releasehistory.Recorder
+	// Heartbeats writes this replica's heartbeat digest (nil without
+	// digests).
+	Heartbeats *heartbeat.Writer
 }
 
 // New assembles the hub against the cluster cfg points at.
@@ -256,7 +270,27 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	// The heartbeat digests live in the hub's namespace; a hub that has
+	// none (outside a cluster, no --leader-election-namespace) writes no
+	// digest and records every Spoke's lastSeen as before them.
+	beats := opts.Heartbeats
+	beats.Namespace = beats.ResolveNamespace(opts.LeaderElectionNamespace)
+	digests := beats.Interval > 0 && beats.Namespace != ""
+	var cacheOpts cache.Options
+	if digests {
+		if beats.Replica == "" {
+			beats.Replica = heartbeat.DefaultReplica()
+		}
+		// A digest keeps (and another replica's sweep spares) a spoke long
+		// enough for the Spoke controller to see it lost, and is written
+		// at least three times within a heartbeat timeout, so that a live
+		// spoke never looks lost.
+		beats.Expiry = max(beats.Expiry, 2*opts.Spoke.HeartbeatTimeout)
+		beats.Interval = min(beats.Interval, opts.Spoke.HeartbeatTimeout/3)
+		cacheOpts.ByObject = heartbeat.CacheByObject(beats.Namespace)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Cache:                   cacheOpts,
 		Scheme:                  Scheme(),
 		Metrics:                 metricsOptions(opts),
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
@@ -284,12 +318,29 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 		return nil, err
 	}
 	// An unchanged snapshot rewrites lastSeen only once it is older than
-	// the refresh: at most half the heartbeat timeout, so that a live
-	// spoke (snapshots more often than that) never looks stale.
+	// the refresh. With digests, the Spoke controller reads them for
+	// readiness; without, the refresh is at most half the heartbeat
+	// timeout, so that a live spoke (snapshots more often than that) never
+	// looks stale.
 	histOpts := opts.History
-	histOpts.HeartbeatRefresh = min(histOpts.HeartbeatRefresh, opts.Spoke.HeartbeatTimeout/2)
+	var index *heartbeat.Index
+	var writer *heartbeat.Writer
+	histOpts.HeartbeatRefreshWithoutDigest = min(histOpts.HeartbeatRefresh, opts.Spoke.HeartbeatTimeout/2)
+	if !digests {
+		histOpts.HeartbeatRefresh = histOpts.HeartbeatRefreshWithoutDigest
+	}
 	rec := releasehistory.NewRecorder(recClient, recAPI, histOpts)
 	rec.Events = mgr.GetEventRecorder("tugboat-hub")
+	if digests {
+		writer = heartbeat.NewWriter(recClient, beats)
+		writer.Log = ctrl.Log.WithName("heartbeats").WithValues("replica", beats.Replica)
+		if err := mgr.Add(writer); err != nil {
+			return nil, err
+		}
+		rec.Heartbeats = writer
+		index = heartbeat.NewIndex(mgr.GetClient(), beats.Namespace)
+		index.Log = ctrl.Log.WithName("heartbeats")
+	}
 	if err := rec.SetupWithManager(ctx, mgr); err != nil {
 		return nil, err
 	}
@@ -297,7 +348,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	// the receiver trusts the keys it read (--spoke-key-cache-ttl).
 	spokeOpts := opts.Spoke
 	spokeOpts.KeySecretRecheck = opts.History.KeyCacheTTL
+	var spokeBeats spoke.Heartbeats
+	if index != nil {
+		spokeBeats = index
+	}
 	if err := (&spoke.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: spokeOpts, Recorder: mgr.GetEventRecorder("tugboat-hub"),
+		Heartbeats: spokeBeats,
 		Bootstrap: spoke.BootstrapOptions{Version: opts.Version, Timeout: opts.BootstrapTimeout, Egress: opts.Egress,
 			AllowedValues: opts.BootstrapAllowedValues}}).SetupWithManager(mgr); err != nil {
 		return nil, err
@@ -381,7 +437,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	if err := mgr.AddReadyzCheck("recorder", func(*http.Request) error { return rec.Ready() }); err != nil {
 		return nil, err
 	}
-	return &Hub{Manager: mgr, Receiver: srv, Recorder: rec}, nil
+	return &Hub{Manager: mgr, Receiver: srv, Recorder: rec, Heartbeats: writer}, nil
 }
 
 // recorderClients returns the recorder's clients: reads from the manager's

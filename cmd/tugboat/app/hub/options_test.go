@@ -128,3 +128,21 @@ func TestOptions_bootstrapAllowedValues(t *testing.T) {
 		})
 	}
 }
+
+// TestOptions_heartbeatDigestFlags: the digests' flags parse into the
+// options, a negative interval is refused naming the flag, and the
+// digests' namespace defaults to the leader election namespace.
+func TestOptions_heartbeatDigestFlags(t *testing.T) {
+	g := NewWithT(t)
+	o := NewOptions()
+	fs := pflag.NewFlagSet("hub", pflag.ContinueOnError)
+	o.BindFlags(fs)
+	g.Expect(fs.Parse([]string{"--heartbeat-digest-interval=2s", "--leader-election-namespace=ops"})).To(Succeed())
+	g.Expect(o.Heartbeats.Interval).To(Equal(2 * time.Second))
+	g.Expect(o.Validate()).To(Succeed())
+	g.Expect(o.Heartbeats.ResolveNamespace(o.LeaderElectionNamespace)).To(Equal("ops"))
+	g.Expect(fs.Parse([]string{"--heartbeat-namespace=beats"})).To(Succeed())
+	g.Expect(o.Heartbeats.ResolveNamespace(o.LeaderElectionNamespace)).To(Equal("beats"))
+	g.Expect(fs.Parse([]string{"--heartbeat-digest-interval=-1s"})).To(Succeed())
+	g.Expect(o.Validate()).To(MatchError(ContainSubstring("--heartbeat-digest-interval must not be negative")))
+}
