@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/heartbeat"
 	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
+	"tugboat.dev/tugboat/controllers/heartbeat"
 	"tugboat.dev/tugboat/e2e/identity"
 )
 
