@@ -35,9 +35,10 @@ type rolloutFixture struct {
 	p   *tugboatv1alpha1.Pipeline
 	typ tugboatv1alpha1.StrategyType
 
-	mu    sync.Mutex
-	calls [][]string
-	at    []time.Time
+	mu       sync.Mutex
+	calls    [][]string
+	at       []time.Time
+	versions []string
 }
 
 var rolloutSpokes = []string{"prod-a", "prod-b", "prod-c"}
@@ -103,7 +104,7 @@ func newRolloutFixture(t *testing.T, typ tugboatv1alpha1.StrategyType, with ...f
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.calls, f.at = append(f.calls, got), append(f.at, time.Now())
+		f.calls, f.at, f.versions = append(f.calls, got), append(f.at, time.Now()), append(f.versions, req.Version)
 		return strategy.Result{Message: "acted on " + strings.Join(got, ", ")}, nil
 	})
 	opts := hubtest.Options()
