@@ -141,6 +141,12 @@ const (
 	// promotion into it is held until someone resumes it.
 	HeldAfterRollbackReason ConditionReason = "HeldAfterRollback"
 
+	// HeldAfterRolloutFailedReason: a rollout into an environment spent its
+	// failure budget and was rolled back automatically (onFailure
+	// Rollback); automatic promotion into it is held until someone resumes
+	// it.
+	HeldAfterRolloutFailedReason ConditionReason = "HeldAfterRolloutFailed"
+
 	// TargetNotFoundReason: a target's Spoke or ReleaseHistory does not exist (yet).
 	TargetNotFoundReason ConditionReason = "TargetNotFound"
 )

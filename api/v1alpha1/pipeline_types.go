@@ -505,7 +505,8 @@ type HeldEnvironment struct {
 	// +required
 	Since metav1.Time `json:"since"`
 
-	// version is the chart version the environment was rolled back to.
+	// version is the chart version the environment was rolled back to (for
+	// RolloutFailed: the version whose rollout failed).
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Version string `json:"version,omitempty"`
