@@ -387,14 +387,12 @@ func testRejectsInvalid(ctx context.Context, t *testing.T, c client.Client) {
 			want: []string{"spec.environments[1].rollout.progressDeadline", "progressDeadline must be positive"},
 		},
 		{
-			name: "rollback with an environment's pullRequest strategy",
-			obj: pipelineWith("rollback-pr", func(p *tugboatv1.Pipeline) {
+			name: "rollback with an environment's notification strategy",
+			obj: pipelineWith("rollback-notification", func(p *tugboatv1.Pipeline) {
 				p.Spec.Environments[1].Rollout = &tugboatv1.Rollout{Canary: &tugboatv1.CanaryWave{Count: ptr.To[int32](1)}, OnFailure: tugboatv1.RolloutRollback}
-				p.Spec.Environments[1].Promotion = &tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyPullRequest, PullRequest: &tugboatv1.PullRequestStrategy{
-					URL: "https://git.example.com/org/fleet.git", Provider: tugboatv1.GitProviderGitea, SecretRef: tugboatv1.LocalSecretReference{Name: "git"},
-				}}
+				p.Spec.Environments[1].Promotion = &tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyNotification}
 			}),
-			want: []string{"spec.environments", "rollout.onFailure Rollback needs the environment's strategy to be helm or kubernetes"},
+			want: []string{"spec.environments", "rollout.onFailure Rollback needs the environment's strategy to be helm, kubernetes or pullRequest"},
 		},
 		{
 			name: "rollback with the Pipeline's default webhook strategy",
@@ -402,7 +400,7 @@ func testRejectsInvalid(ctx context.Context, t *testing.T, c client.Client) {
 				p.Spec.Environments[1].Rollout = &tugboatv1.Rollout{Canary: &tugboatv1.CanaryWave{Count: ptr.To[int32](1)}, OnFailure: tugboatv1.RolloutRollback}
 				p.Spec.Promotion = tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyWebhook, Webhook: &tugboatv1.WebhookStrategy{URL: "https://ci.example.com/promote"}}
 			}),
-			want: []string{"spec.environments", "tugboat cannot roll back what a pullRequest, webhook or notification strategy changed"},
+			want: []string{"spec.environments", "tugboat cannot roll back what a webhook or notification strategy's external actor changed"},
 		},
 		{
 			name: "negative failure budget",
@@ -468,8 +466,6 @@ func fullPipeline(name string) *tugboatv1.Pipeline {
 						{Spoke: "prod-2", Namespace: "apps", Release: "web-eu"},
 					},
 					Gates: tugboatv1.Gates{SoakTime: &metav1.Duration{}, RequireApproval: true, RequireHealthy: ptr.To(false)},
-					// onFailure Rollback needs a strategy that can roll back.
-					Promotion: &tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyKubernetes},
 					Rollout: &tugboatv1.Rollout{
 						Canary: &tugboatv1.CanaryWave{
 							SpokeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}},

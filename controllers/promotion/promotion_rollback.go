@@ -7,7 +7,8 @@ package promotion
 // (wire.ActionRollback: a Helm rollback, or the previous chart version in
 // the target's Flux HelmRelease), and waits for the agents' outcomes,
 // bounded by the rollout's progress deadline; the kubernetes strategy sets
-// the previous chart version on the targets' HelmReleases itself. Then the
+// the previous chart version on the targets' HelmReleases itself, and the
+// pullRequest strategy opens a revert pull request. Then the
 // Promotion fails, reason RolloutFailed, status.rollout.phase RolledBack,
 // and the Pipeline controller holds the environment (HoldRolloutFailed).
 
@@ -41,7 +42,7 @@ func rollsBack(pr *tugboatv1alpha1.Promotion) bool {
 // revision they ran (the Pipeline's CEL rules refuse onFailure Rollback
 // with any other).
 func canRollBack(t tugboatv1alpha1.StrategyType) bool {
-	return t == tugboatv1alpha1.StrategyHelm || t == tugboatv1alpha1.StrategyKubernetes
+	return t == tugboatv1alpha1.StrategyHelm || t == tugboatv1alpha1.StrategyKubernetes || t == tugboatv1alpha1.StrategyPullRequest
 }
 
 // startRollback stops a rollout whose budget is spent (onFailure
@@ -101,12 +102,17 @@ func noRollback(ts *tugboatv1alpha1.PromotionTargetStatus) string {
 	return ""
 }
 
-// restoreHelmReleases is the kubernetes strategy's rollback: the strategy
-// sets, on the HelmRelease of each target whose rollback is pending, the
-// chart version it ran before (one call per version), and records the
-// outcome. An error the strategy may retry leaves the rollbacks pending
+// rollBackThroughStrategy is the rollback of the strategies the hub
+// carries out itself: the strategy is called again for the targets whose
+// rollback is pending, with the version they ran before
+// (Request.RollbackFrom set), and the outcome is recorded. The kubernetes
+// strategy sets each target's HelmRelease back (one call per version);
+// the pullRequest strategy opens one revert pull request (its markers are
+// per environment, so the targets return to the version most of them ran;
+// the rollback is done once it is open, the targets return when it is
+// merged). An error the strategy may retry leaves the rollbacks pending
 // and is returned (the workqueue backs off, within the deadline).
-func (r *Reconciler) restoreHelmReleases(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) error {
+func (r *Reconciler) rollBackThroughStrategy(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) error {
 	s, err := r.Registry.Get(pr.StrategyType())
 	if err != nil {
 		return err
@@ -130,11 +136,26 @@ func (r *Reconciler) restoreHelmReleases(ctx context.Context, pr *tugboatv1alpha
 		versions = append(versions, v)
 	}
 	slices.Sort(versions)
+	if pr.StrategyType() == tugboatv1alpha1.StrategyPullRequest {
+		// One pull request: the version most targets ran.
+		most := versions[0]
+		for _, v := range versions[1:] {
+			if len(byVersion[v]) > len(byVersion[most]) {
+				most = v
+			}
+		}
+		for _, v := range versions {
+			if v != most {
+				byVersion[most] = append(byVersion[most], byVersion[v]...)
+			}
+		}
+		versions = []string{most}
+	}
 	now := metav1.NewTime(r.Now())
 	for _, v := range versions {
 		targets := byVersion[v]
 		back := req
-		back.Version = v
+		back.Version, back.RollbackFrom = v, pr.Spec.Version
 		back.Targets = slices.DeleteFunc(slices.Clone(req.Targets), func(t strategy.Target) bool {
 			return !slices.ContainsFunc(targets, func(ts *tugboatv1alpha1.PromotionTargetStatus) bool {
 				return ts.Spoke == t.SpokeName && ts.Namespace == t.Namespace && ts.Release == t.Release
@@ -144,11 +165,15 @@ func (r *Reconciler) restoreHelmReleases(ctx context.Context, pr *tugboatv1alpha
 		if err != nil && !strategy.IsTerminal(err) {
 			return fmt.Errorf("setting the HelmReleases of %d target(s) back to %s: %w", len(targets), v, err)
 		}
+		what := "HelmRelease set back to " + v
+		if pr.StrategyType() == tugboatv1alpha1.StrategyPullRequest {
+			what = "revert pull request to " + v + " (the target returns once it is merged)"
+		}
 		for _, ts := range targets {
 			rb := ts.Rollout.Rollback
-			rb.Phase, rb.Message, rb.LastUpdateTime = tugboatv1alpha1.ActionSucceeded, clip("HelmRelease set back to "+v+": "+res.Message, 1024), &now
+			rb.Phase, rb.Message, rb.LastUpdateTime = tugboatv1alpha1.ActionSucceeded, clip(what+": "+res.Message, 1024), &now
 			if err != nil {
-				rb.Phase, rb.Message = tugboatv1alpha1.ActionFailed, clip("setting the HelmRelease back to "+v+": "+err.Error(), 1024)
+				rb.Phase, rb.Message = tugboatv1alpha1.ActionFailed, clip(what+" failed: "+err.Error(), 1024)
 			}
 		}
 	}
@@ -156,15 +181,15 @@ func (r *Reconciler) restoreHelmReleases(ctx context.Context, pr *tugboatv1alpha
 }
 
 // rollingBack waits for the outcome of every rollback (the agents report
-// them through the actions store; the kubernetes strategy's are set here),
+// them through the actions store; the other strategies' are set here),
 // bounded by the rollout's progress deadline from when the rollback
 // started; then the Promotion fails, reason RolloutFailed, naming what was
 // and was not rolled back.
 func (r *Reconciler) rollingBack(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment, now time.Time) (ctrl.Result, error) {
 	st := pr.Status.Rollout
 	var retry error
-	if pr.StrategyType() == tugboatv1alpha1.StrategyKubernetes {
-		retry = r.restoreHelmReleases(ctx, pr, p, env)
+	if pr.StrategyType() != tugboatv1alpha1.StrategyHelm {
+		retry = r.rollBackThroughStrategy(ctx, pr, p, env)
 	}
 	why, _, _ := strings.Cut(st.Message, "; rolling back")
 	var waiting []string

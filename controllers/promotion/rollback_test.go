@@ -147,10 +147,35 @@ func TestReconciler_rollsBackKubernetesTargetsToTheVersionTheyRan(t *testing.T) 
 		Should(Equal(tugboatv1alpha1.PromotionFailed))
 	g.Expect(f.acted()).To(Equal([][]string{{webA}, {webA}}))
 	f.mu.Lock()
-	g.Expect(f.versions).To(Equal([]string{"1.6.2", "1.3.0"}))
+	g.Expect(f.versions).To(Equal([]string{"1.6.2", "1.3.0 (rollback from 1.6.2)"}))
 	f.mu.Unlock()
 	pr := f.get(name)
 	g.Expect(rollbacks(pr)).To(Equal([]string{"prod-a Succeeded"}))
 	g.Expect(findCondition(pr, tugboatv1alpha1.ReadyCondition).Reason).To(Equal(tugboatv1alpha1.RolloutFailedReason.String()))
 	g.Expect(pr.Status.Rollout.Phase).To(Equal(tugboatv1alpha1.RolloutRolledBack))
+}
+
+// TestReconciler_opensARevertPullRequestForPullRequestTargets: with the
+// pullRequest strategy, the rollback is one call of the strategy (a revert
+// pull request) with the version the changed targets ran, marked as a
+// rollback from the promoted version; the Promotion then fails
+// RolloutFailed, the targets' rollbacks naming the pull request.
+func TestReconciler_opensARevertPullRequestForPullRequestTargets(t *testing.T) {
+	g := NewWithT(t)
+	f := newRolloutFixture(t, tugboatv1alpha1.StrategyPullRequest, onFailureRollback)
+	name := f.promote("1.6.3")
+	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}}))
+	f.report("prod-a", 4, "1.6.3", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthFailed)
+
+	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return f.get(name).Status.Phase }).WithTimeout(10 * time.Second).
+		Should(Equal(tugboatv1alpha1.PromotionFailed))
+	g.Expect(f.acted()).To(Equal([][]string{{webA}, {webA}}))
+	f.mu.Lock()
+	g.Expect(f.versions).To(Equal([]string{"1.6.3", "1.3.0 (rollback from 1.6.3)"}))
+	f.mu.Unlock()
+	pr := f.get(name)
+	g.Expect(rollbacks(pr)).To(Equal([]string{"prod-a Succeeded"}))
+	g.Expect(pr.Status.Targets[0].Rollout.Rollback.Message).To(Equal(
+		"revert pull request to 1.3.0 (the target returns once it is merged): acted on " + webA))
+	g.Expect(findCondition(pr, tugboatv1alpha1.ReadyCondition).Reason).To(Equal(tugboatv1alpha1.RolloutFailedReason.String()))
 }
