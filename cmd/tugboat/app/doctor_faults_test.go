@@ -351,6 +351,14 @@ var doctorFaults = []doctorFault{
 	}), want: []want{{code: "promotion-rollout-paused", severity: "warning", object: "{ns}/web-production-1.4.0",
 		message: "1.4.0 into production of pipeline web is Paused: rollout of 1.4.0 into production paused in wave canary: the failure budget is spent",
 		hint:    "the Promotion holds production until it is aborted: tugboat abort web-production-1.4.0 -n {ns}"}}},
+	{name: "Promotion rolling back", inject: onFleet(func(t *testing.T, _ string, p *tugboatv1alpha1.Pipeline) {
+		started := ago(2 * time.Hour)
+		promotionIn(t, p, "production", "1.4.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionRollingBack, StartedAt: &started,
+			Rollout:    &tugboatv1alpha1.RolloutStatus{Phase: tugboatv1alpha1.RolloutRollingBack, Resolved: &tugboatv1alpha1.Rollout{OnFailure: tugboatv1alpha1.RolloutRollback}},
+			Conditions: promotionCondition(metav1.ConditionUnknown, "RollingBack", "rollout of 1.4.0 into production stopped in wave canary: the failure budget is spent", ago(time.Minute))})
+	}), want: []want{{code: "promotion-rolling-back", severity: "warning", object: "{ns}/web-production-1.4.0",
+		message: "1.4.0 into production of pipeline web is RollingBack: rollout of 1.4.0 into production stopped in wave canary",
+		hint:    "then it fails and production stays held until resumed"}}},
 	{name: "Promotion failed", inject: onFleet(func(t *testing.T, _ string, p *tugboatv1alpha1.Pipeline) {
 		at := ago(time.Hour)
 		promotionIn(t, p, "production", "1.9.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionFailed, CompletedAt: &at,
