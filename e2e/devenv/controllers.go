@@ -247,7 +247,7 @@ func (e *Env) createSamplePipeline(ctx context.Context, opts Options) error {
 			Slack: &tugboatv1alpha1.SlackNotifier{SecretRef: tugboatv1alpha1.LocalSecretReference{Name: secret.Name}, Channel: "#tugboat-demo"},
 			Events: []tugboatv1alpha1.NotifyEvent{
 				tugboatv1alpha1.EventPromotionCreated, tugboatv1alpha1.EventPromotionWaitingApproval, tugboatv1alpha1.EventPromotionRunning,
-				tugboatv1alpha1.EventPromotionRollingBack, tugboatv1alpha1.EventPromotionSucceeded, tugboatv1alpha1.EventPromotionFailed, tugboatv1alpha1.EventPromotionAborted,
+				tugboatv1alpha1.EventPromotionSucceeded, tugboatv1alpha1.EventPromotionFailed, tugboatv1alpha1.EventPromotionAborted,
 				tugboatv1alpha1.EventHoldStarted, tugboatv1alpha1.EventHoldReleased,
 				tugboatv1alpha1.EventDeploymentStarted, tugboatv1alpha1.EventDeploymentHealthy, tugboatv1alpha1.EventDeploymentFailed,
 			},
