@@ -346,8 +346,11 @@ func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
 
 // holdReason is the Ready reason of a hold.
 func holdReason(h tugboatv1alpha1.HeldEnvironment) tugboatv1alpha1.ConditionReason {
-	if h.Reason == tugboatv1alpha1.HoldUninstall {
+	switch h.Reason {
+	case tugboatv1alpha1.HoldUninstall:
 		return tugboatv1alpha1.HeldAfterUninstallReason
+	case tugboatv1alpha1.HoldRolloutFailed:
+		return tugboatv1alpha1.HeldAfterRolloutFailedReason
 	}
 	return tugboatv1alpha1.HeldAfterRollbackReason
 }
@@ -356,8 +359,11 @@ func holdReason(h tugboatv1alpha1.HeldEnvironment) tugboatv1alpha1.ConditionReas
 // for the Pipeline's Ready condition and `tugboat status`.
 func HoldMessage(pipeline string, h tugboatv1alpha1.HeldEnvironment) string {
 	what := "a rollback"
-	if h.Reason == tugboatv1alpha1.HoldUninstall {
+	switch h.Reason {
+	case tugboatv1alpha1.HoldUninstall:
 		what = "an uninstall"
+	case tugboatv1alpha1.HoldRolloutFailed:
+		what = "a failed rollout"
 	}
 	return fmt.Sprintf("automatic promotion into and out of %s is held after %s (%s); resume with `tugboat resume %s --env %s`",
 		h.Name, what, h.Message, pipeline, h.Name)

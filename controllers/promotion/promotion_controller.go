@@ -245,7 +245,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return r.running(ctx, pr, p, env)
 	case tugboatv1alpha1.PromotionVerifying:
 		return r.verifying(ctx, pr, p, env)
-	case tugboatv1alpha1.PromotionPaused:
+	case tugboatv1alpha1.PromotionPaused, tugboatv1alpha1.PromotionRollingBack:
 		return r.rollout(ctx, pr, p, env)
 	}
 	return ctrl.Result{}, nil

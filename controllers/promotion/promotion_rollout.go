@@ -56,8 +56,8 @@ var errPlan = errors.New("rollout")
 // a rollout. Each reconcile plans the rollout from what the targets report
 // now, then:
 //   - a paused rollout stays paused (its counts kept true);
-//   - a spent budget pauses it (onFailure Pause; Rollback is not built yet
-//     and pauses too, saying so);
+//   - a spent budget pauses it (onFailure Pause), or stops it and rolls
+//     back what it changed (onFailure Rollback: promotion_rollback.go);
 //   - the current wave's targets not acted on yet are acted on, in one
 //     strategy call, and recorded (wave, time, baseline revision);
 //   - every wave qualified: Succeeded. Every target acted on: Verifying.
@@ -69,6 +69,9 @@ var errPlan = errors.New("rollout")
 // (a soak ends, a deadline passes).
 func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
 	now := r.Now()
+	if pr.Status.Phase == tugboatv1alpha1.PromotionRollingBack {
+		return r.rollingBack(ctx, pr, p, env, now)
+	}
 	obs, err := r.observeRollout(ctx, pr, p, env)
 	var plan *rollout.Plan
 	if err == nil {
@@ -85,6 +88,8 @@ func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	case pr.Status.Phase == tugboatv1alpha1.PromotionPaused:
 		recordPlan(pr, plan, obs, now)
 		return ctrl.Result{}, nil
+	case plan.Budget.Spent() && rollsBack(pr):
+		return r.startRollback(ctx, pr, p, env, plan, obs, now)
 	case plan.Budget.Spent():
 		r.pause(pr, plan, obs, now)
 		return ctrl.Result{}, nil
@@ -245,7 +250,7 @@ func (r *Reconciler) actOnWave(ctx context.Context, pr *tugboatv1alpha1.Promotio
 		}
 		tr := &tugboatv1alpha1.TargetRollout{Wave: count32(plan.Current), ActedAt: acted}
 		if c := o.current; c != nil {
-			tr.BaselineRevision, tr.BaselineInstallation = c.Revision, c.Installation
+			tr.BaselineRevision, tr.BaselineInstallation, tr.BaselineVersion = c.Revision, c.Installation, c.ChartVersion
 			tr.Unchanged = c.ChartVersion == pr.Spec.Version && c.Status == tugboatv1alpha1.ReleaseStatusDeployed
 		}
 		ts.Rollout = tr
@@ -370,10 +375,9 @@ func completedMessage(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan) string 
 		len(plan.Waves), pr.Spec.Version, pr.Spec.To, plan.Budget.Used, plan.Budget.Allowed, strings.Join(failing, "; "))
 }
 
-// pause stops a rollout whose failure budget is spent: phase Paused,
-// nothing more acted on, and the Ready condition says why and how to go
-// on. onFailure Rollback pauses too, saying that rollback is not built
-// yet.
+// pause stops a rollout whose failure budget is spent (onFailure Pause):
+// phase Paused, nothing more acted on, and the Ready condition says why
+// and how to go on.
 func (r *Reconciler) pause(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observation, now time.Time) {
 	st := pr.Status.Rollout
 	st.Phase = tugboatv1alpha1.RolloutPaused
@@ -409,8 +413,5 @@ func pausedMessage(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan) string {
 	}
 	msg := fmt.Sprintf("rollout of %s into %s paused %s: the failure budget is spent (%s): %s. Nothing more is acted on",
 		pr.Spec.Version, pr.Spec.To, wave, why, strings.Join(failing, "; "))
-	if pr.Status.Rollout.Resolved.OnFailure == tugboatv1alpha1.RolloutRollback {
-		msg += "; onFailure is Rollback, but automatic rollback is not built yet: the targets acted on keep " + pr.Spec.Version
-	}
 	return msg + fmt.Sprintf(". To go on, abort it (tugboat abort %s -n %s) and promote a fixed version", pr.Name, pr.Namespace)
 }

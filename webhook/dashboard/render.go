@@ -176,7 +176,7 @@ func phaseClass(p tugboatv1alpha1.PromotionPhase) string {
 	switch p {
 	case tugboatv1alpha1.PromotionSucceeded:
 		return "ok"
-	case tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.PromotionAborted:
+	case tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.PromotionAborted, tugboatv1alpha1.PromotionRollingBack:
 		return "bad"
 	case tugboatv1alpha1.PromotionWaitingApproval, tugboatv1alpha1.PromotionPaused:
 		return "wait"

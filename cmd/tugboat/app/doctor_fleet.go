@@ -304,6 +304,10 @@ func (d *doctor) addHold(p *tugboatv1alpha1.Pipeline, h tugboatv1alpha1.HeldEnvi
 		code = codePipelineHeldRollback
 		msg = fmt.Sprintf("automatic promotion into %s is held after a rollback, since %s ago", h.Name, since)
 		hint = "once the rollback is dealt with: " + resume
+		if h.Reason == tugboatv1alpha1.HoldRolloutFailed {
+			msg = fmt.Sprintf("automatic promotion into %s is held after a failed rollout was rolled back, since %s ago", h.Name, since)
+			hint = "once the failed version is understood (tugboat status " + p.Name + " -n " + p.Namespace + "): " + resume
+		}
 	}
 	if h.Message != "" {
 		msg += ": " + h.Message

@@ -34,6 +34,9 @@ func promotionEvents(pr *tugboatv1alpha1.Promotion, env *tugboatv1alpha1.Environ
 	if s.StrategyResult != nil || s.Phase == tugboatv1alpha1.PromotionVerifying {
 		events = append(events, tugboatv1alpha1.EventPromotionRunning)
 	}
+	if s.Rollout != nil && s.Rollout.RollbackStartedAt != nil {
+		events = append(events, tugboatv1alpha1.EventPromotionRollingBack)
+	}
 	if e, ok := terminalEvent(s.Phase); ok {
 		events = append(events, e)
 	}

@@ -91,7 +91,7 @@ func indexSpokes(o client.Object) []string {
 	}
 	var spokes []string
 	for _, t := range pr.Status.Targets {
-		if t.Action != nil && !slices.Contains(spokes, t.Spoke) {
+		if (t.Action != nil || rollbackOf(&t) != nil) && !slices.Contains(spokes, t.Spoke) {
 			spokes = append(spokes, t.Spoke)
 		}
 	}
@@ -105,7 +105,7 @@ func (s *Store) observe(o any) {
 		return
 	}
 	for _, t := range pr.Status.Targets {
-		if t.Action != nil && t.Action.Phase == tugboatv1alpha1.ActionPending {
+		if a := offeredAction(pr, &t); a != nil && a.Phase == tugboatv1alpha1.ActionPending {
 			// A Pipeline's targets are Spokes of its own namespace.
 			s.notify(ingest.Spoke{Namespace: pr.Namespace, Name: t.Spoke})
 		}
@@ -141,14 +141,16 @@ func (s *Store) Wait(sp ingest.Spoke) <-chan struct{} {
 
 // offered reports whether pr's actions may be handed out: a helm Promotion
 // that is Verifying, or Running with a rollout (whose waves' actions are
-// queued while later waves wait). A paused rollout offers none.
+// queued while later waves wait), or RollingBack (its rollbacks only:
+// offeredAction). A paused rollout offers none.
 func offered(pr *tugboatv1alpha1.Promotion) bool {
 	if pr.StrategyType() != tugboatv1alpha1.StrategyHelm || !pr.DeletionTimestamp.IsZero() {
 		return false
 	}
 	rollout := pr.Status.Rollout != nil && pr.Status.Rollout.Resolved != nil
 	return pr.Status.Phase == tugboatv1alpha1.PromotionVerifying ||
-		pr.Status.Phase == tugboatv1alpha1.PromotionRunning && rollout
+		pr.Status.Phase == tugboatv1alpha1.PromotionRunning && rollout ||
+		pr.Status.Phase == tugboatv1alpha1.PromotionRollingBack
 }
 
 // open reports whether an action still waits for its outcome.
@@ -169,7 +171,8 @@ func (s *Store) Pending(ctx context.Context, who ingest.Spoke) ([]wire.Action, e
 	for i := range promos {
 		pr := &promos[i]
 		if !offered(pr) || !slices.ContainsFunc(pr.Status.Targets, func(t tugboatv1alpha1.PromotionTargetStatus) bool {
-			return t.Spoke == spoke && t.Action != nil && open(t.Action.Phase)
+			a := offeredAction(pr, &t)
+			return t.Spoke == spoke && a != nil && open(a.Phase)
 		}) {
 			continue
 		}
@@ -207,6 +210,12 @@ func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke str
 		now := metav1.NewTime(s.now())
 		for i := range pr.Status.Targets {
 			t := &pr.Status.Targets[i]
+			if t.Spoke == spoke && rollingBack(pr) {
+				if a, ok := s.deliverRollback(ctx, pr, p, t, now); ok {
+					acts = append(acts, a)
+				}
+				continue
+			}
 			if t.Spoke != spoke || t.Action == nil || !open(t.Action.Phase) ||
 				t.Action.ID != wire.NewActionID(string(pr.UID), t.Spoke, t.Namespace, t.Release) {
 				continue
@@ -316,17 +325,21 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 		}
 		orig := pr.DeepCopy()
 		t := target(pr, spoke, o.ID)
+		var act *tugboatv1alpha1.TargetAction
+		if t != nil {
+			act = actionByID(t, o.ID)
+		}
 		switch {
 		case t == nil:
 			return fmt.Errorf("%w: %s", ingest.ErrActionNotFound, o.ID)
-		case !open(t.Action.Phase):
-			if t.Action.Phase == phase && t.Action.Message == msg && t.Action.Revision == rev {
+		case !open(act.Phase):
+			if act.Phase == phase && act.Message == msg && act.Revision == rev {
 				return nil
 			}
-			return fmt.Errorf("%w: action %s was already reported %s", ingest.ErrActionConflict, o.ID, t.Action.Phase)
+			return fmt.Errorf("%w: action %s was already reported %s", ingest.ErrActionConflict, o.ID, act.Phase)
 		}
 		now := metav1.NewTime(s.now())
-		t.Action.Phase, t.Action.Message, t.Action.Revision, t.Action.LastUpdateTime = phase, msg, rev, &now
+		act.Phase, act.Message, act.Revision, act.LastUpdateTime = phase, msg, rev, &now
 		if err := s.client.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
@@ -348,7 +361,7 @@ func target(pr *tugboatv1alpha1.Promotion, spoke, id string) *tugboatv1alpha1.Pr
 	}
 	for i := range pr.Status.Targets {
 		t := &pr.Status.Targets[i]
-		if t.Spoke == spoke && t.Action != nil && t.Action.ID == id {
+		if t.Spoke == spoke && actionByID(t, id) != nil {
 			return t
 		}
 	}
