@@ -78,11 +78,11 @@ image: ## Build the tugboat and tugboat-agent images without Docker: OCI layouts
 generate: $(CONTROLLER_GEN) $(CRD_REF_DOCS) ## Generate deepcopy, and into the Helm charts the CRDs and RBAC (controller-gen) and the agent's webhook configurations; the test CRDs of Flux (HelmRelease; notification-controller's Provider and Alert v1beta3) from their api modules; the API reference docs/api-reference.md (crd-ref-docs).
 	$(CONTROLLER_GEN) object:headerFile=config/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=$(HUB_CHART)/files/crds
-	$(CONTROLLER_GEN) rbac:roleName=tugboat-hub paths=./controllers/... output:rbac:artifacts:config=$(HUB_CHART)/files/rbac
+	$(CONTROLLER_GEN) rbac:roleName=tugboat-hub paths="{./controllers/...,./cmd/tugboat/app/hub/...}" output:rbac:artifacts:config=$(HUB_CHART)/files/rbac
 	$(CONTROLLER_GEN) rbac:roleName=tugboat-agent paths=./agent/... output:rbac:artifacts:config=$(AGENT_CHART)/files/rbac
 	# Flux's HelmRelease CRD for the tests, from the pinned helm-controller/api module.
 	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/helm-controller/api/v2 output:crd:artifacts:config=e2e/testdata/crds/flux
-	go run ./webhook/admission/genmanifests -o $(AGENT_CHART)/files/webhook/manifests.yaml
+	go run ./agent/admission/genmanifests -o $(AGENT_CHART)/files/webhook/manifests.yaml
 	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/notification-controller/api/v1beta3 output:crd:artifacts:config=e2e/testdata/crds/notification-controller
 	# The API reference, from the same types and markers the CRDs are generated from.
 	$(CRD_REF_DOCS) --log-level=WARN --config=config/crd-ref-docs.yaml --source-path=./api/v1alpha1 --renderer=markdown --output-path=docs/api-reference.md

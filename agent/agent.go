@@ -33,13 +33,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"tugboat.dev/tugboat/agent/actions"
+	"tugboat.dev/tugboat/agent/admission"
 	"tugboat.dev/tugboat/agent/ownership"
 	"tugboat.dev/tugboat/agent/release"
 	"tugboat.dev/tugboat/agent/reporter"
 	"tugboat.dev/tugboat/agent/tracker"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
-	"tugboat.dev/tugboat/webhook/admission"
 )
 
 // RBAC of the agent's default ClusterRole: read-only, plus updating its own

@@ -5,7 +5,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"tugboat.dev/tugboat/webhook/admission"
+	"tugboat.dev/tugboat/agent/admission"
 )
 
 // The certificate rotator keeps the webhook certificates in a Secret of the

@@ -8,5 +8,5 @@
 //
 // The parts live in the packages below: release (decoding), ownership
 // (index and backfill), health (kstatus), tracker (releases → events and
-// snapshots) and reporter (delivery). webhook/admission holds the webhooks.
+// snapshots) and reporter (delivery). agent/admission holds the webhooks.
 package agent

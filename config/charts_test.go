@@ -17,10 +17,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"tugboat.dev/tugboat/agent"
+	"tugboat.dev/tugboat/agent/admission"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 	"tugboat.dev/tugboat/config"
-	"tugboat.dev/tugboat/controllers/hub"
 	"tugboat.dev/tugboat/controllers/spoke"
-	"tugboat.dev/tugboat/webhook/admission"
 )
 
 // agentValues are the least values the agent chart needs.
@@ -210,6 +210,29 @@ func TestHubChart_bindsSecretsOnlyInTheNamespacesItServes(t *testing.T) {
 
 	all := render(t, config.HubChart, "ops", map[string]any{"spokeNamespaces": []any{"*"}})
 	g.Expect(all).To(HaveKey("ClusterRoleBinding//tugboat-hub-secrets"))
+}
+
+// TestHubChart_grantsConfigMapsOnlyInItsNamespace: the generated
+// ClusterRole's ConfigMap rules (the heartbeat digests) move to the Role
+// tugboat-hub-heartbeats of the release namespace, where the hub writes
+// its digests; the cluster-wide role keeps no ConfigMap rule.
+func TestHubChart_grantsConfigMapsOnlyInItsNamespace(t *testing.T) {
+	g := NewWithT(t)
+	objs := render(t, config.HubChart, "ops", nil)
+	var main rbacv1.ClusterRole
+	decode(t, objs["ClusterRole//tugboat-hub"], &main)
+	for _, r := range main.Rules {
+		g.Expect(r.Resources).NotTo(ContainElement("configmaps"))
+	}
+	var role rbacv1.Role
+	decode(t, objs["Role/ops/tugboat-hub-heartbeats"], &role)
+	g.Expect(role.Rules).To(HaveLen(1))
+	g.Expect(role.Rules[0].Resources).To(Equal([]string{"configmaps"}))
+	g.Expect(role.Rules[0].Verbs).To(ConsistOf("get", "list", "watch", "create", "patch", "delete"))
+	var binding rbacv1.RoleBinding
+	decode(t, objs["RoleBinding/ops/tugboat-hub-heartbeats"], &binding)
+	g.Expect(binding.RoleRef.Name).To(Equal("tugboat-hub-heartbeats"))
+	g.Expect(binding.Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: "tugboat-hub", Namespace: "ops"}))
 }
 
 func TestAgentChart_rendersTheWebhooksTheAgentWouldRegister(t *testing.T) {

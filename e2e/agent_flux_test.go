@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,7 +19,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -265,107 +263,20 @@ func hrCondition(hr *helmv2.HelmRelease, typ string, status metav1.ConditionStat
 		ObservedGeneration: hr.Generation, LastTransitionTime: metav1.Now()}
 }
 
-// stallingHelmController stands in for helm-controller on a spoke where
-// every upgrade of the HelmRelease fails, configured to remediate the last
-// failure by a rollback with no retry (upgrade.remediation:
-// {remediateLastFailure: true}). It writes the conditions helm-controller
-// v1.6 writes, in its order: when spec.chart.spec.version is one it has not
-// attempted yet, Reconciling=True and Ready=Unknown ("Running 'upgrade'
-// action"); the upgrade fails (the chart renders an object the API server
-// refuses): Released=False with the failure, Reconciling=True ("Running
-// 'rollback' action"); it rolls back and, out of retries, stalls
-// (markStalled). A HelmRelease at the installed version it marks released
-// (markReleased).
+// stallingHelmController runs helm-controller's stand-in
+// (fluxtest.HelmController) for HelmRelease ns/name on c, on a spoke where
+// every upgrade fails (the chart renders an object the API server refuses):
+// it remediates by a rollback with no retry and stalls.
 func stallingHelmController(ctx context.Context, t *testing.T, c *harness.Cluster, ns, name string, wg *sync.WaitGroup) {
 	defer wg.Done()
 	h := newHelm(t, c, ns)
-	key := client.ObjectKey{Namespace: ns, Name: name}
-	logf := func(format string, args ...any) {
-		if ctx.Err() == nil {
-			t.Logf("helm-controller stand-in: "+format, args...)
-		}
-	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		hr := &unstructured.Unstructured{}
-		hr.SetGroupVersionKind(helmReleaseGVK)
-		if err := c.Client.Get(ctx, key, hr); err != nil {
-			continue
-		}
-		want, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
-		attempted, _, _ := unstructured.NestedString(hr.Object, "status", "lastAttemptedRevision")
-		observed, _, _ := unstructured.NestedInt64(hr.Object, "status", "observedGeneration")
-		rel, err := h.get(name)
-		if err != nil || want == "" || observed == hr.GetGeneration() {
-			continue
-		}
-		if rel.Chart.Metadata.Version == want {
-			if err := markReleased(ctx, c.Client, hr, rel); err != nil {
-				logf("%v", err)
-			}
-			continue
-		}
-		if attempted == want {
-			continue
-		}
-		const running = "Running 'upgrade' action with timeout of 5m0s"
-		if err := setHRConditions(ctx, c.Client, key, hrCond("Reconciling", "True", "Progressing", running),
-			hrCond("Ready", "Unknown", "Progressing", running)); err != nil {
-			logf("%v", err)
-			continue
-		}
-		_, err = h.tryUpgrade(ctx, name, webChartWith(h, want, map[string]string{"broken.yaml": brokenTemplate}), map[string]any{"broken": true})
+	helmControllerFor(t, c, h, name, func(ctx context.Context, version string) error {
+		_, err := h.tryUpgrade(ctx, name, webChartWith(h, version, map[string]string{"broken.yaml": brokenTemplate}), map[string]any{"broken": true})
 		if err == nil {
-			t.Errorf("helm-controller stand-in: the broken upgrade to %s succeeded", want)
-			return
+			t.Errorf("helm-controller stand-in: the broken upgrade to %s succeeded", version)
 		}
-		failure := fmt.Sprintf("Helm upgrade failed for release %s/%s with chart web@%s: %v", ns, name, want, err)
-		if err := setHRConditions(ctx, c.Client, key, hrCond("Released", "False", helmv2.UpgradeFailedReason, failure),
-			hrCond("Reconciling", "True", "Progressing", "Running 'rollback' action with timeout of 5m0s")); err != nil {
-			logf("%v", err)
-		}
-		h.rollback(name, rel.Version)
-		rolledBack := fmt.Sprintf("Helm rollback to previous release %s/%s.v%d with chart web@%s succeeded", ns, name, rel.Version, rel.Chart.Metadata.Version)
-		if err := c.Client.Get(ctx, key, hr); err != nil {
-			continue
-		}
-		if err := markStalled(ctx, c.Client, hr, want, failure, rolledBack); err != nil {
-			logf("%v", err)
-		}
-	}
-}
-
-// markStalled writes what helm-controller v1.6 writes on hr when an upgrade
-// to version failed (failure) and, out of retries, it rolled back
-// (rolledBack) and gave up: Ready is summarized from Remediated (an error,
-// with the rollback's message), the failure stays in Released.
-func markStalled(ctx context.Context, c client.Client, hr *unstructured.Unstructured, version, failure, rolledBack string) error {
-	gen := hr.GetGeneration()
-	now := time.Now().UTC().Format(time.RFC3339)
-	cond := func(typ, status, reason, msg string) any {
-		return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg, "observedGeneration": gen, "lastTransitionTime": now}
-	}
-	status, _, _ := unstructured.NestedMap(hr.Object, "status")
-	if status == nil {
-		status = map[string]any{}
-	}
-	status["observedGeneration"], status["lastAttemptedGeneration"] = gen, gen
-	status["lastAttemptedRevision"], status["lastAttemptedReleaseAction"] = version, "upgrade"
-	status["upgradeFailures"], status["failures"] = int64(1), int64(1)
-	status["conditions"] = []any{
-		cond("Stalled", "True", "RetriesExceeded", "Failed to upgrade after 1 attempt(s)"),
-		cond("Ready", "False", helmv2.RollbackSucceededReason, rolledBack),
-		cond("Released", "False", helmv2.UpgradeFailedReason, failure),
-		cond("Remediated", "True", helmv2.RollbackSucceededReason, rolledBack),
-	}
-	hr.Object["status"] = status
-	return c.Status().Update(ctx, hr)
+		return err
+	}).Run(ctx)
 }
 
 // TestKubernetesStrategy_aStalledHelmReleaseFailsThePromotion promotes with

@@ -25,9 +25,9 @@ import (
 
 	"tugboat.dev/tugboat/agent"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
 	"tugboat.dev/tugboat/config"
-	"tugboat.dev/tugboat/controllers/hub"
-	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/e2e/identity"
 )

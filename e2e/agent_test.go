@@ -29,11 +29,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/agent"
+	"tugboat.dev/tugboat/agent/admission"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/config"
 	"tugboat.dev/tugboat/e2e/harness"
-	"tugboat.dev/tugboat/webhook/admission"
 )
 
 const (

@@ -387,6 +387,22 @@ func testRejectsInvalid(ctx context.Context, t *testing.T, c client.Client) {
 			want: []string{"spec.environments[1].rollout.progressDeadline", "progressDeadline must be positive"},
 		},
 		{
+			name: "rollback with an environment's notification strategy",
+			obj: pipelineWith("rollback-notification", func(p *tugboatv1.Pipeline) {
+				p.Spec.Environments[1].Rollout = &tugboatv1.Rollout{Canary: &tugboatv1.CanaryWave{Count: ptr.To[int32](1)}, OnFailure: tugboatv1.RolloutRollback}
+				p.Spec.Environments[1].Promotion = &tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyNotification}
+			}),
+			want: []string{"spec.environments", "rollout.onFailure Rollback needs the environment's strategy to be helm, kubernetes or pullRequest"},
+		},
+		{
+			name: "rollback with the Pipeline's default webhook strategy",
+			obj: pipelineWith("rollback-hook", func(p *tugboatv1.Pipeline) {
+				p.Spec.Environments[1].Rollout = &tugboatv1.Rollout{Canary: &tugboatv1.CanaryWave{Count: ptr.To[int32](1)}, OnFailure: tugboatv1.RolloutRollback}
+				p.Spec.Promotion = tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyWebhook, Webhook: &tugboatv1.WebhookStrategy{URL: "https://ci.example.com/promote"}}
+			}),
+			want: []string{"spec.environments", "tugboat cannot roll back what a webhook or notification strategy's external actor changed"},
+		},
+		{
 			name: "negative failure budget",
 			obj:  rolloutWith("budget-neg", func(r *tugboatv1.Rollout) { r.MaxFailures = ptr.To(intstr.FromInt32(-1)) }),
 			want: []string{"spec.environments[1].rollout.maxFailures", "maxFailures must be a count of at least 0 or a percentage from 0% to 100%"},
@@ -554,6 +570,11 @@ func testStatusRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 			Targets: []tugboatv1.PromotionTargetStatus{{
 				Spoke: "prod-1", Namespace: "apps", Release: "web", Version: "1.3.9", Revision: 12,
 				Health: tugboatv1.HealthCurrent, Message: "runs 1.3.9", LastTransitionTime: at(10),
+				Rollout: &tugboatv1.TargetRollout{
+					Wave: 0, ActedAt: *at(3), BaselineRevision: 11, BaselineInstallation: 1, BaselineVersion: "1.3.9",
+					Rollback: &tugboatv1.TargetAction{ID: strings.Repeat("ab", 16), Phase: tugboatv1.ActionSucceeded, Revision: 13, Deliveries: 1,
+						Message: "rolled back release apps/web to revision 11", LastUpdateTime: at(40)},
+				},
 			}},
 			Notifications: []tugboatv1.NotificationDelivery{
 				{Notifier: "chat", Event: tugboatv1.EventPromotionRunning, Reference: "C024BE91L/1700000000.000100",
@@ -584,7 +605,8 @@ func testStatusRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 					Spoke: "prod-2", Namespace: "apps", Release: "web", Wave: "wave-1", Reason: tugboatv1.TargetHealthFailed,
 					Revision: 13, Message: "Deployment web: ProgressDeadlineExceeded", Since: at(25),
 				}},
-				Message: "wave-1: 1 of 2 targets in progress; 1 of 1 allowed failures used",
+				Message:           "wave-1: 1 of 2 targets in progress; 1 of 1 allowed failures used",
+				RollbackStartedAt: at(35),
 			},
 		}
 		want := p.Status.DeepCopy()
@@ -625,12 +647,49 @@ func testStatusRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 		g.Expect(err.Error()).To(ContainSubstring(`status.rollout.failedTargets[0].reason: Unsupported value: "Unlucky"`))
 
 		bad = p.DeepCopy()
+		bad.Status.Targets = []tugboatv1.PromotionTargetStatus{{Spoke: "prod-1", Namespace: "apps", Release: "web",
+			Rollout: &tugboatv1.TargetRollout{ActedAt: metav1.Unix(1767225600, 0), Rollback: &tugboatv1.TargetAction{ID: "a", Phase: "Undone"}}}}
+		err = c.Status().Update(ctx, bad)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring(`status.targets[0].rollout.rollback.phase: Unsupported value: "Undone"`))
+
+		bad = p.DeepCopy()
+		bad.Status.Targets = []tugboatv1.PromotionTargetStatus{{Spoke: "prod-1", Namespace: "apps", Release: "web",
+			Rollout: &tugboatv1.TargetRollout{ActedAt: metav1.Unix(1767225600, 0), BaselineVersion: strings.Repeat("9", 65)}}}
+		err = c.Status().Update(ctx, bad)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring(`status.targets[0].rollout.baselineVersion: Too long`))
+
+		bad = p.DeepCopy()
 		bad.Status.Phase = tugboatv1.PromotionFailed
 		bad.Status.Approval = &tugboatv1.Approval{ApprovedBy: "alice", RejectedBy: "bob", Time: metav1.Unix(1767225600, 0)}
 		err = c.Status().Update(ctx, bad)
 		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
 		g.Expect(err.Error()).To(ContainSubstring("status.approval"))
 		g.Expect(err.Error()).To(ContainSubstring("exactly one of approvedBy and rejectedBy"))
+	})
+
+	t.Run("Pipeline holds", func(t *testing.T) {
+		g := NewWithT(t)
+		p := minimalPipeline("status-holds")
+		g.Expect(c.Create(ctx, p)).To(Succeed())
+		t.Cleanup(func() { _ = c.Delete(ctx, p) })
+
+		p.Status.HeldEnvironments = []tugboatv1.HeldEnvironment{{
+			Name: "production", Reason: tugboatv1.HoldRolloutFailed, Since: metav1.Unix(1767225600, 0), Version: "1.4.0",
+			Message: "promotion web-production-1.4.0 rolled back: the canary failed",
+		}}
+		want := p.Status.DeepCopy()
+		g.Expect(c.Status().Update(ctx, p)).To(Succeed())
+		got := &tugboatv1.Pipeline{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		g.Expect(got.Status.HeldEnvironments).To(Equal(want.HeldEnvironments))
+
+		bad := got.DeepCopy()
+		bad.Status.HeldEnvironments[0].Reason = "Bored"
+		err := c.Status().Update(ctx, bad)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring(`status.heldEnvironments[0].reason: Unsupported value: "Bored"`))
 	})
 
 	t.Run("ReleaseHistory", func(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
 	"tugboat.dev/tugboat/e2e/bins"
 	"tugboat.dev/tugboat/e2e/chaos"
 	"tugboat.dev/tugboat/e2e/devenv"
@@ -120,6 +120,9 @@ func (e *chaosEnv) hubFlags() []string {
 		"--spoke-heartbeat-timeout", e.cfg.Protocol(chaosHeartbeatTimeout, 10*time.Second).String(),
 		"--receiver-action-poll-timeout", "2s",
 		"--history-revisions", strconv.Itoa(tugboatv1alpha1.MaxRevisions),
+		// Heartbeats go to the replica's digest in the chart's namespace,
+		// as a deployed hub's do (its Role tugboat-hub-heartbeats).
+		"--heartbeat-namespace", hubReleaseNamespace,
 	}
 }
 
@@ -154,6 +157,7 @@ func (e *chaosEnv) startInProcessHub(g Gomega, clock func() time.Time, reg *prom
 	opts.Receiver.ActionPollTimeout = 2 * time.Second
 	opts.Spoke.HeartbeatTimeout = e.cfg.Protocol(chaosHeartbeatTimeout, 10*time.Second)
 	opts.History.RevisionLimit = tugboatv1alpha1.MaxRevisions
+	opts.Heartbeats.Namespace = hubReleaseNamespace
 	_, e.stopInProcess = hubtest.Start(e.t, identity.HubConfig(e.f.hub.RESTConfig), opts)
 	for _, p := range e.proxies {
 		p.SetUpstream(opts.Receiver.BindAddress)

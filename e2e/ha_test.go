@@ -21,8 +21,8 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
-	"tugboat.dev/tugboat/controllers/hub"
-	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
 	"tugboat.dev/tugboat/e2e/chaos"
 	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/e2e/identity"
@@ -41,7 +41,7 @@ const (
 	haRetryPeriod   = time.Second
 )
 
-// haLeaseName is the hub's Lease (controllers/hub LeaderElectionID).
+// haLeaseName is the hub's Lease (cmd/tugboat/app/hub LeaderElectionID).
 const haLeaseName = "tugboat-hub.tugboat.dev"
 
 // hubReleaseNamespace is the namespace installHubChart installs the hub

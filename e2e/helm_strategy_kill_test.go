@@ -27,7 +27,7 @@ import (
 	"tugboat.dev/tugboat/agent"
 	actionsagent "tugboat.dev/tugboat/agent/actions"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 	"tugboat.dev/tugboat/controllers/pipeline"
 )
 

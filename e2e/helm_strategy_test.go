@@ -18,7 +18,7 @@ import (
 
 	"tugboat.dev/tugboat/agent"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion/request"
 	"tugboat.dev/tugboat/e2e/bins"

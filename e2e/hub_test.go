@@ -1,20 +1,14 @@
 package e2e_test
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,7 +22,8 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
-	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
+	"tugboat.dev/tugboat/e2e/fluxtest"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
@@ -97,14 +92,6 @@ func (f *fleet) signedPost(path string, key, body []byte, ts time.Time) *http.Re
 	return req
 }
 
-// fluxSignature is the X-Signature a notification-controller generic-hmac
-// Provider sends: HMAC-SHA256 of the body, keyed with the Provider's token.
-func fluxSignature(key, body []byte) string {
-	m := hmac.New(sha256.New, key)
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
 // registerFluxKey gives Spoke name (registered) a Flux key of its own,
 // separate from the agent's, under "fluxKey" in its key Secret, as an admin
 // does for a spoke fed by a Flux generic-hmac Provider, and returns it.
@@ -135,7 +122,7 @@ func (f *fleet) fluxPost(spoke string, key, body []byte) *http.Request {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Gotk-Component", "helm-controller")
-	req.Header.Set("X-Signature", fluxSignature(key, body))
+	req.Header.Set("X-Signature", fluxtest.Sign(key, body))
 	return req
 }
 
@@ -209,36 +196,6 @@ func (f *fleet) hubState(spoke string) func(g Gomega) hubState {
 	}
 }
 
-// fluxCapture is one line of e2e/testdata/flux/*.jsonl.
-type fluxCapture struct {
-	Path    string            `json:"path"`
-	Headers map[string]string `json:"headers"`
-	RawB64  string            `json:"raw_b64"`
-}
-
-func readFluxCapture(t *testing.T, name string) []fluxCapture {
-	t.Helper()
-	file, err := os.Open(filepath.Join("testdata", "flux", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = file.Close() }()
-	var out []fluxCapture
-	sc := bufio.NewScanner(file)
-	sc.Buffer(make([]byte, 0, 1<<20), 1<<20)
-	for sc.Scan() {
-		var c fluxCapture
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, c)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // fluxEventBody is a Flux Event (fluxcd/pkg/apis/event/v1beta1) with its
 // fields in the order notification-controller serializes them, so a
 // constructed event has the capture's exact shape.
@@ -276,15 +233,14 @@ func TestHub_recordsAFluxReplay(t *testing.T) {
 	key := f.registerFluxKey("spoke1")
 	f.waitReceiverReady(g)
 
-	captures := readFluxCapture(t, "notification-controller-v1.9.3-upgrade-succeeded.jsonl")
+	captures := fluxtest.ReadCapture(t, fluxtest.UpgradeSucceeded)
 	g.Expect(captures).To(HaveLen(1))
 	capture := captures[0]
 	g.Expect(capture.Path).To(Equal("/v1/flux/spoke1"))
-	captured, err := base64.StdEncoding.DecodeString(capture.RawB64)
-	g.Expect(err).NotTo(HaveOccurred())
+	captured := capture.Body(t)
 	// Our signer is notification-controller's: it reproduces the captured
 	// signature with the capture's token.
-	g.Expect(fluxSignature([]byte("sekrit"), captured)).To(Equal(capture.Headers["X-Signature"]))
+	g.Expect(fluxtest.Sign(fluxtest.CaptureToken, captured)).To(Equal(capture.Headers["X-Signature"]))
 	// Our event type serializes exactly as notification-controller does.
 	var parsed fluxEventBody
 	g.Expect(json.Unmarshal(captured, &parsed)).To(Succeed())

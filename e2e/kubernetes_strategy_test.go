@@ -2,10 +2,8 @@ package e2e_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,30 +15,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/pipeline"
+	"tugboat.dev/tugboat/e2e/fluxtest"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
-var helmReleaseGVK = schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease"}
+var helmReleaseGVK = fluxtest.HelmReleaseGVK
 
-// fakeHelmController stands in for Flux helm-controller on one spoke, and
-// reconciles as helm-controller v1.6 does (internal/controller
-// reconcileRelease, internal/reconcile AtomicRelease): on a new generation,
-// and every spec.interval however nothing changed, it sets
-// Reconciling=True ("Fulfilling prerequisites") and keeps Ready as it was
-// while it loads the chart (prerequisites: a short while here, where the
-// real one takes milliseconds to seconds); when the HelmRelease's
-// spec.chart.spec.version differs from the installed release, it sets
-// Ready=Unknown and Reconciling "Running 'upgrade' action", upgrades the
-// release (upgrade nil: a Helm SDK upgrade with the web test chart) and
-// writes the status helm-controller writes after a successful release
-// (markReleased), which the spoke's agent folds into the release's health;
-// when they agree, it finds the release in sync and removes Reconciling.
+// fakeHelmController runs helm-controller's stand-in (fluxtest.HelmController)
+// for HelmRelease ns/name on c until ctx ends: upgrade (nil: a Helm SDK
+// upgrade with the web test chart) upgrades the release.
 func fakeHelmController(ctx context.Context, t *testing.T, c *harness.Cluster, ns, name string, wg *sync.WaitGroup, upgrade func(version string)) {
 	countingHelmController(ctx, t, c, ns, name, wg, upgrade, nil)
 }
@@ -53,169 +40,28 @@ func countingHelmController(ctx context.Context, t *testing.T, c *harness.Cluste
 	if upgrade == nil {
 		upgrade = func(version string) { h.upgrade(name, version, nil) }
 	}
-	const prerequisites = 150 * time.Millisecond
-	key := client.ObjectKey{Namespace: ns, Name: name}
-	logf := func(format string, args ...any) {
-		if ctx.Err() == nil {
-			t.Logf("helm-controller stand-in: HelmRelease %s/%s: "+format, append([]any{ns, name}, args...)...)
-		}
-	}
-	var last time.Time // the last reconcile
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		hr := &unstructured.Unstructured{}
-		hr.SetGroupVersionKind(helmReleaseGVK)
-		if err := c.Client.Get(ctx, key, hr); err != nil {
-			continue
-		}
-		want, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
-		observed, _, _ := unstructured.NestedInt64(hr.Object, "status", "observedGeneration")
-		if want == "" || (observed == hr.GetGeneration() && time.Since(last) < hrInterval(hr)) {
-			continue
-		}
-		last = time.Now()
-		if reconciles != nil {
-			reconciles.Add(1)
-		}
-		if err := setHRConditions(ctx, c.Client, key, hrCond("Reconciling", "True", "Progressing", "Fulfilling prerequisites")); err != nil {
-			logf("%v", err)
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(prerequisites):
-		}
-		rel, err := h.get(name)
-		if err != nil {
-			continue
-		}
-		if rel.Chart.Metadata.Version != want {
-			const running = "Running 'upgrade' action with timeout of 5m0s"
-			if err := setHRConditions(ctx, c.Client, key, hrCond("Reconciling", "True", "Progressing", running),
-				hrCond("Ready", "Unknown", "Progressing", running)); err != nil {
-				logf("%v", err)
-				continue
-			}
-			upgrade(want)
-			if rel, err = h.get(name); err != nil || rel.Chart.Metadata.Version != want {
-				continue // the upgrade is not done yet: the next reconcile looks again
-			}
-		}
-		if err := c.Client.Get(ctx, key, hr); err != nil {
-			continue
-		}
-		if observed, _, _ = unstructured.NestedInt64(hr.Object, "status", "observedGeneration"); observed != hr.GetGeneration() || rel.Version > historyVersion(hr) {
-			if err := markReleased(ctx, c.Client, hr, rel); err != nil {
-				logf("writing the status: %v", err)
-			}
-			continue
-		}
-		// In sync: Reconciling goes, Ready stays as it was.
-		if err := setHRConditions(ctx, c.Client, key, map[string]any{"type": "Reconciling"}); err != nil {
-			logf("%v", err)
-		}
-	}
-}
-
-// hrInterval is the HelmRelease's spec.interval (5m when unset or not a
-// duration).
-func hrInterval(hr *unstructured.Unstructured) time.Duration {
-	s, _, _ := unstructured.NestedString(hr.Object, "spec", "interval")
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return d
-	}
-	return 5 * time.Minute
-}
-
-// historyVersion is the Helm revision of the HelmRelease's latest
-// status.history entry (0 when none).
-func historyVersion(hr *unstructured.Unstructured) int {
-	history, _, _ := unstructured.NestedSlice(hr.Object, "status", "history")
-	if len(history) == 0 {
-		return 0
-	}
-	latest, _ := history[0].(map[string]any)
-	v, _, _ := unstructured.NestedInt64(latest, "version")
-	return int(v)
-}
-
-// hrCond is a HelmRelease condition as helm-controller writes it, for the
-// generation it reconciles (filled in by setHRConditions).
-func hrCond(typ, status, reason, msg string) map[string]any {
-	return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg}
-}
-
-// setHRConditions sets conds on the HelmRelease's status.conditions,
-// replacing those of the same type, and keeps the others; a condition
-// with only a type is removed. It retries on conflicts.
-func setHRConditions(ctx context.Context, c client.Client, key client.ObjectKey, conds ...map[string]any) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		hr := &unstructured.Unstructured{}
-		hr.SetGroupVersionKind(helmReleaseGVK)
-		if err := c.Get(ctx, key, hr); err != nil {
-			return err
-		}
-		now := time.Now().UTC().Format(time.RFC3339)
-		existing, _, _ := unstructured.NestedSlice(hr.Object, "status", "conditions")
-		for _, want := range conds {
-			kept := existing[:0:0]
-			for _, e := range existing {
-				if m, ok := e.(map[string]any); !ok || m["type"] != want["type"] {
-					kept = append(kept, e)
-				}
-			}
-			existing = kept
-			if _, ok := want["status"]; ok {
-				cond := map[string]any{"observedGeneration": hr.GetGeneration(), "lastTransitionTime": now}
-				for k, v := range want {
-					cond[k] = v
-				}
-				existing = append(existing, cond)
-			}
-		}
-		if err := unstructured.SetNestedSlice(hr.Object, existing, "status", "conditions"); err != nil {
-			return err
-		}
-		return c.Status().Update(ctx, hr)
+	hc := helmControllerFor(t, c, h, name, func(_ context.Context, version string) error {
+		upgrade(version)
+		return nil
 	})
+	hc.Reconciles = reconciles
+	hc.Run(ctx)
 }
 
-// markReleased writes the status helm-controller v1.6 writes on hr after
-// it installed or upgraded the Helm release to rel: Ready and Released
-// True, the release in history, lastAttemptedRevision, and the generation
-// observed.
-func markReleased(ctx context.Context, c client.Client, hr *unstructured.Unstructured, rel *release.Release) error {
-	gen := hr.GetGeneration()
-	now := time.Now().UTC().Format(time.RFC3339)
-	verb, action := "upgrade", "upgrade"
-	if rel.Version == 1 {
-		verb, action = "install", "install"
+// helmControllerFor is the stand-in for HelmRelease name of h's namespace on
+// c, reading and rolling back the release through h, upgrading with upgrade.
+func helmControllerFor(t *testing.T, c *harness.Cluster, h *helmClient, name string, upgrade func(ctx context.Context, version string) error) *fluxtest.HelmController {
+	return &fluxtest.HelmController{
+		Client:  c.Client,
+		Key:     client.ObjectKey{Namespace: h.ns, Name: name},
+		Release: func() (*release.Release, error) { return h.get(name) },
+		Upgrade: upgrade,
+		Rollback: func(_ context.Context, revision int) error {
+			h.rollback(name, revision)
+			return nil
+		},
+		Logf: t.Logf,
 	}
-	reason := strings.ToUpper(verb[:1]) + verb[1:] + "Succeeded"
-	version := rel.Chart.Metadata.Version
-	msg := fmt.Sprintf("Helm %s succeeded for release %s/%s.v%d with chart %s@%s", verb, rel.Namespace, rel.Name, rel.Version, rel.Chart.Metadata.Name, version)
-	cond := func(typ string) any {
-		return map[string]any{"type": typ, "status": "True", "reason": reason, "message": msg, "observedGeneration": gen, "lastTransitionTime": now}
-	}
-	digest := fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(rel.Manifest)))
-	hr.Object["status"] = map[string]any{
-		"observedGeneration": gen, "lastAttemptedGeneration": gen, "lastAttemptedRevision": version,
-		"lastAttemptedReleaseAction": action, "storageNamespace": rel.Namespace,
-		"history": []any{map[string]any{
-			"apiVersion": "helm.toolkit.fluxcd.io/v2", "name": rel.Name, "namespace": rel.Namespace, "version": int64(rel.Version),
-			"chartName": rel.Chart.Metadata.Name, "chartVersion": version, "appVersion": rel.Chart.Metadata.AppVersion,
-			"status": "deployed", "digest": digest, "configDigest": digest, "firstDeployed": now, "lastDeployed": now,
-		}},
-		"conditions": []any{cond("Ready"), cond("Released")},
-	}
-	return c.Status().Update(ctx, hr)
 }
 
 func newHelmRelease(ns, name, version string) *unstructured.Unstructured {

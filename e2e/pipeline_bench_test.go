@@ -23,8 +23,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub"
-	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/e2e/harness"
 )

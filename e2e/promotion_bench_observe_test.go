@@ -35,7 +35,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
-	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 

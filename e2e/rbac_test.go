@@ -22,8 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
 	"tugboat.dev/tugboat/config"
-	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/e2e/identity"
 )

@@ -68,11 +68,14 @@ func BenchmarkHub_fleet(b *testing.B) {
 	warmup := hubBenchDuration(b, envFleetWarmup, 0)
 
 	hubCluster := harness.StartT(b, harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true})
-	// Time-scaled, the hub's heartbeat settings scale too.
-	var hubArgs []string
+	// The hub records heartbeats in its digests, in the namespace a
+	// deployed hub has (the admin kubeconfig may write there). Time-scaled,
+	// the hub's heartbeat settings scale too.
+	hubArgs := []string{"--heartbeat-namespace=default"}
 	if scale > 1 {
 		hubArgs = append(hubArgs,
-			fmt.Sprintf("--spoke-heartbeat-refresh=%s", 40*time.Second/time.Duration(scale)),
+			fmt.Sprintf("--heartbeat-digest-interval=%s", 5*time.Second/time.Duration(scale)),
+			fmt.Sprintf("--spoke-heartbeat-refresh=%s", 5*time.Minute/time.Duration(scale)),
 			fmt.Sprintf("--spoke-heartbeat-timeout=%s", 90*time.Second/time.Duration(scale)))
 	}
 	hp := startHubProcess(b, buildHubBinary(b), hubCluster.KubeconfigPath, hubArgs...)

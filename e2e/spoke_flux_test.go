@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"net/http"
 	"os"
 	"strings"
@@ -25,6 +24,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/e2e/fluxtest"
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
@@ -120,10 +120,9 @@ func TestSpokeCLI_addFluxSetsUpAnAgentlessSpokeThatReports(t *testing.T) {
 
 	// The capture, as notification-controller posts it through this
 	// Provider: to its address, signed with its Secret's token.
-	captures := readFluxCapture(t, "notification-controller-v1.9.3-upgrade-succeeded.jsonl")
+	captures := fluxtest.ReadCapture(t, fluxtest.UpgradeSucceeded)
 	g.Expect(captures).To(HaveLen(1))
-	captured, err := base64.StdEncoding.DecodeString(captures[0].RawB64)
-	g.Expect(err).NotTo(HaveOccurred())
+	captured := captures[0].Body(t)
 	const capturedTS = `"timestamp":"2026-11-22T00:11:39Z"`
 	g.Expect(bytes.Count(captured, []byte(capturedTS))).To(Equal(1))
 	body := bytes.Replace(captured, []byte(capturedTS), []byte(`"timestamp":"`+time.Now().UTC().Format(time.RFC3339)+`"`), 1)
@@ -133,7 +132,7 @@ func TestSpokeCLI_addFluxSetsUpAnAgentlessSpokeThatReports(t *testing.T) {
 		for _, h := range []string{"Content-Type", "Gotk-Component", "User-Agent"} {
 			req.Header.Set(h, captures[0].Headers[h])
 		}
-		req.Header.Set("X-Signature", fluxSignature(key, body))
+		req.Header.Set("X-Signature", fluxtest.Sign(key, body))
 		return f.do(req)
 	}
 	g.Expect(post(hubSecret.Data[tugboatv1alpha1.SpokeKeySecretKey]).code).To(Equal(http.StatusUnauthorized), "the agent's key is not the Flux key")
@@ -213,7 +212,7 @@ func TestSpokeCLI_addFluxSetsUpAnAgentlessSpokeThatReports(t *testing.T) {
 				ev := bytes.Replace(captured, []byte(capturedTS), []byte(`"timestamp":"`+time.Now().UTC().Format(time.RFC3339)+`"`), 1)
 				req, _ := http.NewRequest(http.MethodPost, provider.Spec.Address, bytes.NewReader(ev))
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-Signature", fluxSignature(sec.Data["token"], ev))
+				req.Header.Set("X-Signature", fluxtest.Sign(sec.Data["token"], ev))
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					results <- result{-2}

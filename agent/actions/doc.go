@@ -11,7 +11,11 @@
 // An action either upgrades an existing Helm release to a chart version
 // (Helm SDK, values reused or reset-then-reused) or, when it names a Flux
 // HelmRelease, sets that HelmRelease's spec.chart.spec.version by
-// server-side apply with the field manager "tugboat".
+// server-side apply with the field manager "tugboat". A rollback action
+// (rollback.go) undoes one upgrade action of a rollout whose failure budget
+// was spent: a Helm rollback (Helm SDK) to the revision the release ran
+// before, or that HelmRelease's previous chart version restored, only
+// while the release still runs what the undone upgrade made.
 //
 // The spoke, not the hub, decides what may happen: Limits name the
 // namespaces that may receive promotions, the chart sources (URL prefixes)

@@ -116,9 +116,12 @@ func (e *Executor) execute(ctx context.Context, log logr.Logger, a wire.Action) 
 	}
 	var rev int
 	var msg string
-	if a.HelmRelease != nil {
+	switch {
+	case a.TypeOf() == wire.ActionRollback:
+		msg, rev, err = e.rollback(ctx, log, limits, a)
+	case a.HelmRelease != nil:
 		msg, err = e.setHelmReleaseVersion(ctx, log, limits, a)
-	} else {
+	default:
 		msg, rev, err = e.upgrade(ctx, log, limits, a)
 	}
 	var r *refusal
@@ -134,8 +137,12 @@ func (e *Executor) execute(ctx context.Context, log logr.Logger, a wire.Action) 
 
 // checkAction rejects an action missing what every action needs.
 func checkAction(a wire.Action) error {
-	if t := a.TypeOf(); t != wire.ActionUpgrade {
-		return fmt.Errorf("this agent does not carry out %q actions (it knows: %s)", t, wire.ActionUpgrade)
+	switch t := a.TypeOf(); t {
+	case wire.ActionUpgrade:
+	case wire.ActionRollback:
+		return checkRollback(a)
+	default:
+		return fmt.Errorf("this agent does not carry out %q actions (it knows: %s, %s)", t, wire.ActionUpgrade, wire.ActionRollback)
 	}
 	var errs []error
 	if a.Namespace == "" || a.Release == "" {
@@ -154,6 +161,9 @@ func checkAction(a wire.Action) error {
 	}
 	if a.HelmRelease != nil && a.HelmRelease.Name == "" {
 		errs = append(errs, errors.New("helmRelease.name is required"))
+	}
+	if a.Rollback != nil {
+		errs = append(errs, errors.New("rollback is set only on a rollback action"))
 	}
 	return errors.Join(errs...)
 }

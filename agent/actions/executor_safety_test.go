@@ -122,7 +122,21 @@ func TestCheckAction_typesThisAgentDoesNotKnowAreInvalid(t *testing.T) {
 	}{
 		{name: "an upgrade without a type", mutate: func(*wire.Action) {}},
 		{name: "an upgrade by type", mutate: func(a *wire.Action) { a.Type = wire.ActionUpgrade }},
-		{name: "a rollback", mutate: func(a *wire.Action) { a.Type = wire.ActionRollback }, wantErr: `does not carry out "rollback" actions`},
+		{name: "a rollback with an upgrade's fields", mutate: func(a *wire.Action) { a.Type = wire.ActionRollback }, wantErr: "a rollback sets no version"},
+		{name: "a rollback", mutate: func(a *wire.Action) {
+			a.Type, a.Version, a.Chart = wire.ActionRollback, "", wire.ChartSource{}
+			a.Rollback = &wire.RollbackAction{Revision: 1, Version: "1.0.0", From: "1.1.0", Undoes: "b"}
+		}},
+		{name: "a rollback without its field", mutate: func(a *wire.Action) { a.Type, a.Version = wire.ActionRollback, "" }, wantErr: "rollback is required"},
+		{name: "a rollback to no revision", mutate: func(a *wire.Action) {
+			a.Type, a.Version = wire.ActionRollback, ""
+			a.Rollback = &wire.RollbackAction{Version: "1.0.0", Undoes: "b"}
+		}, wantErr: "rollback.revision must be at least 1"},
+		{name: "a HelmRelease rollback without from", mutate: func(a *wire.Action) {
+			a.Type, a.Version, a.HelmRelease = wire.ActionRollback, "", &wire.HelmReleaseRef{Name: "demo"}
+			a.Rollback = &wire.RollbackAction{Version: "1.0.0"}
+		}, wantErr: "rollback.from is required for a HelmRelease"},
+		{name: "an upgrade carrying a rollback", mutate: func(a *wire.Action) { a.Rollback = &wire.RollbackAction{Version: "1.0.0"} }, wantErr: "rollback is set only on a rollback action"},
 		{name: "an unknown type", mutate: func(a *wire.Action) { a.Type = "delete" }, wantErr: `does not carry out "delete" actions`},
 		{name: "another type as an older agent reads it", mutate: func(a *wire.Action) { a.Type, a.Version = "", "" }, wantErr: "version is required"},
 	} {

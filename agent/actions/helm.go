@@ -254,7 +254,7 @@ func (e *Executor) settle(ctx context.Context, log logr.Logger, cfg *action.Conf
 		case !last.Info.Status.IsPending():
 			return last, nil
 		}
-		if last.Labels[LabelAction] == a.ID && chartVersion(last) == a.Version {
+		if leftBy(last, a) {
 			age := e.now().Sub(last.Info.LastDeployed.Time)
 			if age >= grace {
 				log.Info("Replacing the pending revision an earlier attempt of this action left (the agent stopped mid-upgrade)",

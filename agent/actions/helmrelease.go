@@ -30,6 +30,16 @@ import (
 // downgrade check compares with the HelmRelease's version, or with the
 // version helm-controller last attempted when the spec holds a range.
 func (e *Executor) setHelmReleaseVersion(ctx context.Context, log logr.Logger, limits Limits, a wire.Action) (string, error) {
+	return e.applyHelmReleaseVersion(ctx, log, limits, a, a.Version, func(cur *unstructured.Unstructured, was string) error {
+		return limits.checkVersion(helmReleaseVersion(cur, was), a.Version)
+	})
+}
+
+// applyHelmReleaseVersion sets the chart version of the HelmRelease a
+// names to version, after check approves the HelmRelease read and the
+// version it asks for (was); see setHelmReleaseVersion.
+func (e *Executor) applyHelmReleaseVersion(ctx context.Context, log logr.Logger, limits Limits, a wire.Action, version string,
+	check func(cur *unstructured.Unstructured, was string) error) (string, error) {
 	key := types.NamespacedName{Namespace: a.HelmRelease.Namespace, Name: a.HelmRelease.Name}
 	if key.Namespace == "" {
 		key.Namespace = a.Namespace
@@ -40,8 +50,8 @@ func (e *Executor) setHelmReleaseVersion(ctx context.Context, log logr.Logger, l
 	if err := limits.checkNamespace(a.Namespace); err != nil {
 		return "", err
 	}
-	if _, err := semver.NewVersion(a.Version); err != nil {
-		return "", fmt.Errorf("version %q is not a semantic version", a.Version)
+	if _, err := semver.NewVersion(version); err != nil {
+		return "", fmt.Errorf("version %q is not a semantic version", version)
 	}
 	cur := &unstructured.Unstructured{}
 	cur.SetGroupVersionKind(helmv2.GroupVersion.WithKind(helmv2.HelmReleaseKind))
@@ -63,10 +73,10 @@ func (e *Executor) setHelmReleaseVersion(ctx context.Context, log logr.Logger, l
 		return "", err
 	}
 	was, _, _ := unstructured.NestedString(cur.Object, "spec", "chart", "spec", "version")
-	if was == a.Version {
-		return fmt.Sprintf("HelmRelease %s is already at chart version %s", key, a.Version), nil
+	if was == version {
+		return fmt.Sprintf("HelmRelease %s is already at chart version %s", key, version), nil
 	}
-	if err := limits.checkVersion(helmReleaseVersion(cur, was), a.Version); err != nil {
+	if err := check(cur, was); err != nil {
 		return "", err
 	}
 	if ctx.Err() != nil {
@@ -74,7 +84,7 @@ func (e *Executor) setHelmReleaseVersion(ctx context.Context, log logr.Logger, l
 	}
 
 	patch := &unstructured.Unstructured{Object: map[string]any{
-		"spec": map[string]any{"chart": map[string]any{"spec": map[string]any{"version": a.Version}}},
+		"spec": map[string]any{"chart": map[string]any{"spec": map[string]any{"version": version}}},
 	}}
 	patch.SetGroupVersionKind(cur.GroupVersionKind())
 	patch.SetNamespace(key.Namespace)
@@ -85,9 +95,9 @@ func (e *Executor) setHelmReleaseVersion(ctx context.Context, log logr.Logger, l
 	log.Info("Setting the HelmRelease's chart version", "helmRelease", key.String(), "from", was)
 	if err := e.client.Apply(context.WithoutCancel(ctx), client.ApplyConfigurationFromUnstructured(patch),
 		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return "", fmt.Errorf("applying version %s to HelmRelease %s: %w", a.Version, key, err)
+		return "", fmt.Errorf("applying version %s to HelmRelease %s: %w", version, key, err)
 	}
-	return fmt.Sprintf("set HelmRelease %s spec.chart.spec.version to %s (was %s)", key, a.Version, orUnset(was)), nil
+	return fmt.Sprintf("set HelmRelease %s spec.chart.spec.version to %s (was %s)", key, version, orUnset(was)), nil
 }
 
 // helmReleaseVersion is the version a downgrade is judged against: the

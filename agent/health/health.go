@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"tugboat.dev/tugboat/api/clip"
 	"tugboat.dev/tugboat/api/wire"
 )
 
@@ -151,7 +152,8 @@ func aggregate(objs []ObjectStatus) (wire.Health, string) {
 }
 
 // clean makes s fit wire's health reason: one line of printable characters,
-// at most wire.MaxHealthReasonLength characters.
+// at most wire.MaxHealthReasonLength bytes (so as many characters at most),
+// a cut marked (clip.String).
 func clean(s string) string {
 	s = strings.Map(func(r rune) rune {
 		if r == utf8.RuneError || unicode.IsControl(r) {
@@ -159,9 +161,5 @@ func clean(s string) string {
 		}
 		return r
 	}, s)
-	if utf8.RuneCountInString(s) <= wire.MaxHealthReasonLength {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:wire.MaxHealthReasonLength-3]) + "..."
+	return clip.String(s, wire.MaxHealthReasonLength)
 }

@@ -3,6 +3,7 @@ package health
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	. "github.com/onsi/gomega"
@@ -228,8 +229,10 @@ func TestCompute_reasonFitsTheWire(t *testing.T) {
 		waiting("web", "ErrImagePull", "line one\nline two\x00"+strings.Repeat("é", 600)))
 	res := compute(t, p)
 	g.Expect(res.Health).To(Equal(wire.HealthFailed))
-	g.Expect([]rune(res.Reason)).To(HaveLen(wire.MaxHealthReasonLength))
-	g.Expect(res.Reason).To(HaveSuffix("..."))
+	g.Expect(len(res.Reason)).To(BeNumerically("<=", wire.MaxHealthReasonLength))
+	g.Expect(len(res.Reason)).To(BeNumerically(">", wire.MaxHealthReasonLength-utf8.UTFMax-len("…")), "cut no shorter than needed")
+	g.Expect(utf8.ValidString(res.Reason)).To(BeTrue(), "no rune cut")
+	g.Expect(res.Reason).To(HaveSuffix("…"))
 	g.Expect(res.Reason).To(ContainSubstring("line one line two "))
 
 	st := wire.ReleaseState{Namespace: "apps", Release: "web", Chart: "web", ChartVersion: "1.4.0", Revision: 1,

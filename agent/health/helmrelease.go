@@ -10,6 +10,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"tugboat.dev/tugboat/api/clip"
 	"tugboat.dev/tugboat/api/wire"
 )
 
@@ -168,7 +169,7 @@ func token(s string, n int) string {
 }
 
 // text makes s wire text: no control characters but newlines and tabs, at
-// most n characters.
+// most n bytes (so as many characters at most), a cut marked (clip.String).
 func text(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\t' {
@@ -179,8 +180,5 @@ func text(s string, n int) string {
 		}
 		return r
 	}, s)
-	if utf8.RuneCountInString(s) > n {
-		s = string([]rune(s)[:n-3]) + "..."
-	}
-	return s
+	return clip.String(s, n)
 }

@@ -149,7 +149,8 @@ func TestHelmReleaseStatus_cleansForTheWire(t *testing.T) {
 	st := HelmReleaseStatus(o)
 	g.Expect(st.Ready).To(Equal(wire.ConditionUnknown))
 	g.Expect(st.Reason).To(Equal("SomeReason"))
-	g.Expect([]rune(st.Message)).To(HaveLen(wire.MaxMessageLength))
+	g.Expect(len(st.Message)).To(BeNumerically("<=", wire.MaxMessageLength))
+	g.Expect(st.Message).To(Equal(strings.Repeat("é", (wire.MaxMessageLength-len("…"))/2)+"…"), "cut on a rune boundary, marked")
 	g.Expect(st.LastAttemptedRevision).To(HaveLen(wire.MaxVersionLength))
 	s := wire.ReleaseState{Namespace: "apps", Release: "web", Chart: "web", ChartVersion: "1.4.0", Revision: 1,
 		Status: wire.StatusDeployed, Health: wire.HealthCurrent,
@@ -224,6 +225,7 @@ func TestFoldHelmRelease_reasonFitsTheWire(t *testing.T) {
 	st := wire.HelmReleaseStatus{Ready: wire.ConditionFalse, Reason: "UpgradeFailed", Message: strings.Repeat("x", wire.MaxMessageLength) + "\nmore"}
 	h, reason := FoldHelmRelease(wire.HealthCurrent, "", st, "apps/web")
 	g.Expect(h).To(Equal(wire.HealthFailed))
-	g.Expect([]rune(reason)).To(HaveLen(wire.MaxHealthReasonLength))
+	g.Expect(reason).To(HaveLen(wire.MaxHealthReasonLength))
+	g.Expect(reason).To(HaveSuffix("…"))
 	g.Expect(reason).NotTo(ContainSubstring("\n"))
 }

@@ -3,7 +3,7 @@
 //
 // The heart of the package is Index, an in-memory, size-bounded (LRU) map
 // from object UID, and from object name, to the release that owns the
-// object. The agent's admission webhooks (package webhook/admission) read it
+// object. The agent's admission webhooks (package agent/admission) read it
 // to label objects created by controllers (ReplicaSets, Pods, Jobs), which
 // carry no Helm metadata of their own but point at their owner through
 // ownerReferences. Fallback optionally resolves an owner the index does not

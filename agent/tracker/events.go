@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"tugboat.dev/tugboat/agent/release"
+	"tugboat.dev/tugboat/api/clip"
 	"tugboat.dev/tugboat/api/wire"
 )
 
@@ -66,7 +67,7 @@ func (t *Tracker) event(namespace, name string, revision int, releaseUID string,
 	}
 	e := wire.Event{
 		Spoke: t.opts.Spoke, Namespace: namespace, Release: name, Revision: revision,
-		Kind: kind, Type: typ, Reason: reason, Object: obj, Message: clipMessage(msg),
+		Kind: kind, Type: typ, Reason: reason, Object: obj, Message: clip.String(msg, wire.MaxMessageLength),
 		Time: t.now().UTC(), Sequence: seq, State: state, ReleaseUID: releaseUID,
 	}
 	e.ID = e.ComputeID()

@@ -88,17 +88,3 @@ func releaseOf(obj metav1.Object) (release.Key, bool) {
 	}
 	return release.Key{Namespace: ns, Name: name}, true
 }
-
-func clip(s string) string { return clipN(s, wire.MaxHealthReasonLength) }
-
-func clipMessage(s string) string { return clipN(s, wire.MaxMessageLength) }
-
-func clipN(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && (s[n]&0xC0) == 0x80 {
-		n--
-	}
-	return s[:n]
-}

@@ -18,6 +18,7 @@ import (
 
 	"tugboat.dev/tugboat/agent/health"
 	"tugboat.dev/tugboat/agent/release"
+	"tugboat.dev/tugboat/api/clip"
 	"tugboat.dev/tugboat/api/wire"
 )
 
@@ -196,13 +197,13 @@ func (t *Tracker) stateLocked(e *entry) wire.ReleaseState {
 	case isPending(s.Status):
 		s.Health, s.HealthReason = wire.HealthInProgress, string(s.Status)
 	case s.Status == wire.StatusFailed:
-		s.Health, s.HealthReason = wire.HealthFailed, clip(e.latest.Description)
+		s.Health, s.HealthReason = wire.HealthFailed, clip.String(e.latest.Description, wire.MaxHealthReasonLength)
 	case s.Status == wire.StatusUninstalled || s.Status == wire.StatusUninstalling:
 		s.Health, s.HealthReason = wire.HealthUnknown, string(s.Status)
 	case !e.computed || t.settling(e) || t.unjudged(e):
 		s.Health, s.HealthReason = wire.HealthInProgress, fmt.Sprintf("waiting for the workloads of revision %d", s.Revision)
 	default:
-		s.Health, s.HealthReason = e.health.Health, clip(e.health.Reason)
+		s.Health, s.HealthReason = e.health.Health, clip.String(e.health.Reason, wire.MaxHealthReasonLength)
 	}
 	t.withHelmReleaseLocked(e, &s)
 	return s

@@ -141,6 +141,12 @@ const (
 	// promotion into it is held until someone resumes it.
 	HeldAfterRollbackReason ConditionReason = "HeldAfterRollback"
 
+	// HeldAfterRolloutFailedReason: a rollout into an environment spent its
+	// failure budget and was rolled back automatically (onFailure
+	// Rollback); automatic promotion into it is held until someone resumes
+	// it.
+	HeldAfterRolloutFailedReason ConditionReason = "HeldAfterRolloutFailed"
+
 	// TargetNotFoundReason: a target's Spoke or ReleaseHistory does not exist (yet).
 	TargetNotFoundReason ConditionReason = "TargetNotFound"
 )
@@ -171,9 +177,19 @@ const (
 	RejectedReason ConditionReason = "Rejected"
 
 	// RolloutPausedReason: a rollout's failure budget was spent and the
-	// rollout stopped (onFailure Pause, or Rollback until rollback is
-	// built); it waits for a person to resume or abort it.
+	// rollout stopped (onFailure Pause); it waits for a person to resume
+	// or abort it.
 	RolloutPausedReason ConditionReason = "RolloutPaused"
+
+	// RollingBackReason: a rollout's failure budget was spent with
+	// onFailure Rollback; the targets it changed are being returned to the
+	// revisions they ran before.
+	RollingBackReason ConditionReason = "RollingBack"
+
+	// RolloutFailedReason: a rollout's failure budget was spent with
+	// onFailure Rollback; the targets it changed were rolled back (or the
+	// rollback ended, as its message says) and the Promotion failed.
+	RolloutFailedReason ConditionReason = "RolloutFailed"
 
 	// AbortedReason: the Promotion was aborted (by a person with tugboat abort,
 	// superseded by a newer version, or its Pipeline or destination

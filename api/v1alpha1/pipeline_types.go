@@ -6,6 +6,7 @@ import (
 
 // PipelineSpec is an ordered list of environments a release's chart version is
 // promoted through, how, and who is told.
+// +kubebuilder:validation:XValidation:rule="self.environments.all(e, !has(e.rollout) || !has(e.rollout.onFailure) || e.rollout.onFailure != 'Rollback' || (has(e.promotion) ? e.promotion.type : self.promotion.type) in ['helm', 'kubernetes', 'pullRequest'])",message="rollout.onFailure Rollback needs the environment's strategy to be helm, kubernetes or pullRequest: tugboat cannot roll back what a webhook or notification strategy's external actor changed (use onFailure Pause)",fieldPath=".environments"
 type PipelineSpec struct {
 	// release is the Helm release name the Pipeline promotes; a target may
 	// override it.
@@ -468,8 +469,9 @@ type TargetStatus struct {
 	Absent bool `json:"absent,omitempty"`
 }
 
-// HoldReason says what a person did that holds an environment.
-// +kubebuilder:validation:Enum=Rollback;Uninstall
+// HoldReason says what a person did, or what failed, that holds an
+// environment.
+// +kubebuilder:validation:Enum=Rollback;Uninstall;RolloutFailed
 type HoldReason string
 
 const (
@@ -477,6 +479,9 @@ const (
 	HoldRollback HoldReason = "Rollback"
 	// HoldUninstall: a target's release was uninstalled.
 	HoldUninstall HoldReason = "Uninstall"
+	// HoldRolloutFailed: a rollout into the environment spent its failure
+	// budget and was rolled back automatically (onFailure Rollback).
+	HoldRolloutFailed HoldReason = "RolloutFailed"
 )
 
 // HeldAfterUninstallReason: a person uninstalled a target's release;
@@ -494,17 +499,20 @@ type HeldEnvironment struct {
 	Name string `json:"name"`
 
 	// reason is what was seen: Rollback (a target runs an older chart version
-	// than before) or Uninstall (a target's release was uninstalled). Empty in
-	// holds recorded before this field existed, which are rollbacks.
+	// than before), Uninstall (a target's release was uninstalled) or
+	// RolloutFailed (a rollout spent its failure budget and was rolled back
+	// automatically). Empty in holds recorded before this field existed,
+	// which are rollbacks.
 	// +optional
 	Reason HoldReason `json:"reason,omitempty"`
 
-	// since is when the rollback or uninstall happened; a resume dated at or
+	// since is when the rollback, uninstall or failed rollout happened; a resume dated at or
 	// after it releases the hold.
 	// +required
 	Since metav1.Time `json:"since"`
 
-	// version is the chart version the environment was rolled back to.
+	// version is the chart version the environment was rolled back to (for
+	// RolloutFailed: the version whose rollout failed).
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Version string `json:"version,omitempty"`

@@ -66,7 +66,7 @@ type PromotionSpec struct {
 }
 
 // PromotionPhase is where a Promotion stands.
-// +kubebuilder:validation:Enum=Pending;WaitingApproval;Running;Verifying;Paused;Succeeded;Failed;Aborted
+// +kubebuilder:validation:Enum=Pending;WaitingApproval;Running;Verifying;Paused;RollingBack;Succeeded;Failed;Aborted
 type PromotionPhase string
 
 const (
@@ -83,6 +83,11 @@ const (
 	// spent (onFailure Pause); nothing is acted on until a person resumes
 	// or aborts it. Not terminal: it still holds the environment.
 	PromotionPaused PromotionPhase = "Paused"
+	// PromotionRollingBack: a rollout stopped because its failure budget
+	// was spent (onFailure Rollback); every target it changed is being
+	// returned to the revision it ran before, then the Promotion fails
+	// (reason RolloutFailed). Not terminal: it still holds the environment.
+	PromotionRollingBack PromotionPhase = "RollingBack"
 	// PromotionSucceeded: every target runs the version, healthy. Terminal.
 	PromotionSucceeded PromotionPhase = "Succeeded"
 	// PromotionFailed: the strategy failed, the targets failed, the timeout
@@ -93,10 +98,10 @@ const (
 )
 
 // Started reports whether the phase is one of a Promotion that acts, or
-// acted, on its targets and has not finished: Running, Verifying or
-// Paused. One such Promotion at a time holds an environment.
+// acted, on its targets and has not finished: Running, Verifying, Paused
+// or RollingBack. One such Promotion at a time holds an environment.
 func (p PromotionPhase) Started() bool {
-	return p == PromotionRunning || p == PromotionVerifying || p == PromotionPaused
+	return p == PromotionRunning || p == PromotionVerifying || p == PromotionPaused || p == PromotionRollingBack
 }
 
 // Terminal reports whether the phase is final.
@@ -214,6 +219,18 @@ type TargetRollout struct {
 	// makes no new one there).
 	// +optional
 	Unchanged bool `json:"unchanged,omitempty"`
+
+	// baselineVersion is the chart version the target ran at
+	// baselineRevision: what a rollback returns it to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	BaselineVersion string `json:"baselineVersion,omitempty"`
+
+	// rollback is the agent action (helm strategy) that returns the
+	// target to baselineRevision after the rollout's failure budget was
+	// spent with onFailure Rollback.
+	// +optional
+	Rollback *TargetAction `json:"rollback,omitempty"`
 }
 
 // ActionPhase is where an agent action stands.

@@ -284,6 +284,12 @@ type RolloutStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+
+	// rollbackStartedAt is when the rollout stopped to roll back (phase
+	// RollingBack); the rollback has the rollout's progressDeadline from
+	// then.
+	// +optional
+	RollbackStartedAt *metav1.Time `json:"rollbackStartedAt,omitempty"`
 }
 
 // WaveStatus counts one wave's targets by state.

@@ -144,7 +144,12 @@ type SpokeStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// lastSeen is when the hub last accepted a signed request from the agent.
+	// lastSeen is when the hub last recorded a heartbeat (an accepted state
+	// snapshot) of the agent: written when the Spoke turns Ready or is lost,
+	// when the agent's versions, release count or signing key change, and
+	// otherwise at most every --spoke-heartbeat-refresh of the hub (5m).
+	// Ready follows every heartbeat, through the hub replicas' heartbeat
+	// digests, so a Ready Spoke's lastSeen may be minutes old.
 	// +optional
 	LastSeen *metav1.Time `json:"lastSeen,omitempty"`
 

@@ -237,7 +237,7 @@ type Notifier struct {
 }
 
 // NotifyEvent names something a notifier can be told about.
-// +kubebuilder:validation:Enum=PromotionCreated;PromotionWaitingApproval;PromotionRunning;PromotionSucceeded;PromotionFailed;PromotionAborted;HoldStarted;HoldReleased;DeploymentStarted;DeploymentHealthy;DeploymentFailed;DeploymentDegraded
+// +kubebuilder:validation:Enum=PromotionCreated;PromotionWaitingApproval;PromotionRunning;PromotionRollingBack;PromotionSucceeded;PromotionFailed;PromotionAborted;HoldStarted;HoldReleased;DeploymentStarted;DeploymentHealthy;DeploymentFailed;DeploymentDegraded
 type NotifyEvent string
 
 // Notify events.
@@ -249,6 +249,10 @@ const (
 	// EventPromotionRunning: the strategy started (with its result, e.g. the
 	// pull request, once known).
 	EventPromotionRunning NotifyEvent = "PromotionRunning"
+	// EventPromotionRollingBack: a rollout spent its failure budget
+	// (onFailure Rollback) and the targets it changed are being rolled
+	// back; the outcome follows as PromotionFailed (reason RolloutFailed).
+	EventPromotionRollingBack NotifyEvent = "PromotionRollingBack"
 	// EventPromotionSucceeded: every target runs the version, healthy.
 	EventPromotionSucceeded NotifyEvent = "PromotionSucceeded"
 	// EventPromotionFailed: the promotion failed, with the reason.

@@ -96,6 +96,9 @@ type Action struct {
 	// manages the release: the agent sets its spec.chart.spec.version
 	// (server-side apply, field manager tugboat) instead of running Helm.
 	HelmRelease *HelmReleaseRef `json:"helmRelease,omitempty"`
+	// Rollback says what an ActionRollback returns the release to; set
+	// only on that type.
+	Rollback *RollbackAction `json:"rollback,omitempty"`
 	// Created is when the hub queued the action.
 	Created time.Time `json:"created"`
 }
@@ -106,6 +109,31 @@ func (a Action) TypeOf() string {
 		return ActionUpgrade
 	}
 	return a.Type
+}
+
+// RollbackAction is what a rollback action undoes and returns the release
+// to: the revision it ran before a promotion's upgrade changed it.
+type RollbackAction struct {
+	// Revision is the Helm revision to return to (helm rollback); unused
+	// for a HelmRelease, whose controller makes the revisions.
+	Revision int `json:"revision,omitempty"`
+	// Version is the chart version the release ran at Revision: the
+	// agent refuses a Revision that runs another, and restores it in a
+	// HelmRelease.
+	Version string `json:"version"`
+	// From is the chart version the undone upgrade set; a HelmRelease is
+	// restored only while it asks for From (else someone changed it since).
+	From string `json:"from"`
+	// Undoes is the id of the upgrade action undone: a release is rolled
+	// back only while its latest revision is that upgrade's (labeled with
+	// it), never over a change someone made since.
+	Undoes string `json:"undoes"`
+}
+
+// NewRollbackActionID returns the deterministic id of the rollback action
+// of promotion (its UID) for one target: distinct from its upgrade's.
+func NewRollbackActionID(promotionUID, spoke, namespace, release string) string {
+	return NewActionID(promotionUID+"/"+ActionRollback, spoke, namespace, release)
 }
 
 // ActionList is the answer to a poll.
@@ -133,7 +161,8 @@ type ActionOutcome struct {
 	Result string `json:"result"`
 	// Message says what happened, e.g. why the action was refused.
 	Message string `json:"message,omitempty"`
-	// Revision is the Helm revision the upgrade made, when known.
+	// Revision is the Helm revision the upgrade (or rollback) made, when
+	// known.
 	Revision int `json:"revision,omitempty"`
 	// Time is when the agent finished the action.
 	Time time.Time `json:"time"`

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"tugboat.dev/tugboat/api/clip"
 )
 
 // DecodeEventBatch reads one EventBatch from r, strictly, and validates it.
@@ -138,7 +140,7 @@ func firstMismatch(v any, t reflect.Type, path string) (FieldError, bool) {
 		}
 		var tt time.Time
 		if err := tt.UnmarshalText([]byte(s)); err != nil {
-			return FieldError{Field: path, Detail: fmt.Sprintf("invalid time %q: must be RFC 3339", clip(s))}, true
+			return FieldError{Field: path, Detail: fmt.Sprintf("invalid time %q: must be RFC 3339", clip.String(s, quoteLimit))}, true
 		}
 		return FieldError{}, false
 	}
@@ -153,7 +155,7 @@ func firstMismatch(v any, t reflect.Type, path string) (FieldError, bool) {
 		// Report unknown fields first.
 		for _, k := range keys {
 			if _, ok := lookupField(fields, k); !ok {
-				return FieldError{Field: join(path, clip(k)), Detail: "unknown field"}, true
+				return FieldError{Field: join(path, clip.String(k, quoteLimit)), Detail: "unknown field"}, true
 			}
 		}
 		for _, f := range fields {

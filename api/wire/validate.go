@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"tugboat.dev/tugboat/api/clip"
 )
 
 // Validate checks the batch against the protocol's rules. The error, if any,
@@ -189,7 +191,7 @@ func dnsLabel(fe *fieldErrors, field, s string, required bool) {
 	case len(s) > 63:
 		fe.add(field, fmt.Sprintf("must be at most 63 characters, got %d", len(s)))
 	case !IsDNSLabel(s):
-		fe.add(field, fmt.Sprintf("invalid value %q: must be a DNS label (lowercase letters, digits and '-', starting and ending with a letter or digit)", clip(s)))
+		fe.add(field, fmt.Sprintf("invalid value %q: must be a DNS label (lowercase letters, digits and '-', starting and ending with a letter or digit)", clip.String(s, quoteLimit)))
 	}
 }
 
@@ -202,7 +204,7 @@ func releaseName(fe *fieldErrors, field, s string) {
 	case len(s) > 53:
 		fe.add(field, fmt.Sprintf("must be at most 53 characters, got %d", len(s)))
 	case !isDNSSubdomain(s):
-		fe.add(field, fmt.Sprintf("invalid value %q: must be a Helm release name (lowercase letters, digits, '-' and '.')", clip(s)))
+		fe.add(field, fmt.Sprintf("invalid value %q: must be a Helm release name (lowercase letters, digits, '-' and '.')", clip.String(s, quoteLimit)))
 	}
 }
 
@@ -213,7 +215,7 @@ func dnsSubdomain(fe *fieldErrors, field, s string) {
 	case len(s) > 253:
 		fe.add(field, fmt.Sprintf("must be at most 253 characters, got %d", len(s)))
 	case !isDNSSubdomain(s):
-		fe.add(field, fmt.Sprintf("invalid value %q: must be a DNS subdomain", clip(s)))
+		fe.add(field, fmt.Sprintf("invalid value %q: must be a DNS subdomain", clip.String(s, quoteLimit)))
 	}
 }
 
@@ -233,7 +235,7 @@ func enum(fe *fieldErrors, field, s string, allowed []string) {
 			return
 		}
 	}
-	fe.add(field, fmt.Sprintf("unsupported value %q: must be one of %s", clip(s), strings.Join(allowed, ", ")))
+	fe.add(field, fmt.Sprintf("unsupported value %q: must be one of %s", clip.String(s, quoteLimit), strings.Join(allowed, ", ")))
 }
 
 // token checks a printable string without whitespace, e.g. a reason, a kind,
@@ -251,7 +253,7 @@ func token(fe *fieldErrors, field, s string, max int, required bool) {
 	}
 	for _, r := range s {
 		if r == utf8.RuneError || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			fe.add(field, fmt.Sprintf("invalid value %q: must be printable, without spaces", clip(s)))
+			fe.add(field, fmt.Sprintf("invalid value %q: must be printable, without spaces", clip.String(s, quoteLimit)))
 			return
 		}
 	}
@@ -288,7 +290,7 @@ func digest(fe *fieldErrors, field, s string) {
 	}
 	hex, ok := strings.CutPrefix(s, "sha256:")
 	if !ok || len(hex) != 64 || !isLowerHex(hex) {
-		fe.add(field, fmt.Sprintf("invalid value %q: must be sha256:<64 lowercase hex digits>", clip(s)))
+		fe.add(field, fmt.Sprintf("invalid value %q: must be sha256:<64 lowercase hex digits>", clip.String(s, quoteLimit)))
 	}
 }
 
@@ -333,16 +335,7 @@ func isLowerHex(s string) bool {
 	return true
 }
 
-// clip shortens a value quoted in an error message, so a hostile body cannot
-// make the error (and the 400 body, and the logs) huge.
-func clip(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
-}
+// quoteLimit bounds a value quoted in an error message (clip.String), in
+// bytes, so a hostile body cannot make the error (and the 400 body, and the
+// logs) huge.
+const quoteLimit = 64

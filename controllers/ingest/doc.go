@@ -1,10 +1,16 @@
-// Package ingest holds what the hub's ingest path carries from the
-// receiver (webhook/receiver) to the domain that records what spokes send
-// (controllers/releasehistory) and hands out agent actions
-// (controllers/promotion/actions): the Spoke a request was authenticated
-// as, as an explicit value.
+// Package ingest holds the ports of the hub's ingest path: what the receiver
+// (webhook/receiver) needs from the domain, and what it hands over.
 //
-// It lives with the domain, so the domain never imports webhook for it. It
-// is not the receiver's Store or directory interfaces (they still live in
-// webhook/receiver) and holds no keys.
+//   - Spoke: the Spoke a request was authenticated as, as an explicit value
+//     (namespace, name, key id);
+//   - Store (controllers/releasehistory implements it): spoke keys, and a
+//     place to record events and state snapshots; ErrUnknownSpoke,
+//     ErrNotReady;
+//   - ActionStore (controllers/promotion/actions implements it): agent
+//     actions and their outcomes; ErrActionNotFound, ErrActionConflict.
+//
+// It lives with the domain, so the domain never imports webhook for it
+// (imports run webhook → controllers, never back; see docs/architecture.md).
+// It is not the receiver's spoke directory (webhook/receiver.SpokeDirectory,
+// implemented by webhook/receiver/spokedir), and holds no keys.
 package ingest

@@ -55,6 +55,8 @@ func EventOutcome(e tugboatv1alpha1.NotifyEvent) string {
 		return "Waiting for approval"
 	case tugboatv1alpha1.EventPromotionRunning:
 		return "Running"
+	case tugboatv1alpha1.EventPromotionRollingBack:
+		return "Rolling back"
 	case tugboatv1alpha1.EventPromotionSucceeded:
 		return "Succeeded"
 	case tugboatv1alpha1.EventPromotionFailed:
@@ -81,7 +83,7 @@ func EventOutcome(e tugboatv1alpha1.NotifyEvent) string {
 // failed promotion, a failed or degraded deployment): error severity, red.
 func IsFailure(n Notice) bool {
 	switch n.Event {
-	case tugboatv1alpha1.EventPromotionFailed, tugboatv1alpha1.EventDeploymentFailed, tugboatv1alpha1.EventDeploymentDegraded:
+	case tugboatv1alpha1.EventPromotionFailed, tugboatv1alpha1.EventPromotionRollingBack, tugboatv1alpha1.EventDeploymentFailed, tugboatv1alpha1.EventDeploymentDegraded:
 		return true
 	}
 	return false

@@ -20,6 +20,7 @@ func TestTitle(t *testing.T) {
 		tugboatv1alpha1.EventPromotionWaitingApproval: "web 1.4.0 → production: Waiting for approval",
 		tugboatv1alpha1.EventPromotionSucceeded:       "web 1.4.0 → production: Succeeded",
 		tugboatv1alpha1.EventPromotionFailed:          "web 1.4.0 → production: Failed",
+		tugboatv1alpha1.EventPromotionRollingBack:     "web 1.4.0 → production: Rolling back",
 	} {
 		g.Expect(notify.Title(notifytest.Promotion(e))).To(Equal(want))
 	}

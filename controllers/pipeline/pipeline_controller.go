@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
@@ -317,9 +318,7 @@ func (r *Reconciler) setStalled(p *tugboatv1alpha1.Pipeline, err *specError) {
 // next one that gets through sets Ready again.
 func (r *Reconciler) setFailed(p *tugboatv1alpha1.Pipeline, err error) {
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ") // errors.Join's lines
-	if len(msg) > 1024 {
-		msg = msg[:1021] + "..."
-	}
+	msg = clip.String(msg, 1024)
 	apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
 		Type: tugboatv1alpha1.ReadyCondition.String(), Status: metav1.ConditionFalse,
 		Reason: tugboatv1alpha1.ReconciliationFailedReason.String(), Message: msg, ObservedGeneration: p.Generation,

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/chartversion"
 )
@@ -339,16 +340,17 @@ func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
 	default:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, tugboatv1alpha1.SucceededReason.String(), "every target reports"
 	}
-	if len(cond.Message) > 1024 {
-		cond.Message = cond.Message[:1021] + "..."
-	}
+	cond.Message = clip.String(cond.Message, 1024)
 	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
 }
 
 // holdReason is the Ready reason of a hold.
 func holdReason(h tugboatv1alpha1.HeldEnvironment) tugboatv1alpha1.ConditionReason {
-	if h.Reason == tugboatv1alpha1.HoldUninstall {
+	switch h.Reason {
+	case tugboatv1alpha1.HoldUninstall:
 		return tugboatv1alpha1.HeldAfterUninstallReason
+	case tugboatv1alpha1.HoldRolloutFailed:
+		return tugboatv1alpha1.HeldAfterRolloutFailedReason
 	}
 	return tugboatv1alpha1.HeldAfterRollbackReason
 }
@@ -357,8 +359,11 @@ func holdReason(h tugboatv1alpha1.HeldEnvironment) tugboatv1alpha1.ConditionReas
 // for the Pipeline's Ready condition and `tugboat status`.
 func HoldMessage(pipeline string, h tugboatv1alpha1.HeldEnvironment) string {
 	what := "a rollback"
-	if h.Reason == tugboatv1alpha1.HoldUninstall {
+	switch h.Reason {
+	case tugboatv1alpha1.HoldUninstall:
 		what = "an uninstall"
+	case tugboatv1alpha1.HoldRolloutFailed:
+		what = "a failed rollout"
 	}
 	return fmt.Sprintf("automatic promotion into and out of %s is held after %s (%s); resume with `tugboat resume %s --env %s`",
 		h.Name, what, h.Message, pipeline, h.Name)

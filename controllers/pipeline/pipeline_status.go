@@ -29,7 +29,8 @@ type envView struct {
 	notReady []string
 	// hold is set when a person rolled a target back (its current revision
 	// runs an older chart version than the revision before it) or
-	// uninstalled it.
+	// uninstalled it, or when a rollout into the environment was rolled
+	// back automatically (rolloutHold).
 	hold *tugboatv1alpha1.HeldEnvironment
 	// suspended names the environment's Spokes with spec.suspend: nothing
 	// is promoted into or out of the environment while there is one.
@@ -232,6 +233,9 @@ func summarize(p *tugboatv1alpha1.Pipeline, f facts, promos []tugboatv1alpha1.Pr
 			if pr.Spec.To == env.Name && !pr.Status.Phase.Terminal() {
 				es.ActivePromotion, ev.active = pr.Name, pr.Name
 			}
+		}
+		if hold := rolloutHold(promos, env.Name); hold != nil {
+			ev.hold = hold
 		}
 		statuses = append(statuses, es)
 		v.envs = append(v.envs, ev)

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
 	"tugboat.dev/tugboat/controllers/promotion/request"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/e2e/harness"

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/pipeline"
@@ -250,7 +251,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return r.running(ctx, pr, p, env)
 	case tugboatv1alpha1.PromotionVerifying:
 		return r.verifying(ctx, pr, p, env)
-	case tugboatv1alpha1.PromotionPaused:
+	case tugboatv1alpha1.PromotionPaused, tugboatv1alpha1.PromotionRollingBack:
 		return r.rollout(ctx, pr, p, env)
 	}
 	return ctrl.Result{}, nil
@@ -296,10 +297,10 @@ func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Pr
 		switch {
 		case tally.Rejection != nil:
 			v := tally.Rejection
-			pr.Status.Approval = &tugboatv1alpha1.Approval{RejectedBy: clip(tally.RejectedBy(), 256), Time: v.Time, Message: v.Message}
+			pr.Status.Approval = &tugboatv1alpha1.Approval{RejectedBy: clip.String(tally.RejectedBy(), 256), Time: v.Time, Message: v.Message}
 		case tally.Approved():
 			last := tally.Approvals[len(tally.Approvals)-1]
-			pr.Status.Approval = &tugboatv1alpha1.Approval{ApprovedBy: clip(tally.ApprovedBy(), 1024), Time: last.Time, Message: last.Message}
+			pr.Status.Approval = &tugboatv1alpha1.Approval{ApprovedBy: clip.String(tally.ApprovedBy(), 1024), Time: last.Time, Message: last.Message}
 		default:
 			reason := tugboatv1alpha1.WaitingForApprovalReason
 			msg := fmt.Sprintf("promotion of %s into %s has %s; waiting for %s (tugboat approve %s)",
@@ -413,7 +414,7 @@ func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 			result, err = s.Promote(ctx, req)
 		}
 		if err == nil {
-			pr.Status.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: publicURL(result.URL), Reference: result.Reference, Message: clip(result.Message, 1024)}
+			pr.Status.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: publicURL(result.URL), Reference: result.Reference, Message: clip.String(result.Message, 1024)}
 			r.setPhase(pr, tugboatv1alpha1.PromotionVerifying, tugboatv1alpha1.VerifyingReason,
 				fmt.Sprintf("waiting for every target of %s to report %s healthy", pr.Spec.To, pr.Spec.Version))
 			return r.verifying(ctx, pr, p, env)
@@ -529,10 +530,10 @@ func (r *Reconciler) setPhase(pr *tugboatv1alpha1.Promotion, phase tugboatv1alph
 	pr.Status.Phase = phase
 	status := metav1.ConditionUnknown
 	apimeta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
-		Type: tugboatv1alpha1.ReadyCondition.String(), Status: status, Reason: reason.String(), Message: clip(msg, 1024), ObservedGeneration: pr.Generation,
+		Type: tugboatv1alpha1.ReadyCondition.String(), Status: status, Reason: reason.String(), Message: clip.String(msg, 1024), ObservedGeneration: pr.Generation,
 	})
 	apimeta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
-		Type: tugboatv1alpha1.ReconcilingCondition.String(), Status: metav1.ConditionTrue, Reason: reason.String(), Message: clip(msg, 1024), ObservedGeneration: pr.Generation,
+		Type: tugboatv1alpha1.ReconcilingCondition.String(), Status: metav1.ConditionTrue, Reason: reason.String(), Message: clip.String(msg, 1024), ObservedGeneration: pr.Generation,
 	})
 }
 
@@ -545,21 +546,14 @@ func (r *Reconciler) finish(pr *tugboatv1alpha1.Promotion, phase tugboatv1alpha1
 		status = metav1.ConditionTrue
 	}
 	apimeta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
-		Type: tugboatv1alpha1.ReadyCondition.String(), Status: status, Reason: reason.String(), Message: clip(msg, 1024), ObservedGeneration: pr.Generation,
+		Type: tugboatv1alpha1.ReadyCondition.String(), Status: status, Reason: reason.String(), Message: clip.String(msg, 1024), ObservedGeneration: pr.Generation,
 	})
 	apimeta.RemoveStatusCondition(&pr.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
 	if phase == tugboatv1alpha1.PromotionFailed {
 		apimeta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
-			Type: tugboatv1alpha1.StalledCondition.String(), Status: metav1.ConditionTrue, Reason: reason.String(), Message: clip(msg, 1024), ObservedGeneration: pr.Generation,
+			Type: tugboatv1alpha1.StalledCondition.String(), Status: metav1.ConditionTrue, Reason: reason.String(), Message: clip.String(msg, 1024), ObservedGeneration: pr.Generation,
 		})
 	}
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }
 
 func suffix(s string) string {

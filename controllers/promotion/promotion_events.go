@@ -21,6 +21,12 @@ const (
 	EventFailed             = "Failed"
 	EventAborted            = "Aborted"
 	EventPaused             = "Paused"
+	// EventRollingBack: a rollout spent its budget (onFailure Rollback);
+	// the targets it changed are being rolled back.
+	EventRollingBack = "RollingBack"
+	// EventRolledBack: the rollback ended and the Promotion failed
+	// (reason RolloutFailed); the note says what was rolled back.
+	EventRolledBack = "RolledBack"
 )
 
 // recordTransition emits the Events of pr's move from phase before, and of
@@ -58,7 +64,13 @@ func recordTransition(rec events.EventRecorder, pr *tugboatv1alpha1.Promotion, b
 		emit(corev1.EventTypeWarning, EventPaused, "Pause", note)
 	case tugboatv1alpha1.PromotionSucceeded:
 		emit(corev1.EventTypeNormal, EventSucceeded, "Verify", note)
+	case tugboatv1alpha1.PromotionRollingBack:
+		emit(corev1.EventTypeWarning, EventRollingBack, "Rollback", note)
 	case tugboatv1alpha1.PromotionFailed:
+		if c := apimeta.FindStatusCondition(pr.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil && c.Reason == tugboatv1alpha1.RolloutFailedReason.String() {
+			emit(corev1.EventTypeWarning, EventRolledBack, "Rollback", note)
+			return
+		}
 		emit(corev1.EventTypeWarning, EventFailed, "Verify", note)
 	case tugboatv1alpha1.PromotionAborted:
 		if a := pr.Status.Approval; a != nil && a.RejectedBy != "" {

@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/promotion/rollout"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
@@ -55,8 +56,8 @@ var errPlan = errors.New("rollout")
 // a rollout. Each reconcile plans the rollout from what the targets report
 // now, then:
 //   - a paused rollout stays paused (its counts kept true);
-//   - a spent budget pauses it (onFailure Pause; Rollback is not built yet
-//     and pauses too, saying so);
+//   - a spent budget pauses it (onFailure Pause), or stops it and rolls
+//     back what it changed (onFailure Rollback: promotion_rollback.go);
 //   - the current wave's targets not acted on yet are acted on, in one
 //     strategy call, and recorded (wave, time, baseline revision);
 //   - every wave qualified: Succeeded. Every target acted on: Verifying.
@@ -76,6 +77,9 @@ func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, err
 	}
 	now := r.Now()
+	if pr.Status.Phase == tugboatv1alpha1.PromotionRollingBack {
+		return r.rollingBack(ctx, pr, p, env, now)
+	}
 	obs, err := r.observeRollout(ctx, pr, p, env)
 	var plan *rollout.Plan
 	if err == nil {
@@ -92,6 +96,8 @@ func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	case pr.Status.Phase == tugboatv1alpha1.PromotionPaused:
 		recordPlan(pr, plan, obs, now)
 		return ctrl.Result{}, nil
+	case plan.Budget.Spent() && rollsBack(pr):
+		return r.startRollback(ctx, pr, p, env, plan, obs, now)
 	case plan.Budget.Spent():
 		r.pause(pr, plan, obs, now)
 		return ctrl.Result{}, nil
@@ -248,7 +254,7 @@ func (r *Reconciler) actOnWave(ctx context.Context, pr *tugboatv1alpha1.Promotio
 	if err != nil {
 		return r.strategyFailed(pr, err), true
 	}
-	pr.Status.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: publicURL(result.URL), Reference: result.Reference, Message: clip(result.Message, 1024)}
+	pr.Status.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: publicURL(result.URL), Reference: result.Reference, Message: clip.String(result.Message, 1024)}
 	acted := metav1.NewTime(now)
 	for _, o := range obs {
 		ts := o.status
@@ -257,7 +263,7 @@ func (r *Reconciler) actOnWave(ctx context.Context, pr *tugboatv1alpha1.Promotio
 		}
 		tr := &tugboatv1alpha1.TargetRollout{Wave: count32(plan.Current), ActedAt: acted}
 		if c := o.current; c != nil {
-			tr.BaselineRevision, tr.BaselineInstallation = c.Revision, c.Installation
+			tr.BaselineRevision, tr.BaselineInstallation, tr.BaselineVersion = c.Revision, c.Installation, c.ChartVersion
 			tr.Unchanged = c.ChartVersion == pr.Spec.Version && c.Status == tugboatv1alpha1.ReleaseStatusDeployed
 		}
 		ts.Rollout = tr
@@ -305,7 +311,7 @@ func recordPlan(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observa
 	st.CurrentWave = count32(plan.Current)
 	st.MaxFailures, st.Failed = count32(plan.Budget.Allowed), count32(plan.Budget.Used)
 	if st.Phase != tugboatv1alpha1.RolloutPaused {
-		st.Message = clip(waveMessage(plan), 1024)
+		st.Message = clip.String(waveMessage(plan), 1024)
 	}
 	waiting := map[rollout.Key]string{}
 	for _, w := range plan.Waves {
@@ -317,7 +323,7 @@ func recordPlan(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observa
 	}
 	for _, o := range obs {
 		if wave, ok := waiting[targetKey(o.status)]; ok && !o.status.Done {
-			o.status.Message = clip(joinMessages("waiting for wave "+wave, o.status.Message), 1024)
+			o.status.Message = clip.String(joinMessages("waiting for wave "+wave, o.status.Message), 1024)
 		}
 	}
 }
@@ -382,20 +388,19 @@ func completedMessage(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan) string 
 		len(plan.Waves), pr.Spec.Version, pr.Spec.To, plan.Budget.Used, plan.Budget.Allowed, strings.Join(failing, "; "))
 }
 
-// pause stops a rollout whose failure budget is spent: phase Paused,
-// nothing more acted on, and the Ready condition says why and how to go
-// on. onFailure Rollback pauses too, saying that rollback is not built
-// yet.
+// pause stops a rollout whose failure budget is spent (onFailure Pause):
+// phase Paused, nothing more acted on, and the Ready condition says why
+// and how to go on.
 func (r *Reconciler) pause(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observation, now time.Time) {
 	st := pr.Status.Rollout
 	st.Phase = tugboatv1alpha1.RolloutPaused
 	msg := pausedMessage(pr, plan)
-	st.Message = clip(msg, 1024)
+	st.Message = clip.String(msg, 1024)
 	recordPlan(pr, plan, obs, now)
 	pr.Status.Phase = tugboatv1alpha1.PromotionPaused
 	apimeta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
 		Type: tugboatv1alpha1.ReadyCondition.String(), Status: metav1.ConditionFalse, Reason: tugboatv1alpha1.RolloutPausedReason.String(),
-		Message: clip(msg, 1024), ObservedGeneration: pr.Generation,
+		Message: clip.String(msg, 1024), ObservedGeneration: pr.Generation,
 	})
 	apimeta.RemoveStatusCondition(&pr.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
 }
@@ -421,8 +426,5 @@ func pausedMessage(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan) string {
 	}
 	msg := fmt.Sprintf("rollout of %s into %s paused %s: the failure budget is spent (%s): %s. Nothing more is acted on",
 		pr.Spec.Version, pr.Spec.To, wave, why, strings.Join(failing, "; "))
-	if pr.Status.Rollout.Resolved.OnFailure == tugboatv1alpha1.RolloutRollback {
-		msg += "; onFailure is Rollback, but automatic rollback is not built yet: the targets acted on keep " + pr.Spec.Version
-	}
 	return msg + fmt.Sprintf(". To go on, abort it (tugboat abort %s -n %s) and promote a fixed version", pr.Name, pr.Namespace)
 }

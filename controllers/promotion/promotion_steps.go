@@ -27,6 +27,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
@@ -179,7 +180,7 @@ func (r *Reconciler) advanceStep(ctx context.Context, pr *tugboatv1alpha1.Promot
 		}
 		if err != nil || !out.done {
 			if !out.done {
-				st.Message = clip(out.wait, tugboatv1alpha1.MaxStepMessageLength)
+				st.Message = clip.String(out.wait, tugboatv1alpha1.MaxStepMessageLength)
 			}
 			return out, err
 		}
@@ -190,7 +191,7 @@ func (r *Reconciler) advanceStep(ctx context.Context, pr *tugboatv1alpha1.Promot
 		if st.Attempts <= spec.Retries {
 			// Another attempt: recorded as Pending for one instant, so that
 			// startAttempt counts it.
-			st.Phase, st.Message = tugboatv1alpha1.StepPending, clip(fmt.Sprintf("attempt %d: %s; retrying", st.Attempts, out.message), tugboatv1alpha1.MaxStepMessageLength)
+			st.Phase, st.Message = tugboatv1alpha1.StepPending, clip.String(fmt.Sprintf("attempt %d: %s; retrying", st.Attempts, out.message), tugboatv1alpha1.MaxStepMessageLength)
 			if st.Type == tugboatv1alpha1.StepWebhook {
 				// A webhook answers at once: give it a moment before the
 				// next attempt rather than calling again in a loop.
@@ -218,7 +219,7 @@ func (r *Reconciler) startAttempt(st *tugboatv1alpha1.StepStatus) {
 // endStep records that st finished.
 func (r *Reconciler) endStep(st *tugboatv1alpha1.StepStatus, phase tugboatv1alpha1.StepPhase, msg string) {
 	now := metav1.NewTime(r.Now())
-	st.Phase, st.CompletedAt, st.Message = phase, &now, clip(msg, tugboatv1alpha1.MaxStepMessageLength)
+	st.Phase, st.CompletedAt, st.Message = phase, &now, clip.String(msg, tugboatv1alpha1.MaxStepMessageLength)
 }
 
 // stepTimeout is how long one attempt of spec may take: its own timeout,
@@ -293,10 +294,10 @@ func recordSteps(rec events.EventRecorder, pr *tugboatv1alpha1.Promotion, before
 			continue
 		}
 		if s.Phase == tugboatv1alpha1.StepSucceeded {
-			rec.Eventf(pr, nil, corev1.EventTypeNormal, EventStepSucceeded, "Step", "%s step %s (%s) succeeded: %s", lower(s.Stage), s.Name, s.Type, clip(s.Message, 800))
+			rec.Eventf(pr, nil, corev1.EventTypeNormal, EventStepSucceeded, "Step", "%s step %s (%s) succeeded: %s", lower(s.Stage), s.Name, s.Type, clip.String(s.Message, 800))
 			continue
 		}
-		rec.Eventf(pr, nil, corev1.EventTypeWarning, EventStepFailed, "Step", "%s", clip(stepFailure(&s), 1000))
+		rec.Eventf(pr, nil, corev1.EventTypeWarning, EventStepFailed, "Step", "%s", clip.String(stepFailure(&s), 1000))
 	}
 }
 

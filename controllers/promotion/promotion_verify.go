@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/pipeline"
@@ -105,13 +106,13 @@ func (r *Reconciler) observe(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 			if !ts.Done {
 				ts.Message = fmt.Sprintf("at %s (%s, %s)", c.ChartVersion, c.Status, orUnknown(string(c.Health)))
 				if c.HealthReason != "" && c.ChartVersion == pr.Spec.Version {
-					ts.Message += ": " + clip(c.HealthReason, 200)
+					ts.Message += ": " + clip.String(c.HealthReason, 200)
 				}
 				if msg, failed := helmReleaseProgress(rh, pr.Spec.Version); failed {
 					ts.Message = msg
 					stalled = append(stalled, id+": "+msg)
 				} else if msg != "" {
-					ts.Message = clip(joinMessages(ts.Message, msg), 1024)
+					ts.Message = clip.String(joinMessages(ts.Message, msg), 1024)
 				}
 			}
 		}
@@ -160,13 +161,13 @@ func helmReleaseProgress(rh *tugboatv1alpha1.ReleaseHistory, version string) (ms
 	words := orDefault(hr.Reason, "no reason given") + suffix(hr.Message)
 	switch {
 	case hr.Stalled && hr.LastAttemptedRevision == version:
-		return clip(fmt.Sprintf("%s stalled on %s: %s", name, version, words), 1024), true
+		return clip.String(fmt.Sprintf("%s stalled on %s: %s", name, version, words), 1024), true
 	case hr.Suspended:
 		return name + " is suspended: helm-controller applies nothing until it is resumed", false
 	case hr.Stalled:
-		return clip(fmt.Sprintf("%s is stalled (last attempted %s): %s", name, orUnknown(hr.LastAttemptedRevision), words), 512), false
+		return clip.String(fmt.Sprintf("%s is stalled (last attempted %s): %s", name, orUnknown(hr.LastAttemptedRevision), words), 512), false
 	case hr.Ready == metav1.ConditionFalse:
-		return clip(fmt.Sprintf("%s is not ready: %s", name, words), 512), false
+		return clip.String(fmt.Sprintf("%s is not ready: %s", name, words), 512), false
 	}
 	return "", false
 }
@@ -189,9 +190,9 @@ func (r *Reconciler) trackAction(pr *tugboatv1alpha1.Promotion, prev *tugboatv1a
 	}
 	switch ts.Action.Phase {
 	case tugboatv1alpha1.ActionPending:
-		ts.Message = clip(joinMessages("action not fetched by the agent (is it running?)", ts.Message), 1024)
+		ts.Message = clip.String(joinMessages("action not fetched by the agent (is it running?)", ts.Message), 1024)
 	case tugboatv1alpha1.ActionDelivered:
-		ts.Message = clip(joinMessages("action delivered to the agent, waiting for its outcome", ts.Message), 1024)
+		ts.Message = clip.String(joinMessages("action delivered to the agent, waiting for its outcome", ts.Message), 1024)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
 	"tugboat.dev/tugboat/controllers/promotion/request"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/e2e/identity"
@@ -35,9 +35,10 @@ type rolloutFixture struct {
 	p   *tugboatv1alpha1.Pipeline
 	typ tugboatv1alpha1.StrategyType
 
-	mu    sync.Mutex
-	calls [][]string
-	at    []time.Time
+	mu       sync.Mutex
+	calls    [][]string
+	at       []time.Time
+	versions []string
 }
 
 var rolloutSpokes = []string{"prod-a", "prod-b", "prod-c"}
@@ -54,8 +55,12 @@ func newRolloutFixture(t *testing.T, typ tugboatv1alpha1.StrategyType, with ...f
 		prod = append(prod, tugboatv1alpha1.Target{Spoke: s, Namespace: "apps"})
 	}
 	promotion := tugboatv1alpha1.PromotionStrategy{Type: typ}
-	if typ == tugboatv1alpha1.StrategyHelm {
+	switch typ {
+	case tugboatv1alpha1.StrategyHelm:
 		promotion.Helm = &tugboatv1alpha1.HelmStrategy{Repository: "https://charts.example.com", Chart: "web"}
+	case tugboatv1alpha1.StrategyPullRequest:
+		promotion.PullRequest = &tugboatv1alpha1.PullRequestStrategy{URL: "https://git.example.com/org/fleet.git",
+			Provider: tugboatv1alpha1.GitProviderGitea, SecretRef: tugboatv1alpha1.LocalSecretReference{Name: "git"}}
 	}
 	p := &tugboatv1alpha1.Pipeline{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "web"},
@@ -103,7 +108,11 @@ func newRolloutFixture(t *testing.T, typ tugboatv1alpha1.StrategyType, with ...f
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.calls, f.at = append(f.calls, got), append(f.at, time.Now())
+		version := req.Version
+		if req.RollbackFrom != "" {
+			version += " (rollback from " + req.RollbackFrom + ")"
+		}
+		f.calls, f.at, f.versions = append(f.calls, got), append(f.at, time.Now()), append(f.versions, version)
 		return strategy.Result{Message: "acted on " + strings.Join(got, ", ")}, nil
 	})
 	opts := hubtest.Options()

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
@@ -91,7 +92,7 @@ func (r *Reconciler) externalAttempt(ctx context.Context, pr *tugboatv1alpha1.Pr
 	orig := ev.DeepCopy()
 	at := metav1.NewTime(now)
 	ev.Status.Phase, ev.Status.FinishedAt = tugboatv1alpha1.EventTimedOut, &at
-	ev.Status.Message = clip("no one finished the event by its deadline "+ev.Spec.Deadline.UTC().Format(time.RFC3339)+": is the controller of "+lc+" running?", tugboatv1alpha1.MaxStepMessageLength)
+	ev.Status.Message = clip.String("no one finished the event by its deadline "+ev.Spec.Deadline.UTC().Format(time.RFC3339)+": is the controller of "+lc+" running?", tugboatv1alpha1.MaxStepMessageLength)
 	if err := r.Client.Status().Patch(ctx, ev, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
 			return attemptResult{wait: "LifecycleEvent " + name + " changed as it timed out; reading it again", requeue: 100 * time.Millisecond}, nil

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub"
-	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
 	"tugboat.dev/tugboat/controllers/lifecycle"
 	"tugboat.dev/tugboat/controllers/promotion"
 	"tugboat.dev/tugboat/controllers/promotion/request"

@@ -6,11 +6,11 @@ import (
 	"math"
 	"sort"
 	"time"
-	"unicode/utf8"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 )
@@ -131,7 +131,7 @@ func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) 
 		r.Health, r.HealthReason = tugboatv1alpha1.HealthUnknown, "the release was uninstalled"
 	case s.Health != "":
 		r.Health = tugboatv1alpha1.Health(s.Health)
-		r.HealthReason = truncate(s.HealthReason, 512)
+		r.HealthReason = clip.String(s.HealthReason, 512)
 	}
 	if !s.FirstDeployed.IsZero() {
 		r.FirstDeployed = &metav1.Time{Time: s.FirstDeployed.UTC().Truncate(time.Second)}
@@ -154,9 +154,9 @@ func applyState(st *tugboatv1alpha1.ReleaseHistoryStatus, s *wire.ReleaseState) 
 	case rev != newest.Revision || at.life != newest.Life():
 	case h != nil:
 		st.HelmRelease = &tugboatv1alpha1.HelmReleaseStatus{
-			Ready: metav1.ConditionStatus(h.Ready), Reason: truncate(h.Reason, 128), Message: truncate(h.Message, 1024),
+			Ready: metav1.ConditionStatus(h.Ready), Reason: clip.String(h.Reason, 128), Message: clip.String(h.Message, 1024),
 			Stalled: h.Stalled, Reconciling: h.Reconciling, Suspended: h.Suspended,
-			LastAttemptedRevision: truncate(h.LastAttemptedRevision, 64),
+			LastAttemptedRevision: clip.String(h.LastAttemptedRevision, 64),
 		}
 	case s.HelmRelease == nil:
 		st.HelmRelease = nil
@@ -309,7 +309,7 @@ func applyEvent(st *tugboatv1alpha1.ReleaseHistoryStatus, e *wire.Event, at revK
 	if e.Object != nil {
 		obj = &tugboatv1alpha1.EventObjectReference{Kind: e.Object.Kind, Namespace: e.Object.Namespace, Name: e.Object.Name}
 	}
-	msg := truncate(e.Message, tugboatv1alpha1.MaxEventMessageLength)
+	msg := clip.String(e.Message, tugboatv1alpha1.MaxEventMessageLength)
 	same := func(x *tugboatv1alpha1.ReleaseEvent) bool {
 		return x.Reason == e.Reason && x.Message == msg && x.Type == tugboatv1alpha1.EventType(e.Type) && sameObject(x.Object, obj)
 	}
@@ -436,17 +436,6 @@ func sortRevisions(st *tugboatv1alpha1.ReleaseHistoryStatus) {
 		}
 		return a.Revision > b.Revision
 	})
-}
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // clampRevision converts a wire revision (validated to fit in int32) to the

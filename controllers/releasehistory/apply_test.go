@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	. "github.com/onsi/gomega"
 
@@ -108,10 +109,20 @@ func TestMarkUninstalled(t *testing.T) {
 	g.Expect(markUninstalled(st)).To(BeFalse())
 }
 
-func TestTruncate_runeBoundary(t *testing.T) {
+// TestApplyState_clipsAHealthReasonToItsLimitOnARuneBoundary: the schema
+// holds a health reason to 512; a longer one (from an agent that sends
+// characters, not bytes) is cut within the limit, as valid UTF-8, marked.
+func TestApplyState_clipsAHealthReasonToItsLimitOnARuneBoundary(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(truncate("héllo", 2)).To(Equal("h"))
-	g.Expect(truncate("abc", 5)).To(Equal("abc"))
+	st := &tugboatv1alpha1.ReleaseHistoryStatus{}
+	s := state(1, "1.0.0", wire.StatusDeployed, wire.HealthFailed)
+	s.HealthReason = strings.Repeat("é", 500) // 1000 bytes
+	applyState(st, s)
+	reason := st.Current.HealthReason
+	g.Expect(len(reason)).To(BeNumerically("<=", 512))
+	g.Expect(utf8.ValidString(reason)).To(BeTrue(), "a rune was cut")
+	g.Expect(reason).To(HaveSuffix("…"))
+	g.Expect(reason).To(HavePrefix(strings.Repeat("é", 254)))
 }
 
 func TestApplyState_neverMovesARevisionBack(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package releasehistory records what spokes report into ReleaseHistory
 // objects on the hub. Its Recorder is the hub's implementation of
-// webhook/receiver.Store: it resolves spoke keys, applies event batches and
+// ingest.Store (the receiver's port, controllers/ingest): it resolves spoke keys, applies event batches and
 // state snapshots to one ReleaseHistory per (spoke, namespace, release), and
 // coalesces the writes so each ReleaseHistory is written at most once per
 // interval however many events arrive.

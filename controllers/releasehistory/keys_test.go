@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/webhook/receiver"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // TestRecorder_spokeKeysFollowTheKeysAnnotation: without a SpokeDirectory
@@ -44,6 +44,6 @@ func TestRecorder_spokeKeysFollowTheKeysAnnotation(t *testing.T) {
 
 	patch := []byte(`{"metadata":{"annotations":{"` + tugboatv1alpha1.KeysUpdatedAtAnnotation + `":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}}}`)
 	g.Expect(hub.Client.Patch(ctx, sp.DeepCopy(), client.RawPatch(types.MergePatchType, patch))).To(Succeed())
-	g.Eventually(func() (receiver.SpokeKeys, error) { return recorder.SpokeKeys(ctx, sp.Name) }).
-		WithTimeout(5 * time.Second).Should(Equal(receiver.SpokeKeys{Current: newKey}))
+	g.Eventually(func() (ingest.SpokeKeys, error) { return recorder.SpokeKeys(ctx, sp.Name) }).
+		WithTimeout(5 * time.Second).Should(Equal(ingest.SpokeKeys{Current: newKey}))
 }

@@ -38,12 +38,20 @@ type Options struct {
 	APITimeout time.Duration
 	// HeartbeatRefresh is how old the Spoke's recorded status.lastSeen may
 	// grow before a state snapshot that changes nothing else writes it
-	// again. A snapshot that changes the agent's or Kubernetes version, the
-	// release count, the signing key or the protocol version always writes.
-	// 0 writes every snapshot. Keep it plus the agent's state interval
-	// below the Spoke heartbeat timeout (--spoke-heartbeat-timeout), so a
-	// live spoke never looks stale; the hub caps it at half that timeout.
+	// again (with the replay floor, status.lastSnapshotTakenAt). A snapshot
+	// that changes the agent's or Kubernetes version, the release count,
+	// the signing key or the protocol version always writes, and so does
+	// one of a Spoke waiting for a heartbeat (Ready Unknown). 0 writes every
+	// snapshot. With heartbeat digests (controllers/heartbeat) readiness
+	// does not depend on it; without them the hub caps it at half the
+	// Spoke heartbeat timeout, so a live spoke never looks stale.
 	HeartbeatRefresh time.Duration
+	// HeartbeatRefreshWithoutDigest caps HeartbeatRefresh while the
+	// heartbeat digest (Recorder.Heartbeats) fails to be written, so that
+	// readiness, then judged by lastSeen alone, holds. Not a flag: the hub
+	// sets it to half the Spoke heartbeat timeout (and HeartbeatRefresh to
+	// it when it writes no digest at all).
+	HeartbeatRefreshWithoutDigest time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -56,10 +64,12 @@ func NewOptions() Options {
 		MaxStatusBytes: 256 << 10,
 		Workers:        8,
 		APITimeout:     15 * time.Second,
-		// With the agent's 30 s snapshots, every second snapshot writes
-		// lastSeen; the recorded lastSeen is at most 40+30 s old when the
-		// next write comes, within the default 90 s heartbeat timeout.
-		HeartbeatRefresh: 40 * time.Second,
+		// The heartbeat digests tell the Spoke controller which spokes are
+		// heard from: lastSeen is written every 5 minutes (one write per
+		// spoke per ten 30 s snapshots), and on every change of readiness.
+		HeartbeatRefresh: 5 * time.Minute,
+		// Half the default Spoke heartbeat timeout (90 s).
+		HeartbeatRefreshWithoutDigest: 45 * time.Second,
 	}
 }
 
@@ -70,7 +80,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.WriteInterval, "history-write-interval", o.WriteInterval, "least time between two writes of one ReleaseHistory")
 	fs.DurationVar(&o.KeyCacheTTL, "spoke-key-cache-ttl", o.KeyCacheTTL, "the longest spoke keys read from their Secret are trusted: a hand edit of the Secret takes effect within it, or at once with the Spoke annotated tugboat.dev/keys-updated-at (tugboat's own key writes set it; a new key also works at once); 0 reads them on every request")
 	fs.IntVar(&o.Workers, "history-writers", o.Workers, "concurrent ReleaseHistory writers")
-	fs.DurationVar(&o.HeartbeatRefresh, "spoke-heartbeat-refresh", o.HeartbeatRefresh, "how old a Spoke's recorded lastSeen may grow before an unchanged state snapshot writes it again (0: every snapshot; at most half of --spoke-heartbeat-timeout); keep it plus the agent's state interval below --spoke-heartbeat-timeout")
+	fs.DurationVar(&o.HeartbeatRefresh, "spoke-heartbeat-refresh", o.HeartbeatRefresh, "how old a Spoke's recorded status.lastSeen (and the replay floor status.lastSnapshotTakenAt) may grow before an unchanged state snapshot writes it again (0: every snapshot); readiness comes from the heartbeat digests (--heartbeat-digest-interval), and without them the hub caps this at half of --spoke-heartbeat-timeout")
 	fs.DurationVar(&o.APITimeout, "history-api-timeout", o.APITimeout, "deadline of each ReleaseHistory write, heartbeat and key read; running out of it makes /readyz fail until a call succeeds")
 }
 
@@ -87,7 +97,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--spoke-key-cache-ttl must not be negative")
 	case o.APITimeout <= 0:
 		return fmt.Errorf("--history-api-timeout must be positive")
-	case o.HeartbeatRefresh < 0:
+	case o.HeartbeatRefresh < 0 || o.HeartbeatRefreshWithoutDigest < 0:
 		return fmt.Errorf("--spoke-heartbeat-refresh must not be negative")
 	case o.Workers < 1:
 		return fmt.Errorf("--history-writers must be at least 1")

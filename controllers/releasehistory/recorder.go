@@ -22,10 +22,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/ingest"
-	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 // +kubebuilder:rbac:groups=tugboat.dev,resources=releasehistories,verbs=get;list;watch;create;update
@@ -34,11 +34,16 @@ import (
 // +kubebuilder:rbac:groups=tugboat.dev,resources=spokes/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
-// Recorder persists what spokes report. It implements receiver.Store.
+// Recorder persists what spokes report. It implements ingest.Store.
 type Recorder struct {
 	// Events, when set, receives an Event when a spoke's agent signs with
 	// another key than before (a key rotation); set it before Start.
 	Events events.EventRecorder
+	// Heartbeats, when set, collects every spoke heard from (its state
+	// snapshots) into this replica's heartbeat digest
+	// (controllers/heartbeat.Writer); the Spoke's status then needs a
+	// write only every HeartbeatRefresh. Set it before Start.
+	Heartbeats HeartbeatSink
 
 	client client.Client // cached reads, direct writes
 	api    client.Reader // uncached reads: secrets, conflict retries
@@ -99,11 +104,11 @@ type op func(st *tugboatv1alpha1.ReleaseHistoryStatus, spec *tugboatv1alpha1.Rel
 type cachedKeys struct {
 	uid                types.UID
 	secret, annotation string
-	keys               receiver.SpokeKeys
+	keys               ingest.SpokeKeys
 	expires            time.Time
 }
 
-var _ receiver.Store = (*Recorder)(nil)
+var _ ingest.Store = (*Recorder)(nil)
 
 // NewRecorder returns a Recorder reading through c (usually the manager's
 // cached client) and api (the manager's APIReader).
@@ -188,7 +193,7 @@ func (r *Recorder) Ready() error {
 // started reports nil once the Recorder's writers run.
 func (r *Recorder) started() error {
 	if !r.ready.Load() {
-		return receiver.ErrNotReady
+		return ingest.ErrNotReady
 	}
 	return nil
 }
@@ -204,12 +209,12 @@ func (r *Recorder) spokeOf(ctx context.Context, sp ingest.Spoke) (*tugboatv1alph
 	obj := &tugboatv1alpha1.Spoke{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: sp.Namespace, Name: sp.Name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, receiver.ErrUnknownSpoke
+			return nil, ingest.ErrUnknownSpoke
 		}
 		return nil, fmt.Errorf("reading spoke %s: %w", sp, err)
 	}
 	if obj.DeletionTimestamp != nil {
-		return nil, receiver.ErrUnknownSpoke
+		return nil, ingest.ErrUnknownSpoke
 	}
 	return obj, nil
 }
@@ -228,7 +233,7 @@ func (r *Recorder) lookupSpoke(ctx context.Context, name string) (*tugboatv1alph
 		}
 	}
 	if len(live) != 1 {
-		return nil, receiver.ErrUnknownSpoke
+		return nil, ingest.ErrUnknownSpoke
 	}
 	return &live[0], nil
 }
@@ -243,13 +248,13 @@ func (r *Recorder) lookupSpoke(ctx context.Context, name string) (*tugboatv1alph
 // has one): unlike spokedir it does not re-read keys when a request fails
 // to verify, so a new key written without setting the annotation takes
 // effect within KeyCacheTTL.
-func (r *Recorder) SpokeKeys(ctx context.Context, spoke string) (receiver.SpokeKeys, error) {
+func (r *Recorder) SpokeKeys(ctx context.Context, spoke string) (ingest.SpokeKeys, error) {
 	if !r.ready.Load() {
-		return receiver.SpokeKeys{}, receiver.ErrNotReady
+		return ingest.SpokeKeys{}, ingest.ErrNotReady
 	}
 	sp, err := r.lookupSpoke(ctx, spoke)
 	if err != nil {
-		return receiver.SpokeKeys{}, err
+		return ingest.SpokeKeys{}, err
 	}
 	now := r.now()
 	read := cachedKeys{uid: sp.UID, secret: sp.Spec.KeySecretRef.Name, annotation: sp.Annotations[tugboatv1alpha1.KeysUpdatedAtAnnotation]}
@@ -261,7 +266,7 @@ func (r *Recorder) SpokeKeys(ctx context.Context, spoke string) (receiver.SpokeK
 	r.mu.Unlock()
 	keys, err := r.readKeys(ctx, sp)
 	if err != nil {
-		return receiver.SpokeKeys{}, err
+		return ingest.SpokeKeys{}, err
 	}
 	read.keys, read.expires = keys, now.Add(r.opts.KeyCacheTTL)
 	r.mu.Lock()
@@ -270,26 +275,26 @@ func (r *Recorder) SpokeKeys(ctx context.Context, spoke string) (receiver.SpokeK
 	return keys, nil
 }
 
-func (r *Recorder) readKeys(ctx context.Context, sp *tugboatv1alpha1.Spoke) (receiver.SpokeKeys, error) {
+func (r *Recorder) readKeys(ctx context.Context, sp *tugboatv1alpha1.Spoke) (ingest.SpokeKeys, error) {
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: sp.Namespace, Name: sp.Spec.KeySecretRef.Name}
 	if err := r.bounded(ctx, func(ctx context.Context) error { return r.api.Get(ctx, key, secret) }); err != nil {
 		if apierrors.IsNotFound(err) {
 			// The Spoke controller generates it; until then the spoke
 			// cannot authenticate.
-			return receiver.SpokeKeys{}, receiver.ErrUnknownSpoke
+			return ingest.SpokeKeys{}, ingest.ErrUnknownSpoke
 		}
-		return receiver.SpokeKeys{}, fmt.Errorf("reading key secret %s: %w", key, err)
+		return ingest.SpokeKeys{}, fmt.Errorf("reading key secret %s: %w", key, err)
 	}
 	cur := []byte(strings.TrimSpace(string(secret.Data[tugboatv1alpha1.SpokeKeySecretKey])))
 	prev := []byte(strings.TrimSpace(string(secret.Data[tugboatv1alpha1.SpokePreviousKeySecretKey])))
 	if len(cur) == 0 {
-		return receiver.SpokeKeys{}, receiver.ErrUnknownSpoke
+		return ingest.SpokeKeys{}, ingest.ErrUnknownSpoke
 	}
 	if len(prev) == 0 || hmac.Equal(prev, cur) {
 		prev = nil
 	}
-	return receiver.SpokeKeys{Current: cur, Previous: prev}, nil
+	return ingest.SpokeKeys{Current: cur, Previous: prev}, nil
 }
 
 // RecordEvents applies events to the ReleaseHistories of the Spoke who
@@ -551,7 +556,7 @@ func setReady(rh *tugboatv1alpha1.ReleaseHistory) {
 		cond.Status, cond.Reason = metav1.ConditionUnknown, "InProgress"
 		cond.Message = orDefault(rh.Status.Current.HealthReason, "rollout in progress")
 	}
-	cond.Message = truncate(cond.Message, 1024)
+	cond.Message = clip.String(cond.Message, 1024)
 	apimeta.SetStatusCondition(&rh.Status.Conditions, cond)
 	rh.Status.ObservedGeneration = rh.Generation
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -189,10 +190,23 @@ func (r *Recorder) countStale(n int) {
 // signs with another key than before.
 const EventSigningKeyChanged = "SigningKeyChanged"
 
-// heartbeat records on the Spoke that its agent was heard from. sp is the
-// Spoke as the cache holds it: when the snapshot changes none of the
-// fields the heartbeat writes and the recorded lastSeen is younger than
-// HeartbeatRefresh, nothing is written (the cache can only be behind the
+// HeartbeatSink collects the spokes heard from (controllers/heartbeat.Writer,
+// a digest per hub replica, which the Spoke controller reads for readiness).
+type HeartbeatSink interface {
+	// Heard records that the agent of Spoke namespace/name was heard from
+	// at at. It must not block. It reports whether the digest is being
+	// written: while it is not, the recorder writes lastSeen at least
+	// every HeartbeatRefreshWithoutDigest.
+	Heard(namespace, name string, at time.Time) bool
+}
+
+// heartbeat records on the Spoke that its agent was heard from: in the
+// heartbeat digest (Heartbeats) always, and on the Spoke's status when
+// needed. sp is the Spoke as the cache holds it: when the snapshot changes
+// none of the fields the heartbeat writes, the recorded lastSeen is
+// younger than HeartbeatRefresh and the Spoke is not waiting for a
+// heartbeat (Ready Unknown, AgentNotSeen: a spoke back is written at once,
+// so that it is Ready without waiting for a digest), nothing is written (the cache can only be behind the
 // API server, so a lastSeen it shows is at most as young as the stored
 // one; a lagging cache costs an extra write, never a missed one). id is
 // the wire.KeyID of the key that verified the snapshot (status.signingKeyID;
@@ -208,8 +222,13 @@ func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, id 
 	if hasID {
 		keyID = fmt.Sprintf(`,"signingKeyID":%q`, id)
 	}
+	refresh := r.opts.HeartbeatRefresh
+	if r.Heartbeats != nil && !r.Heartbeats.Heard(sp.Namespace, sp.Name, now) {
+		// The digest is not written: lastSeen must carry readiness.
+		refresh = min(refresh, r.opts.HeartbeatRefreshWithoutDigest)
+	}
 	st := &sp.Status
-	if st.LastSeen != nil && now.Sub(st.LastSeen.Time) < r.opts.HeartbeatRefresh &&
+	if st.LastSeen != nil && now.Sub(st.LastSeen.Time) < refresh && !waitingForHeartbeat(sp) &&
 		st.AgentVersion == snap.AgentVersion && st.KubernetesVersion == snap.KubernetesVersion &&
 		st.AgentProtocolVersion == clampRevision(snap.ProtocolVersion) && st.ReleaseCount == patch.Status.ReleaseCount &&
 		(!hasID || st.SigningKeyID == id) {
@@ -239,6 +258,13 @@ func (r *Recorder) heartbeat(ctx context.Context, sp *tugboatv1alpha1.Spoke, id 
 	r.stats.Heartbeats.Add(1)
 	heartbeatsTotal.Inc()
 	return nil
+}
+
+// waitingForHeartbeat reports whether sp's Ready condition says its agent
+// was not heard from (Unknown, AgentNotSeen).
+func waitingForHeartbeat(sp *tugboatv1alpha1.Spoke) bool {
+	c := apimeta.FindStatusCondition(sp.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
+	return c != nil && c.Status == metav1.ConditionUnknown && c.Reason == tugboatv1alpha1.AgentNotSeenReason.String()
 }
 
 // unchanged reports whether applying o to the cached ReleaseHistory key

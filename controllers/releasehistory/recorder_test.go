@@ -24,7 +24,6 @@ import (
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/controllers/spoke"
 	"tugboat.dev/tugboat/e2e/harness"
-	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 var (
@@ -176,8 +175,8 @@ func TestRecorder_unknownAndDuplicateSpokes(t *testing.T) {
 	// Run alone, the test may come before the recorder's writers started.
 	g.Eventually(recorder.Ready).WithTimeout(10 * time.Second).Should(Succeed())
 	_, err := recorder.SpokeKeys(ctx, "nobody")
-	g.Expect(err).To(MatchError(receiver.ErrUnknownSpoke))
-	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "nobody"}, snapshot("nobody"))).To(MatchError(receiver.ErrUnknownSpoke))
+	g.Expect(err).To(MatchError(ingest.ErrUnknownSpoke))
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Name: "nobody"}, snapshot("nobody"))).To(MatchError(ingest.ErrUnknownSpoke))
 
 	sp := newSpoke(t, g, "twin")
 	ns2 := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other-twin"}}
@@ -189,7 +188,7 @@ func TestRecorder_unknownAndDuplicateSpokes(t *testing.T) {
 	g.Expect(hub.Client.Create(ctx, dup)).To(Succeed())
 	g.Eventually(func() error {
 		return recorder.RecordState(ctx, ingest.Spoke{Name: "twin"}, snapshot("twin"))
-	}).WithTimeout(10 * time.Second).Should(MatchError(receiver.ErrUnknownSpoke))
+	}).WithTimeout(10 * time.Second).Should(MatchError(ingest.ErrUnknownSpoke))
 	// Named with its namespace, as the receiver names the Spoke it
 	// authenticated, each is recorded into, with the key id it was given.
 	for _, o := range []*tugboatv1alpha1.Spoke{sp, dup} {
@@ -200,7 +199,7 @@ func TestRecorder_unknownAndDuplicateSpokes(t *testing.T) {
 		g.Expect(got.Status.SigningKeyID).To(Equal(id))
 		g.Expect(got.Status.LastSeen).NotTo(BeNil())
 	}
-	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Namespace: "no-such-namespace", Name: "twin"}, snapshot("twin"))).To(MatchError(receiver.ErrUnknownSpoke))
+	g.Expect(recorder.RecordState(ctx, ingest.Spoke{Namespace: "no-such-namespace", Name: "twin"}, snapshot("twin"))).To(MatchError(ingest.ErrUnknownSpoke))
 
 	// The Spoke controller stalls the newer of the two (created within one
 	// second here, so either may be), never both.

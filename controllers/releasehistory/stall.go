@@ -14,7 +14,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/webhook/receiver"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // Every call the Recorder makes to the API server is bounded by
@@ -94,9 +94,9 @@ func (s *stall) get() time.Time {
 	return s.since
 }
 
-// ErrStalled wraps receiver.ErrNotReady: the API server does not answer
+// ErrStalled wraps ingest.ErrNotReady: the API server does not answer
 // the Recorder in time.
-var ErrStalled = fmt.Errorf("%w: the recorder's calls to the API server time out", receiver.ErrNotReady)
+var ErrStalled = fmt.Errorf("%w: the recorder's calls to the API server time out", ingest.ErrNotReady)
 
 // stalled reports ErrStalled, with since when, or nil.
 func (r *Recorder) stalled() error {

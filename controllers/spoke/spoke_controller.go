@@ -27,7 +27,6 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/releasehistory"
-	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 // Options configure the Spoke reconciler.
@@ -80,6 +79,14 @@ type Reconciler struct {
 	Now func() time.Time
 	// Recorder emits the Events of a spoke lost or ready; nil emits none.
 	Recorder events.EventRecorder
+	// Heartbeats, when set, are the hub replicas' heartbeat digests:
+	// readiness follows the newest of status.lastSeen and them. Nil:
+	// status.lastSeen alone.
+	Heartbeats Heartbeats
+
+	// notHeard remembers the Spokes found without a heartbeat (see
+	// heardAgain).
+	notHeard notHeard
 
 	// keyChecks remembers, per Spoke, the last key Secret check that found
 	// it fine (see reconcileKeySecret).
@@ -96,13 +103,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&tugboatv1alpha1.Spoke{}).
 		// A Spoke created or deleted elsewhere with the same name changes
 		// whether this one's name is unique.
-		Watches(&tugboatv1alpha1.Spoke{}, handler.EnqueueRequestsFromMapFunc(r.sameName)).
-		Named("spoke").
-		Complete(r)
+		Watches(&tugboatv1alpha1.Spoke{}, handler.EnqueueRequestsFromMapFunc(r.sameName))
+	if r.Heartbeats != nil {
+		// A digest that hears a Spoke found lost brings it back at once.
+		b = b.Watches(r.Heartbeats.Object(), handler.EnqueueRequestsFromMapFunc(r.heardAgain))
+	}
+	return b.Named("spoke").Complete(r)
 }
 
 // sameName maps a Spoke to the other Spokes of the same name.
@@ -171,7 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if agentless && sp.Status.LastSeen == nil {
 		r.reconcileFluxReady(sp)
 	} else {
-		requeue = r.reconcileReady(sp)
+		requeue = r.reconcileReady(ctx, sp)
 	}
 	if again := r.reconcileBootstrap(ctx, sp); again > 0 && (requeue == 0 || again < requeue) {
 		requeue = again
@@ -258,7 +268,7 @@ func (r *Reconciler) checkKeySecret(ctx context.Context, sp *tugboatv1alpha1.Spo
 
 // checkKeys returns what is wrong with the keys of a Spoke's key Secret,
 // or "": the agent's key is required, every key present is at least
-// receiver.MinKeySize bytes (as the receiver uses them: surrounding
+// wire.MinSpokeKeySize bytes (as the receiver uses them: surrounding
 // whitespace trimmed), and no Flux key is an agent key.
 func checkKeys(secret *corev1.Secret) string {
 	key := func(k string) []byte { return bytes.TrimSpace(secret.Data[k]) }
@@ -270,8 +280,8 @@ func checkKeys(secret *corev1.Secret) string {
 		if !present && k != tugboatv1alpha1.SpokeKeySecretKey {
 			continue
 		}
-		if n := len(bytes.TrimSpace(v)); n < receiver.MinKeySize {
-			return fmt.Sprintf("key %q holds %d bytes; the hub needs at least %d (for example: openssl rand -hex 32)", k, n, receiver.MinKeySize)
+		if n := len(bytes.TrimSpace(v)); n < wire.MinSpokeKeySize {
+			return fmt.Sprintf("key %q holds %d bytes; the hub needs at least %d (for example: openssl rand -hex 32)", k, n, wire.MinSpokeKeySize)
 		}
 	}
 	for _, f := range []string{tugboatv1alpha1.SpokeFluxKeySecretKey, tugboatv1alpha1.SpokePreviousFluxKeySecretKey} {
@@ -329,24 +339,35 @@ func ownsName(sp, other *tugboatv1alpha1.Spoke) bool {
 	return sp.UID < other.UID
 }
 
-// reconcileReady sets Ready from the last heartbeat and returns when to look
-// again.
-func (r *Reconciler) reconcileReady(sp *tugboatv1alpha1.Spoke) time.Duration {
+// reconcileReady sets Ready from the newest heartbeat (status.lastSeen or a
+// hub replica's digest, see Heartbeats) and returns when to look again. A
+// change of readiness also writes that time as status.lastSeen.
+func (r *Reconciler) reconcileReady(ctx context.Context, sp *tugboatv1alpha1.Spoke) time.Duration {
 	timeout := r.Options.HeartbeatTimeout
-	if sp.Status.LastSeen == nil {
+	key := client.ObjectKeyFromObject(sp)
+	seen := r.lastHeard(ctx, sp)
+	if seen.IsZero() {
+		r.notHeard.set(key, true)
 		r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionUnknown, tugboatv1alpha1.AgentNotSeenReason,
 			"waiting for the agent's first heartbeat")
 		return 0
 	}
-	if v := int(sp.Status.AgentProtocolVersion); v < wire.ProtocolVersion {
-		r.setCondition(sp, tugboatv1alpha1.AgentOutdatedCondition, metav1.ConditionTrue, tugboatv1alpha1.OlderProtocolReason,
-			fmt.Sprintf("agent %s speaks protocol v%d, the hub v%d: it still reports, but upgrade it (helm upgrade tugboat-agent, or tugboat install agent)",
-				sp.Status.AgentVersion, v, wire.ProtocolVersion))
-	} else {
-		apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.AgentOutdatedCondition.String())
+	if sp.Status.LastSeen != nil {
+		if v := int(sp.Status.AgentProtocolVersion); v < wire.ProtocolVersion {
+			r.setCondition(sp, tugboatv1alpha1.AgentOutdatedCondition, metav1.ConditionTrue, tugboatv1alpha1.OlderProtocolReason,
+				fmt.Sprintf("agent %s speaks protocol v%d, the hub v%d: it still reports, but upgrade it (helm upgrade tugboat-agent, or tugboat install agent)",
+					sp.Status.AgentVersion, v, wire.ProtocolVersion))
+		} else {
+			apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.AgentOutdatedCondition.String())
+		}
 	}
-	age := r.Now().Sub(sp.Status.LastSeen.Time)
+	wasReady := apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
+	age := r.Now().Sub(seen)
 	if age <= timeout {
+		if !wasReady {
+			recordLastSeen(sp, seen)
+		}
+		r.notHeard.set(key, false)
 		msg := "the agent is sending heartbeats"
 		if sp.Status.AgentVersion != "" {
 			msg = fmt.Sprintf("agent %s is sending heartbeats", sp.Status.AgentVersion)
@@ -354,8 +375,12 @@ func (r *Reconciler) reconcileReady(sp *tugboatv1alpha1.Spoke) time.Duration {
 		r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionTrue, tugboatv1alpha1.AgentConnectedReason, msg)
 		return timeout - age + 100*time.Millisecond
 	}
+	if wasReady {
+		recordLastSeen(sp, seen)
+	}
+	r.notHeard.set(key, true)
 	r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionUnknown, tugboatv1alpha1.AgentNotSeenReason,
-		fmt.Sprintf("no heartbeat since %s (timeout %s)", sp.Status.LastSeen.UTC().Format(time.RFC3339), timeout))
+		fmt.Sprintf("no heartbeat since %s (timeout %s)", seen.UTC().Format(time.RFC3339), timeout))
 	return 0
 }
 

@@ -16,6 +16,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
@@ -77,7 +78,7 @@ func (d *demoRun) releaseStatus(ctx context.Context, spoke string) (status strin
 	c := rh.Status.Current
 	status = fmt.Sprintf("%s: revision %d, %s %s, %s, %s", spoke, c.Revision, c.Chart, c.ChartVersion, c.Status, orUnknown(string(c.Health)))
 	if c.HealthReason != "" && c.Health != tugboatv1alpha1.HealthCurrent {
-		status += ": " + clip(c.HealthReason, 160)
+		status += ": " + oneLine(c.HealthReason, 160)
 	}
 	return status, c, nil
 }
@@ -134,12 +135,12 @@ func (d *demoRun) waitPromotion(ctx context.Context, env, version string, phase 
 		}
 		status := fmt.Sprintf("promotion %s: %s", name, orDefault(string(pr.Status.Phase), "Pending"))
 		if msg != "" {
-			status += ": " + clip(msg, 200)
+			status += ": " + oneLine(msg, 200)
 		}
 		if !pr.Status.Phase.Terminal() {
 			for _, t := range pr.Status.Targets {
 				if !t.Done && t.Message != "" {
-					status += fmt.Sprintf("; %s/%s/%s %s", t.Spoke, t.Namespace, t.Release, clip(t.Message, 160))
+					status += fmt.Sprintf("; %s/%s/%s %s", t.Spoke, t.Namespace, t.Release, oneLine(t.Message, 160))
 				}
 			}
 		}
@@ -153,7 +154,7 @@ func (d *demoRun) waitPromotion(ctx context.Context, env, version string, phase 
 	}
 	d.fact("promotion %s: %s", name, phase)
 	if msg != "" && phase != tugboatv1alpha1.PromotionSucceeded {
-		d.say("  (%s)", clip(msg, 300))
+		d.say("  (%s)", oneLine(msg, 300))
 	}
 	return nil
 }
@@ -218,14 +219,6 @@ func orDefault(s, def string) string {
 	return s
 }
 
-func clip(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
 // prefixWriter indents every line written through it.
 type prefixWriter struct {
 	w      io.Writer
@@ -252,4 +245,9 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// oneLine puts s on one line, clipped to n bytes (clip.String).
+func oneLine(s string, n int) string {
+	return clip.String(strings.ReplaceAll(s, "\n", " "), n)
 }

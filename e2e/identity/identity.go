@@ -17,6 +17,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,6 +88,53 @@ func Install(ctx context.Context, admin client.Client) error {
 		}
 	}
 	return nil
+}
+
+// HubNamespace is the namespace Install renders the hub chart for: the
+// hub's own namespace, where its namespaced Roles grant it its Lease and
+// its heartbeat digests.
+const HubNamespace = "tugboat-system"
+
+// InstallHubNamespace creates HubNamespace and applies the hub chart's
+// Roles and RoleBindings in it (tugboat-hub-leader-election,
+// tugboat-hub-heartbeats), and waits until the hub may write its heartbeat
+// digests there: for tests whose hub, as its ServiceAccount, elects a
+// leader or writes heartbeat digests in its namespace.
+func InstallHubNamespace(ctx context.Context, admin client.Client) error {
+	objs, err := config.Render(config.HubChart, HubNamespace, map[string]any{"spokeNamespaces": []any{"*"}})
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: HubNamespace}}
+	if err := admin.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for _, o := range objs {
+		if (o.GetKind() != "Role" && o.GetKind() != "RoleBinding") || o.GetNamespace() != HubNamespace {
+			continue
+		}
+		if err := apply(ctx, admin, o); err != nil {
+			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: HubUser, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + HubNamespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: HubNamespace, Verb: "patch", Resource: "configmaps"},
+		}}
+		if err := admin.Create(ctx, sar); err != nil {
+			return err
+		}
+		if sar.Status.Allowed {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("the hub's RBAC in %s not in effect after 30s", HubNamespace)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // apply creates u, or updates it when it exists.

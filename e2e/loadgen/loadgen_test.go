@@ -19,7 +19,7 @@ import (
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
-// countingStore is a receiver.Store that keeps counts and the latest state
+// countingStore is an ingest.Store that keeps counts and the latest state
 // of each release, so the test can check what the generator sent.
 type countingStore struct {
 	keys map[string][]byte
@@ -31,12 +31,12 @@ type countingStore struct {
 	revision  map[string]int // spoke/namespace/release → newest revision in a state
 }
 
-func (s *countingStore) SpokeKeys(_ context.Context, spoke string) (receiver.SpokeKeys, error) {
+func (s *countingStore) SpokeKeys(_ context.Context, spoke string) (ingest.SpokeKeys, error) {
 	k, ok := s.keys[spoke]
 	if !ok {
-		return receiver.SpokeKeys{}, receiver.ErrUnknownSpoke
+		return ingest.SpokeKeys{}, ingest.ErrUnknownSpoke
 	}
-	return receiver.SpokeKeys{Current: k}, nil
+	return ingest.SpokeKeys{Current: k}, nil
 }
 
 func (s *countingStore) RecordEvents(_ context.Context, sp ingest.Spoke, events []wire.Event) error {
@@ -73,7 +73,7 @@ func fleetOf(n int) ([]loadgen.Spoke, map[string][]byte) {
 
 // receiverFor serves a real receiver, with its default limits, over
 // loopback HTTP.
-func receiverFor(t *testing.T, store receiver.Store) *httptest.Server {
+func receiverFor(t *testing.T, store ingest.Store) *httptest.Server {
 	t.Helper()
 	opts := receiver.NewOptions()
 	opts.Registerer = prometheus.NewRegistry()

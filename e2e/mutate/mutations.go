@@ -22,7 +22,7 @@ var mutations = []mutation{
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_decide.go", Name: "promote while one is running",
 		Old: `running != "" {`, New: `running == "-" {`},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_decide.go", Name: "downgrade a destination running newer",
-		Old: `if t.Version != "" && compareVersions(t.Version, version) > 0 {`, New: `if t.Version != "" && compareVersions(t.Version, version) < 0 {`},
+		Old: `if t.Version != "" && chartversion.Compare(t.Version, version) > 0 {`, New: `if t.Version != "" && chartversion.Compare(t.Version, version) < 0 {`},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_status.go", Name: "health gate lets Unknown through",
 		Old: "} else if requireHealthy && c.Health != tugboatv1alpha1.HealthCurrent {", New: "} else if requireHealthy && c.Health == tugboatv1alpha1.HealthFailed {"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_status.go", Name: "mixed versions count as converged",
@@ -34,7 +34,7 @@ var mutations = []mutation{
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_status.go", Name: "a resume before the hold releases it",
 		Old: "return err == nil && !t.Before(since.Truncate(time.Second))", New: "return err == nil && !t.IsZero() || since.IsZero()"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_status.go", Name: "a redeploy of the same version is a rollback",
-		Old: "compareVersions(cur.ChartVersion, before.ChartVersion) >= 0", New: "compareVersions(cur.ChartVersion, before.ChartVersion) > 0"},
+		Old: "chartversion.Compare(cur.ChartVersion, before.ChartVersion) >= 0", New: "chartversion.Compare(cur.ChartVersion, before.ChartVersion) > 0"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_status.go", Name: "an uninstalled target is not absent",
 		Old: "ts.Absent = true\n\t\t\t\tev.notReady = append(ev.notReady, id+\" was uninstalled\")", New: "ev.notReady = append(ev.notReady, id+\" was uninstalled\")"},
 

@@ -3,6 +3,8 @@ package dashboard
 import (
 	"crypto/subtle"
 	"net/http"
+
+	"tugboat.dev/tugboat/api/clip"
 )
 
 // checkCSRF refuses a POST that did not come from one of the dashboard's
@@ -17,7 +19,7 @@ func (s *Server) checkCSRF(w http.ResponseWriter, r *http.Request) bool {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "the form could not be read: "+clip(err.Error(), 200))
+		s.fail(w, r, http.StatusBadRequest, "the form could not be read: "+clip.String(err.Error(), 200))
 		return false
 	}
 	c, err := r.Cookie(s.cookieName)

@@ -11,7 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub/hubtest"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
 	"tugboat.dev/tugboat/e2e/identity"
 	"tugboat.dev/tugboat/webhook/dashboard"
 )

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
@@ -163,7 +164,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query().Get("kinds"); q != "" {
 		for _, k := range strings.Split(q, ",") {
 			if _, ok := known[k]; !ok {
-				s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("kinds: unknown kind %q: use pipeline, promotion, releasehistory or spoke", clip(k, 32)))
+				s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("kinds: unknown kind %q: use pipeline, promotion, releasehistory or spoke", clip.String(k, 32)))
 				return
 			}
 			kinds[k] = true

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion/request"
@@ -35,6 +36,9 @@ type promotionPage struct {
 	Missing  string
 	Decide   decideView
 	CSRF     string
+	// Targets and Succeeded count the rollout's targets, for its progress
+	// bar (status.rollout; zero without one).
+	Targets, Succeeded int32
 }
 
 // entry is one step of a Promotion's timeline.
@@ -63,7 +67,7 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	name := r.PathValue("name")
 	if !validName(name) {
-		s.fail(w, r, http.StatusBadRequest, "promotion: not a valid name: "+clip(name, 64))
+		s.fail(w, r, http.StatusBadRequest, "promotion: not a valid name: "+clip.String(name, 64))
 		return
 	}
 	pr, err := request.GetPromotion(ctx, s.reader, s.opts.Namespace, name)
@@ -89,6 +93,9 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.Timeline = timeline(pr)
+	if r := pr.Status.Rollout; r != nil {
+		p.Targets, p.Succeeded = r.Counts()
+	}
 	p.Decide = s.decideView(ctx, pl, pr)
 	s.render(w, "promotion", http.StatusOK, p)
 }
@@ -320,12 +327,12 @@ func (s *Server) serveDecision(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.PathValue("name")
 	if !validName(name) {
-		s.fail(w, r, http.StatusBadRequest, "promotion: not a valid name: "+clip(name, 64))
+		s.fail(w, r, http.StatusBadRequest, "promotion: not a valid name: "+clip.String(name, 64))
 		return
 	}
 	decision, ok := decisionValues[r.PostFormValue("decision")]
 	if !ok {
-		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("decision: must be approve or reject, got %q", clip(r.PostFormValue("decision"), 32)))
+		s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("decision: must be approve or reject, got %q", clip.String(r.PostFormValue("decision"), 32)))
 		return
 	}
 	message := r.PostFormValue("message")

@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
@@ -37,7 +38,7 @@ func (s *Server) serveRelease(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	name := r.PathValue("name")
 	if !validName(name) {
-		s.fail(w, r, http.StatusBadRequest, "release: not a valid ReleaseHistory name: "+clip(name, 64))
+		s.fail(w, r, http.StatusBadRequest, "release: not a valid ReleaseHistory name: "+clip.String(name, 64))
 		return
 	}
 	h := &tugboatv1alpha1.ReleaseHistory{}

@@ -106,6 +106,7 @@ var funcs = template.FuncMap{
 	"join":      strings.Join,
 	"tsv":       func(t metav1.Time) string { return ts(&t) },
 	"rfc3339v":  func(t metav1.Time) string { return rfc3339(&t) },
+	"int32":     func(i int) int32 { return int32(i) }, // a wave index, at most 22
 }
 
 // age renders how long ago t was, e.g. 3m12s, 5h, 2d.
@@ -175,7 +176,7 @@ func phaseClass(p tugboatv1alpha1.PromotionPhase) string {
 	switch p {
 	case tugboatv1alpha1.PromotionSucceeded:
 		return "ok"
-	case tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.PromotionAborted:
+	case tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.PromotionAborted, tugboatv1alpha1.PromotionRollingBack:
 		return "bad"
 	case tugboatv1alpha1.PromotionWaitingApproval, tugboatv1alpha1.PromotionPaused:
 		return "wait"

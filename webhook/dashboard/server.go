@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tugboat.dev/tugboat/api/clip"
 )
 
 //go:embed templates/*.html static/*
@@ -171,7 +173,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /fleet", s.serveFleet)
 	mux.HandleFunc("GET /events", s.serveEvents)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, http.StatusNotFound, "no such page: "+clip(r.URL.Path, 100))
+		s.fail(w, r, http.StatusNotFound, "no such page: "+clip.String(r.URL.Path, 100))
 	})
 	var h http.Handler = mux
 	if base := strings.TrimSuffix(s.opts.BasePath, "/"); base != "" {
@@ -198,7 +200,7 @@ func (s *Server) secure(next http.Handler) http.Handler {
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		if len(s.opts.AllowedHosts) > 0 && !slices.Contains(s.opts.AllowedHosts, strings.ToLower(r.Host)) {
-			s.fail(w, r, http.StatusMisdirectedRequest, "this dashboard is not served as host "+clip(r.Host, 100)+": open it through the address tugboat ui printed")
+			s.fail(w, r, http.StatusMisdirectedRequest, "this dashboard is not served as host "+clip.String(r.Host, 100)+": open it through the address tugboat ui printed")
 			return
 		}
 		if !s.checkAccess(w, r) {
@@ -206,12 +208,4 @@ func (s *Server) secure(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// clip shortens s to n bytes for messages that quote a request.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -341,10 +341,3 @@ func redact(s string) string {
 	}
 	return s
 }
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/slack-go/slack"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	notifyslack "tugboat.dev/tugboat/controllers/notify/slack"
 	"tugboat.dev/tugboat/controllers/promotion/request"
@@ -55,7 +56,7 @@ func Parse(contentType string, body []byte) (*Interaction, error) {
 		return nil, fmt.Errorf("payload: malformed JSON: %v", clipErr(err))
 	}
 	if cb.Type != slack.InteractionTypeBlockActions {
-		return nil, fmt.Errorf("payload.type: %q is not handled; only block_actions", clip(string(cb.Type), 40))
+		return nil, fmt.Errorf("payload.type: %q is not handled; only block_actions", clip.String(string(cb.Type), 40))
 	}
 	if cb.User.ID == "" {
 		return nil, errors.New("payload.user.id: required")
@@ -91,21 +92,21 @@ func Parse(contentType string, body []byte) (*Interaction, error) {
 	return in, nil
 }
 
-func clipErr(err error) string { return clip(err.Error(), 200) }
+func clipErr(err error) string { return clip.String(err.Error(), 200) }
 
 // classify maps an error of request.Decide to a status code and a message
 // for the person who clicked.
 func classify(err error) (int, string) {
 	switch {
 	case errors.Is(err, request.ErrNotWaiting):
-		return 409, "This promotion no longer waits for approval: " + clip(err.Error(), 300)
+		return 409, "This promotion no longer waits for approval: " + clip.String(err.Error(), 300)
 	case errors.Is(err, request.ErrNotFound):
-		return 404, clip(err.Error(), 300)
+		return 404, clip.String(err.Error(), 300)
 	case errors.Is(err, request.ErrInvalid):
-		return 400, clip(err.Error(), 300)
+		return 400, clip.String(err.Error(), 300)
 	}
 	if isNotAllowed(err) {
-		return 403, clip(err.Error(), 300)
+		return 403, clip.String(err.Error(), 300)
 	}
 	return 503, "The hub could not record the decision; try again."
 }

@@ -18,6 +18,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"tugboat.dev/tugboat/api/clip"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/webhook/secretcache"
 )
@@ -180,7 +181,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.namespace, c.pipeline, c.endpoint = seg[0], seg[1], seg[2]
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		c.fail(http.StatusMethodNotAllowed, "method "+clip(r.Method, 16)+" not allowed: use POST")
+		c.fail(http.StatusMethodNotAllowed, "method "+clip.String(r.Method, 16)+" not allowed: use POST")
 		return
 	}
 	if ok, wait := h.limits.allow(r); !ok {
@@ -209,14 +210,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p, credential, reason, err := h.authenticate(ctx, r, c.namespace, c.pipeline, c.endpoint, body)
 	if err != nil {
-		h.log.Error(err, "Authenticating a pipeline API request failed", "pipeline", clip(c.namespace+"/"+c.pipeline, 256))
+		h.log.Error(err, "Authenticating a pipeline API request failed", "pipeline", clip.String(c.namespace+"/"+c.pipeline, 256))
 		w.Header().Set("Retry-After", "5")
 		c.fail(http.StatusServiceUnavailable, "the hub cannot check credentials right now; retry")
 		return
 	}
 	if reason != "" {
 		h.metrics.authFailures.WithLabelValues(reason).Inc()
-		h.log.V(1).Info("Pipeline API request not authenticated", "pipeline", clip(c.namespace+"/"+c.pipeline, 256), "endpoint", c.endpoint, "reason", reason)
+		h.log.V(1).Info("Pipeline API request not authenticated", "pipeline", clip.String(c.namespace+"/"+c.pipeline, 256), "endpoint", c.endpoint, "reason", reason)
 		if reason == reasonRequestCredential {
 			c.fail(http.StatusForbidden, requestCredentialCannotApprove)
 			return
@@ -257,12 +258,4 @@ func (c *call) respond(status int, v any) {
 	h.Set("Cache-Control", "no-store")
 	c.w.WriteHeader(c.status)
 	_, _ = c.w.Write(append(b, '\n'))
-}
-
-// clip shortens s to at most n bytes for an error message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

@@ -2,7 +2,6 @@ package receiver
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"tugboat.dev/tugboat/api/clip"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/ingest"
 )
@@ -27,36 +27,6 @@ import (
 // (wire.SignResponse over its timestamp, X-Tugboat-Nonce, method and path):
 // the agent acts only on an answer that verifies, so nobody on the path
 // (a TLS-terminating proxy, --hub-insecure-http) can inject an action.
-
-// ActionStore is what the receiver needs from the hub to hand agents their
-// actions and record the outcomes (controllers/promotion/actions implements
-// it). Methods are called only for an authenticated spoke, named by the
-// Spoke the receiver authenticated (its namespace and name: a Spoke of the
-// same name in another namespace is another spoke), and must be safe for
-// concurrent use.
-type ActionStore interface {
-	// Pending returns sp's actions that wait for an outcome and marks
-	// them delivered. An empty result is not an error.
-	Pending(ctx context.Context, sp ingest.Spoke) ([]wire.Action, error)
-	// Report records the outcome of one of sp's actions. It returns an
-	// error matching ErrActionNotFound when sp has no action with that
-	// id, and one matching ErrActionConflict when the action already has a
-	// different outcome; the same outcome reported again is not an error.
-	Report(ctx context.Context, sp ingest.Spoke, o wire.ActionOutcome) error
-	// Wait returns a channel that is closed once an action for sp may
-	// have been queued after the call. The receiver takes it before calling
-	// Pending, so nothing queued in between is missed.
-	Wait(sp ingest.Spoke) <-chan struct{}
-}
-
-var (
-	// ErrActionNotFound is returned by ActionStore.Report for an action the
-	// spoke does not have (the receiver answers 404).
-	ErrActionNotFound = errors.New("action not found")
-	// ErrActionConflict is returned by ActionStore.Report for an action that
-	// already has a different outcome (the receiver answers 409).
-	ErrActionConflict = errors.New("action already has a different outcome")
-)
 
 // DefaultActionPollTimeout is how long a poll for actions is held when
 // there are none.
@@ -158,11 +128,11 @@ func (s *Server) serveActionOutcome(w http.ResponseWriter, r *http.Request, spok
 	}
 	err = s.opts.Actions.Report(r.Context(), sp.Authenticated(), *o)
 	switch {
-	case errors.Is(err, ErrActionNotFound):
-		s.reject(ep, reasonNotFound, spoke, "action", clip(id))
-		writeError(w, http.StatusNotFound, errorf("spoke %s has no action %s", spoke, clip(id)))
-	case errors.Is(err, ErrActionConflict):
-		s.reject(ep, "conflict", spoke, "action", clip(id))
+	case errors.Is(err, ingest.ErrActionNotFound):
+		s.reject(ep, reasonNotFound, spoke, "action", clip.String(id, quoteLimit))
+		writeError(w, http.StatusNotFound, errorf("spoke %s has no action %s", spoke, clip.String(id, quoteLimit)))
+	case errors.Is(err, ingest.ErrActionConflict):
+		s.reject(ep, "conflict", spoke, "action", clip.String(id, quoteLimit))
 		writeError(w, http.StatusConflict, errorf("%v", err))
 	case err != nil:
 		s.unavailable(w, ep, spoke, "recording an action outcome", err)
@@ -230,7 +200,7 @@ func decodeActionOutcome(body []byte) (*wire.ActionOutcome, error) {
 	for _, k := range names {
 		f, ok := known[k]
 		if !ok {
-			errs = append(errs, wire.FieldError{Field: clip(k), Detail: "unknown field"})
+			errs = append(errs, wire.FieldError{Field: clip.String(k, quoteLimit), Detail: "unknown field"})
 			continue
 		}
 		if err := json.Unmarshal(fields[k], f.dst); err != nil {

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -77,7 +78,7 @@ func TestActions_aSquatterDoesNotBlockTheRealSpokesActions(t *testing.T) {
 	g := NewWithT(t)
 	h, acts := newActionsHarness(t, func(o *receiver.Options) { o.ActionPollTimeout = 100 * time.Millisecond })
 	squatterKey := []byte("tenant-b-squatter-key-0123456789abc")
-	h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-b", Name: testSpoke}, Keys: receiver.SpokeKeys{Current: squatterKey}})
+	h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-b", Name: testSpoke}, Keys: ingest.SpokeKeys{Current: squatterKey}})
 	a := testAction(testSpoke, "web")
 	acts.queue(testSpoke, a)
 

@@ -23,7 +23,7 @@ const otherSpoke = "production-1"
 
 var otherKey = []byte("tugboat-other-key-0123456789abcdef")
 
-// memActions is an in-memory receiver.ActionStore. Its actions are for the
+// memActions is an in-memory ingest.ActionStore. Its actions are for the
 // Spokes of testNamespace: a Spoke of another namespace has none.
 type memActions struct {
 	mu       sync.Mutex
@@ -34,7 +34,7 @@ type memActions struct {
 	reports  map[string][]wire.ActionOutcome // by spoke, as reported
 }
 
-var _ receiver.ActionStore = (*memActions)(nil)
+var _ ingest.ActionStore = (*memActions)(nil)
 
 func newMemActions() *memActions {
 	return &memActions{
@@ -77,12 +77,12 @@ func (m *memActions) Report(_ context.Context, sp ingest.Spoke, o wire.ActionOut
 	defer m.mu.Unlock()
 	spoke := sp.Name
 	if sp.Namespace != testNamespace || !slices.ContainsFunc(m.actions[spoke], func(a wire.Action) bool { return a.ID == o.ID }) {
-		return receiver.ErrActionNotFound
+		return ingest.ErrActionNotFound
 	}
 	m.reports[spoke] = append(m.reports[spoke], o)
 	if prev, ok := m.outcomes[o.ID]; ok {
 		if prev.Result != o.Result || prev.Message != o.Message {
-			return receiver.ErrActionConflict
+			return ingest.ErrActionConflict
 		}
 		return nil
 	}

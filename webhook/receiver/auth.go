@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // Authentication, the same for every endpoint:
@@ -21,7 +22,7 @@ import (
 //     several namespaces;
 //  2. the request is verified against each candidate's two keys (current
 //     and previous). A candidate with one key, a key shorter than
-//     MinKeySize, on the Flux endpoint a Flux key equal to one of its agent
+//     wire.MinSpokeKeySize, on the Flux endpoint a Flux key equal to one of its agent
 //     keys (keyKind.of), or no candidate at all is verified against the server's
 //     dummy keys (random, never known to anyone) instead, so an unknown
 //     spoke, a known one with a bad signature and one with a broken key do
@@ -37,7 +38,7 @@ import (
 //     request may cost one read of its key Secret, at most one a second
 //     per Spoke and a capped number a second over all of them;
 //  3. exactly one candidate must match: it is the request's Spoke
-//     (passed to the Store and the ActionStore as Spoke.Authenticated,
+//     (passed to the Store and the ingest.ActionStore as Spoke.Authenticated,
 //     an explicit value: namespace, name, key id). Two matching
 //     candidates (Spokes of one name sharing a key) are refused as
 //     ambiguous. A Spoke squatting on another's name in another namespace
@@ -70,7 +71,7 @@ const (
 // current Flux key equal to an agent key authenticates nothing on the Flux
 // endpoint; a previous one equal to an agent key is dropped. (The Spoke
 // controller reports such a Secret as Stalled, InvalidSpec.)
-func (k keyKind) of(sp *Spoke) (SpokeKeys, string) {
+func (k keyKind) of(sp *Spoke) (ingest.SpokeKeys, string) {
 	if k != fluxKeys {
 		return sp.Keys, ""
 	}
@@ -82,7 +83,7 @@ func (k keyKind) of(sp *Spoke) (SpokeKeys, string) {
 		keys.Previous = nil
 	}
 	if isAgentKey(keys.Current) {
-		return SpokeKeys{}, "the Flux key equals an agent key: whoever reads the Flux Provider's Secret on the spoke could act as its agent"
+		return ingest.SpokeKeys{}, "the Flux key equals an agent key: whoever reads the Flux Provider's Secret on the spoke could act as its agent"
 	}
 	return keys, ""
 }
@@ -99,11 +100,11 @@ func (s *Server) keysOf(sp *Spoke, k keyKind) ([keysPerVerification][]byte, stri
 	return out, problem
 }
 
-// newDummyKeys returns keysPerVerification random keys of MinKeySize.
+// newDummyKeys returns keysPerVerification random keys of wire.MinSpokeKeySize.
 func newDummyKeys() [keysPerVerification][]byte {
 	var keys [keysPerVerification][]byte
 	for i := range keys {
-		keys[i] = make([]byte, MinKeySize)
+		keys[i] = make([]byte, wire.MinSpokeKeySize)
 		_, _ = rand.Read(keys[i]) // crypto/rand.Read never fails
 	}
 	return keys
@@ -112,16 +113,16 @@ func newDummyKeys() [keysPerVerification][]byte {
 // verificationKeys returns exactly keysPerVerification keys to verify with:
 // keys's own where they are long enough, dummy ones in the other places,
 // and the reason, if any, why keys cannot authenticate anything.
-func (s *Server) verificationKeys(keys SpokeKeys) (out [keysPerVerification][]byte, problem string) {
+func (s *Server) verificationKeys(keys ingest.SpokeKeys) (out [keysPerVerification][]byte, problem string) {
 	out = s.dummyKeys
 	switch {
 	case len(keys.Current) == 0:
 		return out, "no key"
-	case len(keys.Current) < MinKeySize:
-		return out, fmt.Sprintf("the current key is %d bytes; at least %d are required", len(keys.Current), MinKeySize)
+	case len(keys.Current) < wire.MinSpokeKeySize:
+		return out, fmt.Sprintf("the current key is %d bytes; at least %d are required", len(keys.Current), wire.MinSpokeKeySize)
 	}
 	out[0] = keys.Current
-	if len(keys.Previous) >= MinKeySize {
+	if len(keys.Previous) >= wire.MinSpokeKeySize {
 		out[1] = keys.Previous
 	}
 	return out, ""
@@ -322,7 +323,7 @@ func namespaces(spokes []*Spoke) []string {
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, endpoint, name string, raw []byte) (*Spoke, bool) {
 	return s.identify(w, r, endpoint, name, agentKeys, func(id string, keys [keysPerVerification][]byte) error {
 		v, err := s.verifiers.get(id, keys)
-		if err != nil { // cannot happen: every key is at least MinKeySize
+		if err != nil { // cannot happen: every key is at least wire.MinSpokeKeySize
 			return err
 		}
 		return v.VerifyRequest(r, raw)

@@ -12,6 +12,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
+	"tugboat.dev/tugboat/e2e/fluxtest"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -67,7 +69,7 @@ func TestReceiver_badInputOnEveryEndpoint(t *testing.T) {
 			}},
 		{endpoint: "events", name: "two Spokes of the name share the key", code: http.StatusUnauthorized, want: unauthorized,
 			prime: func(_ *testing.T, h *harness, _ *memActions) {
-				h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-b", Name: testSpoke}, Keys: receiver.SpokeKeys{Current: testKey}})
+				h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-b", Name: testSpoke}, Keys: ingest.SpokeKeys{Current: testKey}})
 			},
 			req: func(t *testing.T) *http.Request {
 				return signed(wire.EventsPath(testSpoke), testKey, events(t), testNow)
@@ -129,7 +131,10 @@ func TestReceiver_badInputOnEveryEndpoint(t *testing.T) {
 
 		// POST /v1/flux/{spoke}
 		{endpoint: "flux", name: "signed with the agent's key", code: http.StatusUnauthorized, want: unauthorized,
-			req: func(t *testing.T) *http.Request { b := flux(t); return fluxRequest(testSpoke, b, fluxSign(testKey, b)) }},
+			req: func(t *testing.T) *http.Request {
+				b := flux(t)
+				return fluxRequest(testSpoke, b, fluxtest.Sign(testKey, b))
+			}},
 		{endpoint: "flux", name: "SHA-1 signature", code: http.StatusUnauthorized, want: unauthorized,
 			req: func(t *testing.T) *http.Request {
 				b := flux(t)
@@ -141,27 +146,27 @@ func TestReceiver_badInputOnEveryEndpoint(t *testing.T) {
 			prime: func(_ *testing.T, h *harness, _ *memActions) { h.store.setFluxKeys(testSpoke, nil, nil) },
 			req: func(t *testing.T) *http.Request {
 				b := flux(t)
-				return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
+				return fluxRequest(testSpoke, b, fluxtest.Sign(fluxTestKey, b))
 			}},
 		{endpoint: "flux", name: "event older than the replay window", code: http.StatusUnauthorized, want: unauthorized,
 			req: func(t *testing.T) *http.Request {
 				b := mustJSON(t, helmReleaseEvent("UpgradeSucceeded", "info", "", nil, testNow.Add(-time.Hour)))
-				return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
+				return fluxRequest(testSpoke, b, fluxtest.Sign(fluxTestKey, b))
 			}},
 		{endpoint: "flux", name: "not a JSON object", code: http.StatusBadRequest, want: "body must be a JSON object",
 			req: func(t *testing.T) *http.Request {
 				b := []byte(`["event"]`)
-				return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
+				return fluxRequest(testSpoke, b, fluxtest.Sign(fluxTestKey, b))
 			}},
 		{endpoint: "flux", name: "reason missing", code: http.StatusBadRequest, want: `"field":"reason"`,
 			req: func(t *testing.T) *http.Request {
 				b := mustJSON(t, helmReleaseEvent("", "info", "", nil, testNow))
-				return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
+				return fluxRequest(testSpoke, b, fluxtest.Sign(fluxTestKey, b))
 			}},
 		{endpoint: "flux", name: "suspended spoke", code: http.StatusServiceUnavailable, want: "is suspended", prime: suspend,
 			req: func(t *testing.T) *http.Request {
 				b := flux(t)
-				return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
+				return fluxRequest(testSpoke, b, fluxtest.Sign(fluxTestKey, b))
 			}},
 
 		// GET /v1/spokes/{spoke}/actions and POST .../actions/{id}

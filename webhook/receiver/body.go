@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"tugboat.dev/tugboat/api/clip"
 )
 
 // Bodies are read before the signature over them can be checked, so until
@@ -107,8 +109,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, endpoint strin
 	case "gzip", "x-gzip":
 		gzipped = true
 	default:
-		s.reject(endpoint, reasonUnsupportedEncoding, "", "encoding", clip(enc))
-		writeError(w, http.StatusUnsupportedMediaType, errorf("unsupported Content-Encoding %q: send identity or gzip", clip(enc)))
+		s.reject(endpoint, reasonUnsupportedEncoding, "", "encoding", clip.String(enc, quoteLimit))
+		writeError(w, http.StatusUnsupportedMediaType, errorf("unsupported Content-Encoding %q: send identity or gzip", clip.String(enc, quoteLimit)))
 		return nil, false, nil, false
 	}
 	tooLarge := func() {

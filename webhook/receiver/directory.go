@@ -5,15 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/ingest"
 )
-
-// MinKeySize is the shortest key, agent or Flux, the receiver verifies
-// with, in bytes. A Spoke whose Secret holds a shorter one cannot
-// authenticate: every request is answered 401 and counted as invalid_key.
-// The hub generates 32 random bytes (64 hex characters).
-const MinKeySize = wire.MinSpokeKeySize
 
 // SpokeRef identifies a Spoke object: its namespace and name.
 type SpokeRef struct {
@@ -34,12 +27,12 @@ func (r SpokeRef) String() string {
 type Spoke struct {
 	SpokeRef
 	// Keys are the keys the spoke's agent signs with.
-	Keys SpokeKeys
+	Keys ingest.SpokeKeys
 	// FluxKeys are the keys of the spoke's Flux notification-controller
 	// Provider (generic-hmac), separate from the agent's: whoever reads the
 	// Provider's Secret on the spoke cannot act as its agent. Empty: the
 	// Flux endpoint refuses the spoke.
-	FluxKeys SpokeKeys
+	FluxKeys ingest.SpokeKeys
 	// Suspended is spec.suspend: the receiver answers the spoke's
 	// authenticated requests 503.
 	Suspended bool
@@ -62,7 +55,7 @@ type Spoke struct {
 // (webhook/receiver/spokedir).
 type SpokeDirectory interface {
 	// Spokes returns every live Spoke named name, in any namespace (none
-	// for an unknown name), or ErrNotReady.
+	// for an unknown name), or ingest.ErrNotReady.
 	Spokes(ctx context.Context, name string) ([]Spoke, error)
 }
 
@@ -86,12 +79,12 @@ type KeyRefresher interface {
 // Options.Spokes: Store.SpokeKeys gives one spoke per name, with no Flux
 // keys (the Flux endpoint refuses every request), never suspended, and
 // no persisted snapshot time (the receiver's own floor only).
-type storeDirectory struct{ store Store }
+type storeDirectory struct{ store ingest.Store }
 
 func (d storeDirectory) Spokes(ctx context.Context, name string) ([]Spoke, error) {
 	keys, err := d.store.SpokeKeys(ctx, name)
 	switch {
-	case errors.Is(err, ErrUnknownSpoke):
+	case errors.Is(err, ingest.ErrUnknownSpoke):
 		return nil, nil
 	case err != nil:
 		return nil, err
@@ -100,7 +93,7 @@ func (d storeDirectory) Spokes(ctx context.Context, name string) ([]Spoke, error
 }
 
 // Authenticated returns the Spoke as the receiver hands it to the Store and
-// the ActionStore: its namespace and name, and the id of the key that
+// the ingest.ActionStore: its namespace and name, and the id of the key that
 // verified the request.
 func (sp *Spoke) Authenticated() ingest.Spoke {
 	return ingest.Spoke{Namespace: sp.Namespace, Name: sp.Name, KeyID: sp.SignedWith}

@@ -31,7 +31,7 @@
 //     every namespace) and the v1 signature over the method, the escaped
 //     path and the body exactly as sent — before anything decompresses or
 //     parses it — checked against each one's two keys (current and previous,
-//     padded with random dummy keys; keys shorter than MinKeySize never
+//     padded with random dummy keys; keys shorter than wire.MinSpokeKeySize never
 //     match). The request's Spoke is the one candidate whose key verifies:
 //     none, or two, is 401. An unknown spoke, a bad signature, a broken key
 //     and a timestamp outside Options.ReplayWindow get the same 401 body
@@ -63,8 +63,8 @@
 // the actions of the helm promotion strategy and reports their outcomes.
 // Both requests are authenticated and rate limited like the others; the
 // poll's signature covers an empty body, and a poll counts as one request.
-// The poll is answered at once when the ActionStore has open actions for
-// the spoke, else held until it has some (ActionStore.Wait) or
+// The poll is answered at once when the ingest.ActionStore has open actions for
+// the spoke, else held until it has some (ingest.ActionStore.Wait) or
 // Options.ActionPollTimeout passes ({"actions":[]}), and ended at once when
 // the server shuts down. An outcome is decoded strictly (400 naming the
 // field; its id must equal the path's); an action the spoke does not have

@@ -1,62 +1,23 @@
 package receiver_test
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/sha512"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/e2e/fluxtest"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
-
-// fluxCapture is one line of a notification-controller capture (see
-// testdata/flux/README.md).
-type fluxCapture struct {
-	Path    string            `json:"path"`
-	Headers map[string]string `json:"headers"`
-	RawB64  string            `json:"raw_b64"`
-	SigOK   bool              `json:"sig_ok"`
-}
-
-func readCaptures(t *testing.T, name string) []fluxCapture {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "flux", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	var out []fluxCapture
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 1<<20), 1<<20)
-	for sc.Scan() {
-		var c fluxCapture
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, c)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// captureToken is the capture's Provider token: too short for the hub to
-// accept (receiver.MinKeySize), so the replay re-signs the captured body.
-var captureToken = []byte("sekrit")
 
 // fluxHarness registers Spoke spoke1 (the capture's) and testSpoke, each
 // with agent keys and separate Flux keys.
@@ -75,15 +36,14 @@ func TestFlux_replaysTheNotificationControllerCapture(t *testing.T) {
 	srv := httptest.NewTLSServer(h.server.Handler())
 	defer srv.Close()
 
-	captures := readCaptures(t, "notification-controller-v1.9.3-upgrade-succeeded.jsonl")
+	captures := fluxtest.ReadCapture(t, fluxtest.UpgradeSucceeded)
 	g.Expect(captures).To(HaveLen(1))
 	c := captures[0]
-	raw, err := base64.StdEncoding.DecodeString(c.RawB64)
-	g.Expect(err).NotTo(HaveOccurred())
+	raw := c.Body(t)
 
 	// Our signer is notification-controller's: it reproduces the captured
 	// signature with the capture's token.
-	g.Expect(fluxSign(captureToken, raw)).To(Equal(c.Headers["X-Signature"]))
+	g.Expect(fluxtest.Sign(fluxtest.CaptureToken, raw)).To(Equal(c.Headers["X-Signature"]))
 
 	send := func(sig string) *http.Response {
 		req, err := http.NewRequest(http.MethodPost, srv.URL+c.Path, bytes.NewReader(raw))
@@ -99,7 +59,7 @@ func TestFlux_replaysTheNotificationControllerCapture(t *testing.T) {
 		return resp
 	}
 	// The capture's own token is too short for the hub: refused as sent.
-	h.store.setFluxKeys("spoke1", captureToken, nil)
+	h.store.setFluxKeys("spoke1", fluxtest.CaptureToken, nil)
 	resp := send(c.Headers["X-Signature"])
 	_ = resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
@@ -107,7 +67,7 @@ func TestFlux_replaysTheNotificationControllerCapture(t *testing.T) {
 
 	// Signed with a key long enough, the captured body is recorded.
 	h.store.setFluxKeys("spoke1", fluxTestKey, nil)
-	sig := fluxSign(fluxTestKey, raw)
+	sig := fluxtest.Sign(fluxTestKey, raw)
 	resp = send(sig)
 	var got wire.AcceptedResponse
 	g.Expect(json.NewDecoder(resp.Body).Decode(&got)).To(Succeed())
@@ -170,12 +130,6 @@ func helmReleaseEvent(reason, severity, message string, meta map[string]string, 
 }
 
 // fluxSign signs body as notification-controller does.
-func fluxSign(key, body []byte) string {
-	m := hmac.New(sha256.New, key)
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
 func postFlux(h *harness, spoke string, key []byte, p fluxPayload) *httptest.ResponseRecorder {
 	body, err := json.Marshal(p)
 	if err != nil {
@@ -184,7 +138,7 @@ func postFlux(h *harness, spoke string, key []byte, p fluxPayload) *httptest.Res
 	req := httptest.NewRequest(http.MethodPost, "/v1/flux/"+spoke, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Gotk-Component", "helm-controller")
-	req.Header.Set(receiver.FluxSignatureHeader, fluxSign(key, body))
+	req.Header.Set(receiver.FluxSignatureHeader, fluxtest.Sign(key, body))
 	return h.do(req)
 }
 
@@ -398,46 +352,46 @@ func TestFlux_rejectsBadRequests(t *testing.T) {
 	}{
 		{"bad HMAC", func(t *testing.T) *http.Request {
 			b := body(t, valid)
-			return fluxRequest(testSpoke, b, fluxSign(wrongKey, b))
+			return fluxRequest(testSpoke, b, fluxtest.Sign(wrongKey, b))
 		}, http.StatusUnauthorized, "request not authenticated"},
 		{"HMAC of another body", func(t *testing.T) *http.Request {
 			other := valid
 			other.Reason = "UpgradeFailed"
-			return fluxRequest(testSpoke, body(t, valid), fluxSign(fluxTestKey, body(t, other)))
+			return fluxRequest(testSpoke, body(t, valid), fluxtest.Sign(fluxTestKey, body(t, other)))
 		}, http.StatusUnauthorized, "request not authenticated"},
 		{"no signature", func(t *testing.T) *http.Request {
 			return fluxRequest(testSpoke, body(t, valid), "")
 		}, http.StatusUnauthorized, "request not authenticated"},
 		{"agent scheme", func(t *testing.T) *http.Request {
 			b := body(t, valid)
-			return fluxRequest(testSpoke, b, "v1="+fluxSign(fluxTestKey, b)[len("sha256="):])
+			return fluxRequest(testSpoke, b, "v1="+fluxtest.Sign(fluxTestKey, b)[len("sha256="):])
 		}, http.StatusUnauthorized, "request not authenticated"},
 		{"unknown spoke", func(t *testing.T) *http.Request {
 			b := body(t, valid)
-			return fluxRequest("nobody", b, fluxSign(fluxTestKey, b))
+			return fluxRequest("nobody", b, fluxtest.Sign(fluxTestKey, b))
 		}, http.StatusUnauthorized, "request not authenticated"},
 		{"stale event", func(t *testing.T) *http.Request {
 			old := valid
 			old.Timestamp = testNow.Add(-time.Hour)
 			b := body(t, old)
-			return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
+			return fluxRequest(testSpoke, b, fluxtest.Sign(fluxTestKey, b))
 		}, http.StatusUnauthorized, "request not authenticated"},
 		{"not JSON", func(t *testing.T) *http.Request {
 			b := []byte("hello")
-			return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
+			return fluxRequest(testSpoke, b, fluxtest.Sign(fluxTestKey, b))
 		}, http.StatusBadRequest, "body must be a JSON object"},
 		{"missing reason", func(t *testing.T) *http.Request {
 			p := valid
 			p.Reason = ""
 			b := body(t, p)
-			return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
+			return fluxRequest(testSpoke, b, fluxtest.Sign(fluxTestKey, b))
 		}, http.StatusBadRequest, `"field":"reason"`},
 		{"bad release name", func(t *testing.T) *http.Request {
 			p := valid
 			p.Message = "Fulfilling prerequisites"
 			p.InvolvedObject = map[string]string{"kind": "HelmRelease", "namespace": "Apps", "name": "web"}
 			b := body(t, p)
-			return fluxRequest(testSpoke, b, fluxSign(fluxTestKey, b))
+			return fluxRequest(testSpoke, b, fluxtest.Sign(fluxTestKey, b))
 		}, http.StatusBadRequest, "mapped event namespace"},
 		{"wrong method", func(t *testing.T) *http.Request {
 			return httptest.NewRequest(http.MethodPut, "/v1/flux/"+testSpoke, nil)

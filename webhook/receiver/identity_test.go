@@ -11,6 +11,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
+	"tugboat.dev/tugboat/e2e/fluxtest"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -55,7 +57,7 @@ func TestReceiver_squatterCannotBlockTheRealSpoke(t *testing.T) {
 	h := newHarness(t)
 	squatter := receiver.SpokeRef{Namespace: "tenant-b", Name: testSpoke}
 	squatterKey := []byte("tenant-b-squatter-key-0123456789abc")
-	h.store.addSpoke(receiver.Spoke{SpokeRef: squatter, Keys: receiver.SpokeKeys{Current: squatterKey}})
+	h.store.addSpoke(receiver.Spoke{SpokeRef: squatter, Keys: ingest.SpokeKeys{Current: squatterKey}})
 
 	body := mustJSON(t, batchOf(event(7, wire.EventObjectCreated, 1)))
 	// The squatter sends the real spoke's batch first (it can guess it).
@@ -72,7 +74,7 @@ func TestReceiver_squatterCannotBlockTheRealSpoke(t *testing.T) {
 	g.Expect(h.store.keyIDOf(realSpoke)).To(Equal(wire.KeyID(testKey)), "the Store is told which key verified the snapshot")
 
 	// Two Spokes of one name that share a key cannot be told apart: refused.
-	h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-c", Name: testSpoke}, Keys: receiver.SpokeKeys{Current: testKey}})
+	h.store.addSpoke(receiver.Spoke{SpokeRef: receiver.SpokeRef{Namespace: "tenant-c", Name: testSpoke}, Keys: ingest.SpokeKeys{Current: testKey}})
 	rec := h.do(signed(wire.EventsPath(testSpoke), testKey, mustJSON(t, batchOf(event(7, wire.EventObjectCreated, 2))), testNow))
 	g.Expect(rec.Code).To(Equal(http.StatusUnauthorized))
 	g.Expect(h.metric("tugboat_receiver_rejected_total", map[string]string{"reason": "ambiguous_spoke"})).To(Equal(1.0))
@@ -82,7 +84,7 @@ func TestReceiver_squatterCannotBlockTheRealSpoke(t *testing.T) {
 // TestFlux_refusesTheAgentKeyAndSHA1 is issue 12 Medium 4: the Flux
 // endpoint verifies with the Spoke's Flux keys only (the agent's key is
 // refused), refuses SHA-1 signatures, and refuses keys shorter than
-// receiver.MinKeySize.
+// wire.MinSpokeKeySize.
 func TestFlux_refusesTheAgentKeyAndSHA1(t *testing.T) {
 	g := NewWithT(t)
 	h := fluxHarness(t)
@@ -121,7 +123,7 @@ func TestFlux_refusesAFluxKeyEqualToAnAgentKey(t *testing.T) {
 	g := NewWithT(t)
 	h := fluxHarness(t)
 	p := helmReleaseEvent("UpgradeSucceeded", "info", "Helm upgrade succeeded for release apps/web.v3 with chart web@1.5.0", nil, testNow)
-	for name, keys := range map[string]receiver.SpokeKeys{
+	for name, keys := range map[string]ingest.SpokeKeys{
 		"fluxKey is key":         {Current: testKey},
 		"fluxKey is previousKey": {Current: oldKey},
 	} {
@@ -145,7 +147,7 @@ func TestFlux_refusesAFluxKeyEqualToAnAgentKey(t *testing.T) {
 func TestReceiver_refusesAgentKeysShorterThanTheMinimum(t *testing.T) {
 	g := NewWithT(t)
 	h := newHarness(t)
-	short := testKey[:receiver.MinKeySize-1]
+	short := testKey[:wire.MinSpokeKeySize-1]
 	h.store.setKeys(testSpoke, short, nil)
 	g.Expect(h.do(signed(wire.EventsPath(testSpoke), short, mustJSON(t, batchOf(event(7, wire.EventObjectCreated, 1))), testNow)).Code).
 		To(Equal(http.StatusUnauthorized))
@@ -210,9 +212,9 @@ func TestReceiver_unknownAndKnownSpokesCostTheSame(t *testing.T) {
 	g.Expect(work(h, "events", signed(wire.EventsPath("Not_A-Name"), testKey, body, testNow))).To(Equal(unknown), "not a name")
 
 	p := mustJSON(t, helmReleaseEvent("UpgradeSucceeded", "info", "", nil, testNow))
-	fluxUnknown := work(h, "flux", fluxRequest("nobody", p, fluxSign(fluxTestKey, p)))
+	fluxUnknown := work(h, "flux", fluxRequest("nobody", p, fluxtest.Sign(fluxTestKey, p)))
 	g.Expect(fluxUnknown).To(Equal(unknown))
-	g.Expect(work(h, "flux", fluxRequest(testSpoke, p, fluxSign(wrongKey, p)))).To(Equal(fluxUnknown))
+	g.Expect(work(h, "flux", fluxRequest(testSpoke, p, fluxtest.Sign(wrongKey, p)))).To(Equal(fluxUnknown))
 	// And the answers are the same.
 	a := h.do(signed(wire.EventsPath("nobody"), testKey, body, testNow))
 	b := h.do(signed(wire.EventsPath(testSpoke), wrongKey, body, testNow))

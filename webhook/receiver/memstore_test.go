@@ -13,7 +13,7 @@ import (
 // testNamespace is the namespace of the spokes setKeys registers.
 const testNamespace = "tenant-a"
 
-// memStore is an in-memory receiver.Store and receiver.SpokeDirectory:
+// memStore is an in-memory ingest.Store and receiver.SpokeDirectory:
 // maps behind a mutex.
 type memStore struct {
 	mu     sync.Mutex
@@ -37,7 +37,7 @@ type memStore struct {
 }
 
 var (
-	_ receiver.Store          = (*memStore)(nil)
+	_ ingest.Store            = (*memStore)(nil)
 	_ receiver.SpokeDirectory = (*memStore)(nil)
 )
 
@@ -66,14 +66,14 @@ func (m *memStore) spoke(name string) *receiver.Spoke {
 func (m *memStore) setKeys(spoke string, current, previous []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.spoke(spoke).Keys = receiver.SpokeKeys{Current: current, Previous: previous}
+	m.spoke(spoke).Keys = ingest.SpokeKeys{Current: current, Previous: previous}
 }
 
 // setFluxKeys sets the Flux keys of Spoke spoke in testNamespace.
 func (m *memStore) setFluxKeys(spoke string, current, previous []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.spoke(spoke).FluxKeys = receiver.SpokeKeys{Current: current, Previous: previous}
+	m.spoke(spoke).FluxKeys = ingest.SpokeKeys{Current: current, Previous: previous}
 }
 
 // suspend sets spec.suspend of Spoke spoke in testNamespace.
@@ -131,20 +131,20 @@ func (m *memStore) fail(keysErr, recordErr error) {
 	m.keysErr, m.recordErr = keysErr, recordErr
 }
 
-func (m *memStore) SpokeKeys(_ context.Context, spoke string) (receiver.SpokeKeys, error) {
+func (m *memStore) SpokeKeys(_ context.Context, spoke string) (ingest.SpokeKeys, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.keysErr != nil {
-		return receiver.SpokeKeys{}, m.keysErr
+		return ingest.SpokeKeys{}, m.keysErr
 	}
-	var found []receiver.SpokeKeys
+	var found []ingest.SpokeKeys
 	for _, sp := range m.spokes {
 		if sp.Name == spoke {
 			found = append(found, sp.Keys)
 		}
 	}
 	if len(found) != 1 {
-		return receiver.SpokeKeys{}, receiver.ErrUnknownSpoke
+		return ingest.SpokeKeys{}, ingest.ErrUnknownSpoke
 	}
 	return found[0], nil
 }

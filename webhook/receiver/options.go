@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // Defaults of the receiver's options.
@@ -144,7 +145,7 @@ type Options struct {
 	// Actions hands spoke agents their actions (GET /v1/spokes/{spoke}/actions)
 	// and records their outcomes (POST /v1/spokes/{spoke}/actions/{id});
 	// when nil, those endpoints answer 404. Not a flag.
-	Actions ActionStore
+	Actions ingest.ActionStore
 }
 
 // NewOptions returns Options with every default set.

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -451,12 +452,12 @@ func TestReceiver_answers503WhileTheStoreIsNotReady(t *testing.T) {
 	h := newHarness(t)
 	body := mustJSON(t, batchOf(event(7, wire.EventObjectCreated, 1)))
 
-	h.store.fail(receiver.ErrNotReady, nil)
+	h.store.fail(ingest.ErrNotReady, nil)
 	rec := h.do(signed(wire.EventsPath(testSpoke), testKey, body, testNow))
 	g.Expect(rec.Code).To(Equal(http.StatusServiceUnavailable))
 	g.Expect(rec.Header().Get("Retry-After")).To(Equal("5"))
 
-	h.store.fail(nil, receiver.ErrNotReady)
+	h.store.fail(nil, ingest.ErrNotReady)
 	rec = h.do(signed(wire.EventsPath(testSpoke), testKey, body, testNow))
 	g.Expect(rec.Code).To(Equal(http.StatusServiceUnavailable))
 	g.Expect(rec.Header().Get("Retry-After")).NotTo(BeEmpty())

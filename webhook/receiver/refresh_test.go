@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
 
@@ -59,7 +60,7 @@ func (d *cachingDirectory) RefreshKeys(ctx context.Context, sp receiver.Spoke) (
 	for _, s := range stored {
 		if s.SpokeRef == sp.SpokeRef {
 			d.cached[s.SpokeRef] = s
-			same := func(a, b receiver.SpokeKeys) bool {
+			same := func(a, b ingest.SpokeKeys) bool {
 				return bytes.Equal(a.Current, b.Current) && bytes.Equal(a.Previous, b.Previous)
 			}
 			changed := !same(s.Keys, sp.Keys) || !same(s.FluxKeys, sp.FluxKeys)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"tugboat.dev/tugboat/api/wire"
 )
@@ -102,15 +101,6 @@ func retryAfter(w http.ResponseWriter, d time.Duration) {
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 }
 
-// clip shortens a client-supplied value echoed in an error or a log line.
-func clip(s string) string {
-	const maxLen = 64
-	if len(s) <= maxLen {
-		return s
-	}
-	cut := maxLen
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
-}
+// quoteLimit bounds a client-supplied value echoed in an error or a log line
+// (clip.String), in bytes.
+const quoteLimit = 64

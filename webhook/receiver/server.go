@@ -16,6 +16,9 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"tugboat.dev/tugboat/api/clip"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // Server is the hub's HTTP receiver: it authenticates what spokes send,
@@ -23,7 +26,7 @@ import (
 // manager (mgr.Add); every replica serves, so it needs no leader election.
 type Server struct {
 	opts      Options
-	store     Store
+	store     ingest.Store
 	log       logr.Logger
 	now       func() time.Time
 	metrics   *metrics
@@ -53,7 +56,7 @@ var (
 
 // New returns a Server that records into store, configured by opts
 // (validated first). It registers its metrics with opts.Registerer.
-func New(store Store, opts Options) (*Server, error) {
+func New(store ingest.Store, opts Options) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("receiver: a store is required")
 	}
@@ -238,7 +241,7 @@ func (s *Server) route(w *statusWriter, r *http.Request) string {
 		return endpointFlux
 	}
 	s.metrics.rejected.WithLabelValues(endpointOther, reasonNotFound).Inc()
-	writeError(w, http.StatusNotFound, errorf("no such endpoint: %s", clip(path)))
+	writeError(w, http.StatusNotFound, errorf("no such endpoint: %s", clip.String(path, quoteLimit)))
 	return endpointOther
 }
 
@@ -264,7 +267,7 @@ func (s *Server) allowMethod(w http.ResponseWriter, r *http.Request, endpoint st
 	}
 	s.metrics.rejected.WithLabelValues(endpoint, reasonMethodNotAllowed).Inc()
 	w.Header().Set("Allow", strings.Join(methods, ", "))
-	writeError(w, http.StatusMethodNotAllowed, errorf("method %s not allowed: use %s", clip(r.Method), strings.Join(methods, " or ")))
+	writeError(w, http.StatusMethodNotAllowed, errorf("method %s not allowed: use %s", clip.String(r.Method, quoteLimit), strings.Join(methods, " or ")))
 	return false
 }
 

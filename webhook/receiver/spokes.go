@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"tugboat.dev/tugboat/api/clip"
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/ingest"
 )
 
 // storeRetryAfter is the Retry-After of a 503 when the store is not ready
@@ -23,7 +25,7 @@ const maxCachedVerifiers = 10_000
 // into a log.
 func (s *Server) reject(endpoint, reason, spoke string, kv ...any) {
 	s.metrics.rejected.WithLabelValues(endpoint, reason).Inc()
-	s.log.V(1).Info("Rejected request", append([]any{"endpoint", endpoint, "reason", reason, "spoke", clip(spoke)}, kv...)...)
+	s.log.V(1).Info("Rejected request", append([]any{"endpoint", endpoint, "reason", reason, "spoke", clip.String(spoke, quoteLimit)}, kv...)...)
 }
 
 // unavailable answers 503 with Retry-After for a store that is not ready or
@@ -35,7 +37,7 @@ func (s *Server) unavailable(w http.ResponseWriter, endpoint, spoke, doing strin
 		writeError(w, http.StatusServiceUnavailable, errorf("%v", err))
 		return
 	}
-	if errors.Is(err, ErrNotReady) {
+	if errors.Is(err, ingest.ErrNotReady) {
 		s.reject(endpoint, reasonStoreUnavailable, spoke, "error", err.Error())
 	} else {
 		s.metrics.rejected.WithLabelValues(endpoint, reasonStoreUnavailable).Inc()
@@ -59,7 +61,7 @@ func (s *Server) badInput(w http.ResponseWriter, endpoint, spoke string, err err
 
 // spokeMismatch answers 400 for a body whose spoke is not the path's.
 func (s *Server) spokeMismatch(w http.ResponseWriter, endpoint, pathSpoke, bodySpoke string) {
-	s.reject(endpoint, reasonSpokeMismatch, pathSpoke, "bodySpoke", clip(bodySpoke))
+	s.reject(endpoint, reasonSpokeMismatch, pathSpoke, "bodySpoke", clip.String(bodySpoke, quoteLimit))
 	writeError(w, http.StatusBadRequest, wire.ErrorResponse{
 		Error:  "invalid body: spoke: must equal the spoke in the path",
 		Fields: []wire.FieldError{{Field: "spoke", Detail: fmt.Sprintf("must equal the spoke in the path %q", pathSpoke)}},

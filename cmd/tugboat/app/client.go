@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 )
 
 // hubFlags choose the hub cluster and namespace the user verbs talk to.

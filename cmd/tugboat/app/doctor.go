@@ -40,7 +40,8 @@ func newDoctorCommand() *cobra.Command {
                   are installed, established and serve v1alpha1, the version this
                   CLI speaks
   hub             the hub runs: Spokes' heartbeats arrive (status.lastSeen within
-                  --stale-after) and its controllers reconcile (Spokes' and
+                  --stale-after plus --heartbeat-refresh, the hub's refresh of
+                  lastSeen) and its controllers reconcile (Spokes' and
                   Pipelines' observedGeneration keeps up with their generation)
   spoke           every Spoke: Ready, last seen, agent version against this CLI's,
                   key Secret present, release count
@@ -91,7 +92,8 @@ warnings do not fail unless --fail-on warning.`,
 	out.bind(cmd)
 	f := cmd.Flags()
 	f.BoolVarP(&opts.allNamespaces, "all-namespaces", "A", false, "check every namespace of the hub")
-	f.DurationVar(&opts.staleAfter, "stale-after", opts.staleAfter, "a Spoke whose last heartbeat is older than this is stale; when every Spoke is, the hub's receiver is likely down")
+	f.DurationVar(&opts.staleAfter, "stale-after", opts.staleAfter, "a Spoke whose last heartbeat is older than this (plus --heartbeat-refresh) is stale; when every Spoke is, the hub's receiver is likely down")
+	f.DurationVar(&opts.heartbeatRefresh, "heartbeat-refresh", opts.heartbeatRefresh, "the hub's --spoke-heartbeat-refresh: a live Spoke's status.lastSeen may be this much older than its last heartbeat (the hub's heartbeat digests carry each one)")
 	f.DurationVar(&opts.approvalAge, "approval-age", opts.approvalAge, "report Promotions waiting for approval longer than this")
 	f.IntVar(&opts.failures, "failures", opts.failures, "report at most this many of each Pipeline's most recent failed Promotions")
 	f.Var(&opts.failOn, "fail-on", "exit with status 1 when a finding is at least this severe: error, or warning")

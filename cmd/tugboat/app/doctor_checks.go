@@ -59,17 +59,21 @@ type finding struct {
 }
 
 type doctorOptions struct {
-	allNamespaces  bool
-	staleAfter     time.Duration
-	approvalAge    time.Duration
-	failures       int
-	reconcileGrace time.Duration
+	allNamespaces bool
+	staleAfter    time.Duration
+	// heartbeatRefresh is the hub's --spoke-heartbeat-refresh: how much
+	// older than its last heartbeat a live Spoke's recorded lastSeen may
+	// be (the hub's heartbeat digests, not lastSeen, carry each one).
+	heartbeatRefresh time.Duration
+	approvalAge      time.Duration
+	failures         int
+	reconcileGrace   time.Duration
 	// failOn is the least severity that fails the run (exit status 1).
 	failOn severity
 }
 
 func defaultDoctorOptions() doctorOptions {
-	return doctorOptions{staleAfter: 5 * time.Minute, approvalAge: 24 * time.Hour, failures: 3, reconcileGrace: time.Minute, failOn: severityError}
+	return doctorOptions{staleAfter: 5 * time.Minute, heartbeatRefresh: 5 * time.Minute, approvalAge: 24 * time.Hour, failures: 3, reconcileGrace: time.Minute, failOn: severityError}
 }
 
 // String, Set and Type make a severity a --fail-on flag value.
@@ -90,6 +94,8 @@ func (o doctorOptions) validate() error {
 	switch {
 	case o.staleAfter <= 0:
 		return fmt.Errorf("--stale-after must be positive")
+	case o.heartbeatRefresh < 0:
+		return fmt.Errorf("--heartbeat-refresh must not be negative")
 	case o.approvalAge <= 0:
 		return fmt.Errorf("--approval-age must be positive")
 	case o.failures < 0:

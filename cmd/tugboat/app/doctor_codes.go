@@ -91,6 +91,7 @@ const (
 	codePromotionPastTimeout      findingCode = "promotion-past-timeout"
 	codePromotionNearTimeout      findingCode = "promotion-near-timeout"
 	codePromotionRolloutPaused    findingCode = "promotion-rollout-paused"
+	codePromotionRollingBack      findingCode = "promotion-rolling-back"
 	codePromotionFailed           findingCode = "promotion-failed"
 	codePromotionFailedSuperseded findingCode = "promotion-failed-superseded"
 	codeLifecycleUnclaimed        findingCode = "lifecycle-unclaimed"

@@ -141,9 +141,18 @@ var doctorFaults = []doctorFault{
 		newSpoke(t, ns, "dev-1", true, staleSpoke("v0.3.0"))
 		return faultRun{}
 	}, want: []want{
-		{code: "hub-heartbeats-stale", severity: "error", message: "no Spoke has reported in the last 5m (latest: {ns}/dev-1, 2h ago)", hint: "the hub's receiver is down"},
+		{code: "hub-heartbeats-stale", severity: "error", message: "no Spoke has reported in the last 10m (latest: {ns}/dev-1, 2h ago)", hint: "the hub's receiver is down"},
 		{code: "spoke-agent-not-seen", severity: "error", object: "{ns}/dev-1", message: "not Ready (Unknown, AgentNotSeen): no heartbeat since", hint: "check the agent on spoke dev-1"},
 	}},
+	{name: "a live spoke's lastSeen one hub refresh old is no stale heartbeat", inject: func(t *testing.T, ns string, _ *faultCRDs) faultRun {
+		// The hub writes lastSeen every --spoke-heartbeat-refresh (5m): a
+		// live spoke's may be 5m plus a snapshot interval old.
+		st := readySpoke("v0.3.0", 2)
+		seen := ago(5*time.Minute + 30*time.Second)
+		st.LastSeen = &seen
+		newSpoke(t, ns, "dev-1", true, st)
+		return faultRun{}
+	}, want: []want{ok("hub-heartbeats-ok"), ok("spoke-ready")}},
 	{name: "controllers not running", inject: func(t *testing.T, ns string, _ *faultCRDs) faultRun {
 		seen := ago(10 * time.Second)
 		newSpoke(t, ns, "dev-1", true, tugboatv1alpha1.SpokeStatus{LastSeen: &seen, AgentVersion: "v0.3.0", ReleaseCount: 2})
@@ -305,6 +314,13 @@ var doctorFaults = []doctorFault{
 			tugboatv1alpha1.HeldEnvironment{Name: "staging", Reason: tugboatv1alpha1.HoldRollback, Since: ago(3 * time.Hour), Version: "1.2.0", Message: "staging-1/apps/web rolled back from 1.3.0 to 1.2.0"})
 	}), want: []want{{code: "pipeline-held-rollback", severity: "warning", object: "{ns}/web", message: "automatic promotion into staging is held after a rollback, since 3h ago: staging-1/apps/web rolled back",
 		hint: "once the rollback is dealt with: tugboat resume web --env staging -n {ns}"}}},
+	{name: "failed rollout hold", inject: onFleet(func(t *testing.T, ns string, p *tugboatv1alpha1.Pipeline) {
+		reconciledPipeline(t, p, metav1.Condition{Status: metav1.ConditionTrue, Reason: "HeldAfterRolloutFailed", Message: "held"}, nil,
+			tugboatv1alpha1.HeldEnvironment{Name: "production", Reason: tugboatv1alpha1.HoldRolloutFailed, Since: ago(2 * time.Hour), Version: "1.4.0",
+				Message: "the rollout of 1.4.0 (promotion web-production-1.4.0) spent its failure budget and was rolled back"})
+	}), want: []want{{code: "pipeline-held-rollback", severity: "warning", object: "{ns}/web",
+		message: "automatic promotion into production is held after a failed rollout was rolled back, since 2h ago: the rollout of 1.4.0",
+		hint:    "once the failed version is understood (tugboat status web -n {ns}): tugboat resume web --env production -n {ns}"}}},
 	{name: "uninstall hold", inject: onFleet(func(t *testing.T, ns string, p *tugboatv1alpha1.Pipeline) {
 		reconciledPipeline(t, p, metav1.Condition{Status: metav1.ConditionTrue, Reason: "HeldAfterUninstall", Message: "held"}, nil,
 			tugboatv1alpha1.HeldEnvironment{Name: "production", Reason: tugboatv1alpha1.HoldUninstall, Since: ago(time.Hour), Message: "prod-1/apps/web was uninstalled"})
@@ -344,6 +360,14 @@ var doctorFaults = []doctorFault{
 	}), want: []want{{code: "promotion-rollout-paused", severity: "warning", object: "{ns}/web-production-1.4.0",
 		message: "1.4.0 into production of pipeline web is Paused: rollout of 1.4.0 into production paused in wave canary: the failure budget is spent",
 		hint:    "the Promotion holds production until it is aborted: tugboat abort web-production-1.4.0 -n {ns}"}}},
+	{name: "Promotion rolling back", inject: onFleet(func(t *testing.T, _ string, p *tugboatv1alpha1.Pipeline) {
+		started := ago(2 * time.Hour)
+		promotionIn(t, p, "production", "1.4.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionRollingBack, StartedAt: &started,
+			Rollout:    &tugboatv1alpha1.RolloutStatus{Phase: tugboatv1alpha1.RolloutRollingBack, Resolved: &tugboatv1alpha1.Rollout{OnFailure: tugboatv1alpha1.RolloutRollback}},
+			Conditions: promotionCondition(metav1.ConditionUnknown, "RollingBack", "rollout of 1.4.0 into production stopped in wave canary: the failure budget is spent", ago(time.Minute))})
+	}), want: []want{{code: "promotion-rolling-back", severity: "warning", object: "{ns}/web-production-1.4.0",
+		message: "1.4.0 into production of pipeline web is RollingBack: rollout of 1.4.0 into production stopped in wave canary",
+		hint:    "then it fails and production stays held until resumed"}}},
 	{name: "Promotion failed", inject: onFleet(func(t *testing.T, _ string, p *tugboatv1alpha1.Pipeline) {
 		at := ago(time.Hour)
 		promotionIn(t, p, "production", "1.9.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionFailed, CompletedAt: &at,

@@ -15,13 +15,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/webhook/receiver"
+	"tugboat.dev/tugboat/api/wire"
 )
 
 // checkHub judges whether the hub runs from what it writes: Spokes'
 // heartbeats (the receiver) and reconciled generations (the controllers).
 func (d *doctor) checkHub(spokes *tugboatv1alpha1.SpokeList, pipelines *tugboatv1alpha1.PipelineList) {
 	now := d.now()
+	// The hub records a live Spoke's lastSeen at most every
+	// --spoke-heartbeat-refresh (its heartbeat digests carry the rest), so
+	// a live spoke's lastSeen may be that much older than its heartbeat.
+	window := d.opts.staleAfter + d.opts.heartbeatRefresh
 	if spokes != nil {
 		var latest, latestFlux *tugboatv1alpha1.Spoke
 		recent := 0
@@ -33,7 +37,7 @@ func (d *doctor) checkHub(spokes *tugboatv1alpha1.SpokeList, pipelines *tugboatv
 			if sp.Status.LastSeen == nil {
 				continue
 			}
-			if now.Sub(sp.Status.LastSeen.Time) <= d.opts.staleAfter {
+			if now.Sub(sp.Status.LastSeen.Time) <= window {
 				recent++
 			}
 			if latest == nil || sp.Status.LastSeen.After(latest.Status.LastSeen.Time) {
@@ -54,11 +58,11 @@ func (d *doctor) checkHub(spokes *tugboatv1alpha1.SpokeList, pipelines *tugboatv
 				"run the agent on each spoke with --hub-url pointing at the hub's receiver and the Spoke's key (docs/agent.md)")
 		case recent == 0:
 			d.add(checkHub, codeHubHeartbeatsStale, severityError, "", fmt.Sprintf("no Spoke has reported in the last %s (latest: %s/%s, %s ago)",
-				age(d.opts.staleAfter), latest.Namespace, latest.Name, age(now.Sub(latest.Status.LastSeen.Time))),
+				age(window), latest.Namespace, latest.Name, age(now.Sub(latest.Status.LastSeen.Time))),
 				"the hub's receiver is down or the agents cannot reach it: kubectl -n tugboat-system get deploy,pods; kubectl -n tugboat-system logs deploy/tugboat-hub; and the agents' logs")
 		default:
 			d.add(checkHub, codeHubHeartbeatsOK, severityOK, "", fmt.Sprintf("the receiver records heartbeats: %d of %s reported in the last %s (latest %s ago)",
-				recent, plural(len(spokes.Items), "Spoke"), age(d.opts.staleAfter), age(now.Sub(latest.Status.LastSeen.Time))), "")
+				recent, plural(len(spokes.Items), "Spoke"), age(window), age(now.Sub(latest.Status.LastSeen.Time))), "")
 		}
 	}
 
@@ -161,7 +165,7 @@ func (d *doctor) checkSpokes(ctx context.Context, spokes []tugboatv1alpha1.Spoke
 				hint = "an older Spoke in another namespace has this name (spoke names are unique across the hub): rename this one"
 			case tugboatv1alpha1.InvalidSpecReason.String():
 				code = codeSpokeInvalidKey
-				hint = fmt.Sprintf("put keys of at least %d bytes (openssl rand -hex 32) in Secret %s/%s: %q, and %q if Flux reports for the spoke, different from it", receiver.MinKeySize, sp.Namespace, sp.Spec.KeySecretRef.Name, tugboatv1alpha1.SpokeKeySecretKey, tugboatv1alpha1.SpokeFluxKeySecretKey)
+				hint = fmt.Sprintf("put keys of at least %d bytes (openssl rand -hex 32) in Secret %s/%s: %q, and %q if Flux reports for the spoke, different from it", wire.MinSpokeKeySize, sp.Namespace, sp.Spec.KeySecretRef.Name, tugboatv1alpha1.SpokeKeySecretKey, tugboatv1alpha1.SpokeFluxKeySecretKey)
 			}
 			d.add(checkSpoke, code, severityError, obj, fmt.Sprintf("not Ready (%s): %s", ready.Reason, ready.Message), hint)
 		default:
@@ -300,6 +304,10 @@ func (d *doctor) addHold(p *tugboatv1alpha1.Pipeline, h tugboatv1alpha1.HeldEnvi
 		code = codePipelineHeldRollback
 		msg = fmt.Sprintf("automatic promotion into %s is held after a rollback, since %s ago", h.Name, since)
 		hint = "once the rollback is dealt with: " + resume
+		if h.Reason == tugboatv1alpha1.HoldRolloutFailed {
+			msg = fmt.Sprintf("automatic promotion into %s is held after a failed rollout was rolled back, since %s ago", h.Name, since)
+			hint = "once the failed version is understood (tugboat status " + p.Name + " -n " + p.Namespace + "): " + resume
+		}
 	}
 	if h.Message != "" {
 		msg += ": " + h.Message

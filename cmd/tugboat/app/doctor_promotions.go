@@ -59,6 +59,13 @@ func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelin
 			}
 			add(codePromotionRolloutPaused, severityWarning, obj, msg,
 				fmt.Sprintf("look at the failing targets (tugboat status %s -n %s); the Promotion holds %s until it is aborted: tugboat abort %s -n %s", pr.Spec.Pipeline, pr.Namespace, pr.Spec.To, pr.Name, pr.Namespace))
+		case tugboatv1alpha1.PromotionRollingBack:
+			msg := what + " is RollingBack"
+			if ready != nil && ready.Message != "" {
+				msg += ": " + ready.Message
+			}
+			add(codePromotionRollingBack, severityWarning, obj, msg,
+				fmt.Sprintf("its rollout failed; the agents of the targets named return them to the revision they ran (tugboat status %s -n %s); then it fails and %s stays held until resumed", pr.Spec.Pipeline, pr.Namespace, pr.Spec.To))
 		case tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.PromotionVerifying:
 			if pr.Status.Rollout != nil && pr.Status.Rollout.Resolved != nil {
 				// A rollout is bounded by its waves' progress deadlines, not

@@ -182,7 +182,7 @@ func TestDoctor_healthyNamespaceHasNoProblems(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "%+v", findings)
 	g.Expect(severities(findings)).To(Equal(map[string]int{"ok": 7}), "%+v", findings)
 	g.Expect(findingsOf(findings, "crds", "")).To(haveFinding("ok", "Spoke, ReleaseHistory, Pipeline and Promotion are installed, established and serve tugboat.dev/v1alpha1"))
-	g.Expect(findingsOf(findings, "hub", "")).To(haveFinding("ok", "the receiver records heartbeats: 1 of 1 Spoke reported in the last 5m"))
+	g.Expect(findingsOf(findings, "hub", "")).To(haveFinding("ok", "the receiver records heartbeats: 1 of 1 Spoke reported in the last 10m"))
 	g.Expect(findingsOf(findings, "hub", "")).To(haveFinding("ok", "the controllers reconcile: 2 of 2 Spokes and Pipelines are up to date"))
 	g.Expect(findingsOf(findings, "spoke", ns+"/dev-1")).To(ConsistOf(HaveField("Message", MatchRegexp(`^Ready, last seen \d+s ago, agent v0\.3\.1, Kubernetes v1\.36\.3, 3 releases$`))))
 	g.Expect(findingsOf(findings, "pipeline", ns+"/web")).To(haveFinding("ok", "Ready (Succeeded): every target reports"))
@@ -250,7 +250,7 @@ func TestDoctor_reportsProblemsAndFails(t *testing.T) {
 	g.Expect(severities(findings)).To(HaveKeyWithValue("error", 6))
 
 	// The hub runs: dev-1 reported.
-	g.Expect(findingsOf(findings, "hub", "")).To(haveFinding("ok", "1 of 2 Spokes reported in the last 5m"))
+	g.Expect(findingsOf(findings, "hub", "")).To(haveFinding("ok", "1 of 2 Spokes reported in the last 10m"))
 
 	dev := findingsOf(findings, "spoke", ns+"/dev-1")
 	g.Expect(dev).To(ContainElement(HaveField("Message", MatchRegexp(`^Ready, last seen \d+s ago, agent v0\.2\.4, Kubernetes v1\.36\.3, 0 releases$`))))
@@ -322,7 +322,7 @@ func TestDoctor_hubNotRunning(t *testing.T) {
 	hub := findingsOf(findings, "hub", "")
 	g.Expect(hub).To(HaveLen(2), "%+v", hub)
 	g.Expect(hub[0].Severity).To(BeEquivalentTo("error"))
-	g.Expect(hub[0].Message).To(Equal("no Spoke has reported in the last 5m (latest: " + ns + "/dev-1, 3h ago)"))
+	g.Expect(hub[0].Message).To(Equal("no Spoke has reported in the last 10m (latest: " + ns + "/dev-1, 3h ago)"))
 	g.Expect(hub[0].Hint).To(ContainSubstring("kubectl -n tugboat-system logs deploy/tugboat-hub"))
 	g.Expect(hub[1]).To(And(HaveField("Severity", BeEquivalentTo("error")),
 		HaveField("Message", "the hub's controllers are not reconciling: none of 2 Spokes and Pipelines has status.observedGeneration up to its generation")))

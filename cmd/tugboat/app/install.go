@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/config"
-	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 const (
@@ -576,8 +576,8 @@ func (o *agentInstall) waitForKey(ctx context.Context, out io.Writer, hub *clust
 		return "", errors.New(msg)
 	}
 	raw := secret.Data[tugboatv1alpha1.SpokeKeySecretKey]
-	if len(strings.TrimSpace(string(raw))) < receiver.MinKeySize {
-		return "", fmt.Errorf("the key Secret %s/%s on the hub has no key of at least %d bytes under %q (see the Spoke's conditions)", ns, name, receiver.MinKeySize, tugboatv1alpha1.SpokeKeySecretKey)
+	if len(strings.TrimSpace(string(raw))) < wire.MinSpokeKeySize {
+		return "", fmt.Errorf("the key Secret %s/%s on the hub has no key of at least %d bytes under %q (see the Spoke's conditions)", ns, name, wire.MinSpokeKeySize, tugboatv1alpha1.SpokeKeySecretKey)
 	}
 	return base64.StdEncoding.EncodeToString(raw), nil
 }

@@ -28,8 +28,8 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/cmd/tugboat/app"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub/hubtest"
 	"tugboat.dev/tugboat/config"
-	"tugboat.dev/tugboat/controllers/hub/hubtest"
 	"tugboat.dev/tugboat/controllers/promotion/strategy"
 	"tugboat.dev/tugboat/e2e/harness"
 )

@@ -136,7 +136,7 @@ func (p painter) cell(s string) string {
 		c = green
 	case "Failed", "False", "failed", "Aborted", "error", "Refused":
 		c = red
-	case "InProgress", "Unknown", "Pending", "WaitingApproval", "Running", "Verifying", "warning",
+	case "InProgress", "Unknown", "Pending", "WaitingApproval", "Running", "Verifying", "Paused", "RollingBack", "warning",
 		"pending-install", "pending-upgrade", "pending-rollback", "uninstalling":
 		c = yellow
 	}

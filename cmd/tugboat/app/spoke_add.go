@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/webhook/receiver"
+	"tugboat.dev/tugboat/api/wire"
 )
 
 // spokeAdd is what `tugboat spoke add` was asked to do.
@@ -240,9 +240,9 @@ func waitForKeySecret(ctx context.Context, out io.Writer, s *hubSession, sp *tug
 		}
 		return nil, errors.New(msg)
 	}
-	if n := len(strings.TrimSpace(string(secret.Data[tugboatv1alpha1.SpokeKeySecretKey]))); n < receiver.MinKeySize {
+	if n := len(strings.TrimSpace(string(secret.Data[tugboatv1alpha1.SpokeKeySecretKey]))); n < wire.MinSpokeKeySize {
 		return nil, fmt.Errorf("secret %s has no key of at least %d bytes under %q (see the Spoke's conditions: kubectl -n %s describe spoke %s)",
-			key, receiver.MinKeySize, tugboatv1alpha1.SpokeKeySecretKey, sp.Namespace, sp.Name)
+			key, wire.MinSpokeKeySize, tugboatv1alpha1.SpokeKeySecretKey, sp.Namespace, sp.Name)
 	}
 	fmt.Fprintf(out, "The hub holds the spoke's key in Secret %s.\n", key)
 	return secret, nil

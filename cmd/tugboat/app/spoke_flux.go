@@ -25,10 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
 	spokectl "tugboat.dev/tugboat/controllers/spoke"
-	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 // Names of what `spoke add --flux` writes to the spoke cluster.
@@ -152,11 +152,11 @@ func (f *fluxSetup) run(cmd *cobra.Command, s *hubSession, name, hubURL string, 
 
 // ensureFluxKey returns the Flux key of the Spoke's key Secret on the hub,
 // writing a new random one when it has none that the hub would accept
-// (at least receiver.MinKeySize bytes, neither of the agent's keys).
+// (at least wire.MinSpokeKeySize bytes, neither of the agent's keys).
 func ensureFluxKey(ctx context.Context, out io.Writer, s *hubSession, sp *tugboatv1alpha1.Spoke, secret *corev1.Secret) ([]byte, error) {
 	key := bytes.TrimSpace(secret.Data[tugboatv1alpha1.SpokeFluxKeySecretKey])
 	agentKey := func(k string) bool { a := bytes.TrimSpace(secret.Data[k]); return len(a) > 0 && bytes.Equal(key, a) }
-	if len(key) >= receiver.MinKeySize && !agentKey(tugboatv1alpha1.SpokeKeySecretKey) && !agentKey(tugboatv1alpha1.SpokePreviousKeySecretKey) {
+	if len(key) >= wire.MinSpokeKeySize && !agentKey(tugboatv1alpha1.SpokeKeySecretKey) && !agentKey(tugboatv1alpha1.SpokePreviousKeySecretKey) {
 		fmt.Fprintf(out, "Secret %s/%s holds the spoke's Flux key already: keeping it.\n", secret.Namespace, secret.Name)
 		return key, nil
 	}

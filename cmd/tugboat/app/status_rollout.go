@@ -67,28 +67,11 @@ func rolloutOf(pr *tugboatv1alpha1.Promotion) *rolloutView {
 	}
 }
 
-// progress is the rollout in one line: "wave 2/3 (wave-1), 4/10
-// succeeded, 1 failed of 2 allowed", with the phase when the rollout is
-// not progressing.
+// progress is the rollout in one line (RolloutStatus.Progress).
 func (r *rolloutView) progress() string {
-	var targets, succeeded int32
-	for _, w := range r.Waves {
-		targets += w.Targets
-		succeeded += w.Succeeded
-	}
-	s := ""
-	switch n, cur := len(r.Waves), int(r.CurrentWave); {
-	case n == 0:
-	case cur >= n || cur < 0:
-		s = fmt.Sprintf("waves %d/%d done, ", n, n)
-	default:
-		s = fmt.Sprintf("wave %d/%d (%s), ", cur+1, n, r.Waves[cur].Name)
-	}
-	s += fmt.Sprintf("%d/%d succeeded, %d failed of %d allowed", succeeded, targets, r.Failed, r.MaxFailures)
-	if r.Phase != "" && r.Phase != tugboatv1alpha1.RolloutProgressing {
-		s = string(r.Phase) + ": " + s
-	}
-	return s
+	return (&tugboatv1alpha1.RolloutStatus{
+		Phase: r.Phase, CurrentWave: r.CurrentWave, Waves: r.Waves, MaxFailures: r.MaxFailures, Failed: r.Failed,
+	}).Progress()
 }
 
 // activeText is the ACTIVE PROMOTION cell: the Promotion, and the

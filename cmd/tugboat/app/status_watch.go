@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 )
 
 // settle is how long a burst of changes (a controller writes several

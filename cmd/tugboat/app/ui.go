@@ -21,7 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 	"tugboat.dev/tugboat/webhook/dashboard"
 )
 

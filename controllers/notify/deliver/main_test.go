@@ -14,6 +14,8 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -22,7 +24,6 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/egress"
-	"tugboat.dev/tugboat/controllers/hub"
 	"tugboat.dev/tugboat/controllers/notify/deliver"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/e2e/harness"
@@ -41,6 +42,15 @@ func TestMain(m *testing.M) {
 
 var webhookKey = []byte("notify-webhook-key-0123456789abcdef")
 
+// scheme holds the kinds the notification controller reads: client-go's
+// and tugboat.dev/v1alpha1 (as the hub's scheme does).
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = tugboatv1alpha1.AddToScheme(s)
+	return s
+}
+
 // startDeliverer runs the notification controller alone, as the hub runs
 // it, until the returned stop is called or the test ends.
 func startDeliverer(t *testing.T, opts deliver.Options) (stop func()) {
@@ -53,7 +63,7 @@ func startDeliverer(t *testing.T, opts deliver.Options) (stop func()) {
 func startDelivererReading(t *testing.T, opts deliver.Options, wrap func(client.Reader) client.Reader) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cluster.RESTConfig, ctrl.Options{
-		Scheme:     hub.Scheme(),
+		Scheme:     scheme(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr(true)},
 	})

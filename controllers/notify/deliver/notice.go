@@ -124,6 +124,8 @@ func eventTime(pr *tugboatv1alpha1.Promotion, e tugboatv1alpha1.NotifyEvent) tim
 		return pr.CreationTimestamp.Time
 	case e == tugboatv1alpha1.EventPromotionRunning && s.StartedAt != nil:
 		return s.StartedAt.Time
+	case e == tugboatv1alpha1.EventPromotionRollingBack && s.Rollout != nil && s.Rollout.RollbackStartedAt != nil:
+		return s.Rollout.RollbackStartedAt.Time
 	case s.CompletedAt != nil && (e == tugboatv1alpha1.EventPromotionSucceeded || e == tugboatv1alpha1.EventPromotionFailed || e == tugboatv1alpha1.EventPromotionAborted):
 		return s.CompletedAt.Time
 	}

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/pipeline"
 )
@@ -32,6 +33,9 @@ func promotionEvents(pr *tugboatv1alpha1.Promotion, env *tugboatv1alpha1.Environ
 	// result (the pull request).
 	if s.StrategyResult != nil || s.Phase == tugboatv1alpha1.PromotionVerifying {
 		events = append(events, tugboatv1alpha1.EventPromotionRunning)
+	}
+	if s.Rollout != nil && s.Rollout.RollbackStartedAt != nil {
+		events = append(events, tugboatv1alpha1.EventPromotionRollingBack)
 	}
 	if e, ok := terminalEvent(s.Phase); ok {
 		events = append(events, e)
@@ -98,7 +102,7 @@ func (r promotionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			before := rec.DeliveryState
 			notice := r.promotionNotice(ctx, p, env, pr, spec, e)
 			if ref := r.attempt(ctx, p, spec, notice, thread, &rec.DeliveryState, &out); ref != "" && rec.Reference == "" {
-				rec.Reference = clip(ref, 256)
+				rec.Reference = clip.String(ref, 256)
 				if thread == "" {
 					thread = rec.Reference
 				}
@@ -269,4 +273,4 @@ func notifiedCondition(p *tugboatv1alpha1.Pipeline) metav1.Condition {
 // since returns how long ago t was, from the deliverer's clock.
 func (r *deliverer) since(t time.Time) time.Duration { return r.now().Sub(t) }
 
-func joinClip(parts []string, n int) string { return clip(strings.Join(parts, "; "), n) }
+func joinClip(parts []string, n int) string { return clip.String(strings.Join(parts, "; "), n) }

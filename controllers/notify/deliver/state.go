@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/notify"
 )
@@ -97,8 +98,8 @@ func (d *deliverer) attempt(ctx context.Context, p *tugboatv1alpha1.Pipeline, sp
 		return ref
 	}
 	msg := clean(err.Error())
-	st.Error = clip(msg, 1024)
-	out.result(spec.Name, errors.New(clip(msg, 1024)))
+	st.Error = clip.String(msg, 1024)
+	out.result(spec.Name, errors.New(clip.String(msg, 1024)))
 	if notify.IsPermanent(err) || st.Attempts >= d.opts.MaxAttempts {
 		st.Phase = tugboatv1alpha1.NotificationFailed
 		notificationsTotal.WithLabelValues(spec.Name, event, "failed").Inc()
@@ -143,11 +144,4 @@ func clean(s string) string {
 		}
 		return "[redacted]"
 	})
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

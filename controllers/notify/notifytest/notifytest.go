@@ -25,6 +25,7 @@ func Promotion(e tugboatv1alpha1.NotifyEvent) notify.Notice {
 		tugboatv1alpha1.EventPromotionCreated:         tugboatv1alpha1.PromotionPending,
 		tugboatv1alpha1.EventPromotionWaitingApproval: tugboatv1alpha1.PromotionWaitingApproval,
 		tugboatv1alpha1.EventPromotionRunning:         tugboatv1alpha1.PromotionRunning,
+		tugboatv1alpha1.EventPromotionRollingBack:     tugboatv1alpha1.PromotionRollingBack,
 		tugboatv1alpha1.EventPromotionSucceeded:       tugboatv1alpha1.PromotionSucceeded,
 		tugboatv1alpha1.EventPromotionFailed:          tugboatv1alpha1.PromotionFailed,
 		tugboatv1alpha1.EventPromotionAborted:         tugboatv1alpha1.PromotionAborted,

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,13 +16,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/helm"
 	"tugboat.dev/tugboat/controllers/releasehistory"
-	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 // SpokeIndex is the cache field index of helm Promotions by the spokes of
@@ -40,7 +39,7 @@ const maxMessage = 1024
 // +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch
 
 // Store offers agents their actions and records their outcomes. It
-// implements receiver.ActionStore; create it with New and register it with
+// implements ingest.ActionStore; create it with New and register it with
 // SetupWithManager.
 type Store struct {
 	client client.Client // cached reads (indexes), direct writes
@@ -52,7 +51,7 @@ type Store struct {
 	changed map[ingest.Spoke]chan struct{} // by namespace and name; closed on a change
 }
 
-var _ receiver.ActionStore = (*Store)(nil)
+var _ ingest.ActionStore = (*Store)(nil)
 
 // New returns a Store reading through c (the manager's cached client) and
 // api (its APIReader).
@@ -92,7 +91,7 @@ func indexSpokes(o client.Object) []string {
 	}
 	var spokes []string
 	for _, t := range pr.Status.Targets {
-		if t.Action != nil && !slices.Contains(spokes, t.Spoke) {
+		if (t.Action != nil || rollbackOf(&t) != nil) && !slices.Contains(spokes, t.Spoke) {
 			spokes = append(spokes, t.Spoke)
 		}
 	}
@@ -106,7 +105,7 @@ func (s *Store) observe(o any) {
 		return
 	}
 	for _, t := range pr.Status.Targets {
-		if t.Action != nil && t.Action.Phase == tugboatv1alpha1.ActionPending {
+		if a := offeredAction(pr, &t); a != nil && a.Phase == tugboatv1alpha1.ActionPending {
 			// A Pipeline's targets are Spokes of its own namespace.
 			s.notify(ingest.Spoke{Namespace: pr.Namespace, Name: t.Spoke})
 		}
@@ -142,14 +141,16 @@ func (s *Store) Wait(sp ingest.Spoke) <-chan struct{} {
 
 // offered reports whether pr's actions may be handed out: a helm Promotion
 // that is Verifying, or Running with a rollout (whose waves' actions are
-// queued while later waves wait). A paused rollout offers none.
+// queued while later waves wait), or RollingBack (its rollbacks only:
+// offeredAction). A paused rollout offers none.
 func offered(pr *tugboatv1alpha1.Promotion) bool {
 	if pr.StrategyType() != tugboatv1alpha1.StrategyHelm || !pr.DeletionTimestamp.IsZero() {
 		return false
 	}
 	rollout := pr.Status.Rollout != nil && pr.Status.Rollout.Resolved != nil
 	return pr.Status.Phase == tugboatv1alpha1.PromotionVerifying ||
-		pr.Status.Phase == tugboatv1alpha1.PromotionRunning && rollout
+		pr.Status.Phase == tugboatv1alpha1.PromotionRunning && rollout ||
+		pr.Status.Phase == tugboatv1alpha1.PromotionRollingBack
 }
 
 // open reports whether an action still waits for its outcome.
@@ -170,7 +171,8 @@ func (s *Store) Pending(ctx context.Context, who ingest.Spoke) ([]wire.Action, e
 	for i := range promos {
 		pr := &promos[i]
 		if !offered(pr) || !slices.ContainsFunc(pr.Status.Targets, func(t tugboatv1alpha1.PromotionTargetStatus) bool {
-			return t.Spoke == spoke && t.Action != nil && open(t.Action.Phase)
+			a := offeredAction(pr, &t)
+			return t.Spoke == spoke && a != nil && open(a.Phase)
 		}) {
 			continue
 		}
@@ -208,6 +210,12 @@ func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke str
 		now := metav1.NewTime(s.now())
 		for i := range pr.Status.Targets {
 			t := &pr.Status.Targets[i]
+			if t.Spoke == spoke && rollingBack(pr) {
+				if a, ok := s.deliverRollback(ctx, pr, p, t, now); ok {
+					acts = append(acts, a)
+				}
+				continue
+			}
 			if t.Spoke != spoke || t.Action == nil || !open(t.Action.Phase) ||
 				t.Action.ID != wire.NewActionID(string(pr.UID), t.Spoke, t.Namespace, t.Release) {
 				continue
@@ -289,9 +297,9 @@ func action(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion,
 }
 
 // Report records the outcome of one of spoke's actions. It returns an
-// error matching receiver.ErrActionNotFound when spoke has no action with
+// error matching ingest.ErrActionNotFound when spoke has no action with
 // that id (another spoke's action is not found either), and one matching
-// receiver.ErrActionConflict when the action already has a different
+// ingest.ErrActionConflict when the action already has a different
 // outcome. Reporting the same outcome again changes nothing.
 func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutcome) error {
 	spoke := who.Name
@@ -299,7 +307,7 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 	if !ok {
 		return fmt.Errorf("result %q: must be %s, %s or %s", o.Result, wire.ActionSucceeded, wire.ActionFailed, wire.ActionRefused)
 	}
-	msg := truncate(o.Message, maxMessage)
+	msg := clip.String(o.Message, maxMessage)
 	rev := int32(min(max(o.Revision, 0), 1<<31-1))
 	promos, err := s.promotions(ctx, who)
 	if err != nil {
@@ -307,7 +315,7 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 	}
 	i := slices.IndexFunc(promos, func(pr tugboatv1alpha1.Promotion) bool { return target(&pr, spoke, o.ID) != nil })
 	if i < 0 {
-		return fmt.Errorf("%w: %s", receiver.ErrActionNotFound, o.ID)
+		return fmt.Errorf("%w: %s", ingest.ErrActionNotFound, o.ID)
 	}
 	key := client.ObjectKeyFromObject(&promos[i])
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
@@ -317,17 +325,21 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 		}
 		orig := pr.DeepCopy()
 		t := target(pr, spoke, o.ID)
+		var act *tugboatv1alpha1.TargetAction
+		if t != nil {
+			act = actionByID(t, o.ID)
+		}
 		switch {
 		case t == nil:
-			return fmt.Errorf("%w: %s", receiver.ErrActionNotFound, o.ID)
-		case !open(t.Action.Phase):
-			if t.Action.Phase == phase && t.Action.Message == msg && t.Action.Revision == rev {
+			return fmt.Errorf("%w: %s", ingest.ErrActionNotFound, o.ID)
+		case !open(act.Phase):
+			if act.Phase == phase && act.Message == msg && act.Revision == rev {
 				return nil
 			}
-			return fmt.Errorf("%w: action %s was already reported %s", receiver.ErrActionConflict, o.ID, t.Action.Phase)
+			return fmt.Errorf("%w: action %s was already reported %s", ingest.ErrActionConflict, o.ID, act.Phase)
 		}
 		now := metav1.NewTime(s.now())
-		t.Action.Phase, t.Action.Message, t.Action.Revision, t.Action.LastUpdateTime = phase, msg, rev, &now
+		act.Phase, act.Message, act.Revision, act.LastUpdateTime = phase, msg, rev, &now
 		if err := s.client.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
@@ -349,7 +361,7 @@ func target(pr *tugboatv1alpha1.Promotion, spoke, id string) *tugboatv1alpha1.Pr
 	}
 	for i := range pr.Status.Targets {
 		t := &pr.Status.Targets[i]
-		if t.Spoke == spoke && t.Action != nil && t.Action.ID == id {
+		if t.Spoke == spoke && actionByID(t, id) != nil {
 			return t
 		}
 	}
@@ -390,15 +402,4 @@ func (s *Store) promotionsIn(ctx context.Context, namespace, spoke string) ([]tu
 		return nil, fmt.Errorf("listing promotions: %w", err)
 	}
 	return list.Items, nil
-}
-
-// truncate shortens s to at most n bytes, on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/pipeline"
 )
@@ -99,9 +100,9 @@ func Decide(ctx context.Context, c client.Client, namespace, name string, vote t
 func validateVote(v *tugboatv1alpha1.ApprovalVote) error {
 	switch {
 	case v.Decision != tugboatv1alpha1.DecisionApprove && v.Decision != tugboatv1alpha1.DecisionReject:
-		return invalid("decision", "must be %s or %s, got %q", tugboatv1alpha1.DecisionApprove, tugboatv1alpha1.DecisionReject, clip(string(v.Decision), 32))
+		return invalid("decision", "must be %s or %s, got %q", tugboatv1alpha1.DecisionApprove, tugboatv1alpha1.DecisionReject, clip.String(string(v.Decision), 32))
 	case v.Source != tugboatv1alpha1.ApprovalSourceKubernetes && v.Source != tugboatv1alpha1.ApprovalSourceSlack && v.Source != tugboatv1alpha1.ApprovalSourceCI:
-		return invalid("source", "must be %s, %s or %s, got %q", tugboatv1alpha1.ApprovalSourceKubernetes, tugboatv1alpha1.ApprovalSourceSlack, tugboatv1alpha1.ApprovalSourceCI, clip(string(v.Source), 32))
+		return invalid("source", "must be %s, %s or %s, got %q", tugboatv1alpha1.ApprovalSourceKubernetes, tugboatv1alpha1.ApprovalSourceSlack, tugboatv1alpha1.ApprovalSourceCI, clip.String(string(v.Source), 32))
 	case v.User == "":
 		return invalid("user", "required: the authenticated identity")
 	case len(v.User) > MaxIdentityLength:

@@ -399,6 +399,17 @@ func TestPolicy_onlyTheHubWritesTheOutcomeAndOtherStatus(t *testing.T) {
 		Decision: tugboatv1alpha1.DecisionApprove, User: "dave", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: metav1.Now()})
 	err = as(t, "dave").Status().Patch(ctx, cur, client.MergeFrom(orig))
 	g.Expect(err).To(MatchError(ContainSubstring("no longer waiting for approval")))
+
+	// Nor on a rollout rolling back.
+	rolling, err := request.Create(ctx, hubc, p, "production", "1.5.1", tugboatv1alpha1.RequestedByCI, "ci")
+	g.Expect(err).NotTo(HaveOccurred())
+	setPhase(t, rolling, tugboatv1alpha1.PromotionRollingBack)
+	cur = getPromotion(t, ns, rolling.Name)
+	orig = cur.DeepCopy()
+	cur.Status.Approvals = append(cur.Status.Approvals, tugboatv1alpha1.ApprovalVote{
+		Decision: tugboatv1alpha1.DecisionApprove, User: "dave", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: metav1.Now()})
+	err = as(t, "dave").Status().Patch(ctx, cur, client.MergeFrom(orig))
+	g.Expect(err).To(MatchError(ContainSubstring("no longer waiting for approval")))
 }
 
 // peoplePipeline is Pipeline web of newPipeline whose production needs two

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/pipeline"
 )
@@ -180,7 +181,7 @@ func validateCreate(p *tugboatv1alpha1.Pipeline, env, version string, by tugboat
 		for i, e := range p.Spec.Environments {
 			names[i] = e.Name
 		}
-		return 0, invalid("environment", "pipeline %s/%s has no environment %q (it has %s)", p.Namespace, p.Name, clip(env, 64), strings.Join(names, ", "))
+		return 0, invalid("environment", "pipeline %s/%s has no environment %q (it has %s)", p.Namespace, p.Name, clip.String(env, 64), strings.Join(names, ", "))
 	}
 	switch {
 	case version == "":
@@ -249,7 +250,7 @@ func newPromotion(p *tugboatv1alpha1.Pipeline, idx int, version string, by tugbo
 // p is updated from the API's answer.
 func Resume(ctx context.Context, c client.Client, p *tugboatv1alpha1.Pipeline, env string, now time.Time) error {
 	if pipeline.EnvironmentIndex(p, env) < 0 {
-		return invalid("environment", "pipeline %s/%s has no environment %q", p.Namespace, p.Name, clip(env, 64))
+		return invalid("environment", "pipeline %s/%s has no environment %q", p.Namespace, p.Name, clip.String(env, 64))
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
 		pipeline.ResumeAnnotationPrefix + env: now.UTC().Format(time.RFC3339),
@@ -264,11 +265,4 @@ func Resume(ctx context.Context, c client.Client, p *tugboatv1alpha1.Pipeline, e
 		return fmt.Errorf("resuming %s of pipeline %s/%s: %w", env, p.Namespace, p.Name, err)
 	}
 	return nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

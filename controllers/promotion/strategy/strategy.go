@@ -44,6 +44,12 @@ type Request struct {
 	Targets []Target
 	// Version to promote.
 	Version string
+	// RollbackFrom, when set, makes the request a rollback: a rollout of
+	// RollbackFrom spent its failure budget (onFailure Rollback) and the
+	// targets go back to Version, the version they ran before. A strategy
+	// that opens a change names it as a rollback (the pullRequest
+	// strategy's revert pull request).
+	RollbackFrom string
 	// Strategy is the strategy the hub resolved from the Pipeline (the Promotion's status.strategy).
 	Strategy tugboatv1alpha1.PromotionStrategy
 	// Hub reads Secrets (and other objects) on the hub, in the Pipeline's

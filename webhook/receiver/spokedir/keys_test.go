@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/webhook/receiver"
 	"tugboat.dev/tugboat/webhook/receiver/spokedir"
@@ -167,7 +168,7 @@ func TestDirectory_refreshesKeysOnAFailedVerification(t *testing.T) {
 	fresh, changed, err := d.RefreshKeys(ctx, stale)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(changed).To(BeTrue())
-	g.Expect(fresh.Keys).To(Equal(receiver.SpokeKeys{Current: newKey, Previous: agentKey}))
+	g.Expect(fresh.Keys).To(Equal(ingest.SpokeKeys{Current: newKey, Previous: agentKey}))
 	g.Expect(fresh.SpokeRef).To(Equal(stale.SpokeRef))
 	g.Expect(reads.Total() - before).To(BeEquivalentTo(1))
 
@@ -219,13 +220,13 @@ func TestDirectory_refusesARemovedKeyOnceTheSpokeIsAnnotated(t *testing.T) {
 	obj := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	patch := []byte(`{"metadata":{"annotations":{"` + tugboatv1alpha1.KeysUpdatedAtAnnotation + `":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}}}`)
 	g.Expect(cluster.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
-	g.Eventually(func() (receiver.SpokeKeys, error) {
+	g.Eventually(func() (ingest.SpokeKeys, error) {
 		spokes, err := d.Spokes(ctx, name)
 		if err != nil || len(spokes) != 1 {
-			return receiver.SpokeKeys{}, err
+			return ingest.SpokeKeys{}, err
 		}
 		return spokes[0].Keys, nil
-	}).WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(receiver.SpokeKeys{Current: agentKey}))
+	}).WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(ingest.SpokeKeys{Current: agentKey}))
 	g.Expect(reads.Total()-before).To(BeEquivalentTo(1), "one read for the annotation's change")
 	g.Expect(spokedir.KeyReads(spokedir.ReadKeysChanged)-changedReads).To(BeEquivalentTo(1), "tugboat_receiver_key_reads_total{reason=\"keys_changed\"}")
 	// And none after it.
@@ -250,7 +251,7 @@ func TestDirectory_concurrentRequestsWithANewKeyAllVerify(t *testing.T) {
 	before := reads.Total()
 	const n = 20
 	type result struct {
-		keys    receiver.SpokeKeys
+		keys    ingest.SpokeKeys
 		changed bool
 		err     error
 	}
@@ -269,7 +270,7 @@ func TestDirectory_concurrentRequestsWithANewKeyAllVerify(t *testing.T) {
 		r := <-results
 		g.Expect(r.err).NotTo(HaveOccurred())
 		g.Expect(r.changed).To(BeTrue())
-		g.Expect(r.keys).To(Equal(receiver.SpokeKeys{Current: newKey, Previous: agentKey}))
+		g.Expect(r.keys).To(Equal(ingest.SpokeKeys{Current: newKey, Previous: agentKey}))
 	}
 	g.Expect(reads.Total()-before).To(BeEquivalentTo(1), "one read for all of them")
 }

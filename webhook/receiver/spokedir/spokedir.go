@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/webhook/receiver"
 )
@@ -106,7 +107,7 @@ type cachedSecret struct {
 	// annotation the Spoke's KeysUpdatedAtAnnotation then: a change of
 	// either makes the next request read again.
 	secret, annotation string
-	agent, flux        receiver.SpokeKeys
+	agent, flux        ingest.SpokeKeys
 	readAt             time.Time
 	// expiresAt is when the TTL of this read ends: readAt + the TTL,
 	// shortened by up to a fifth at random, so Secrets read together (a
@@ -132,12 +133,12 @@ func New(c client.Client, api client.Reader, ttl time.Duration, opts Options) *D
 
 // Spokes returns every live Spoke named name, with its keys. A Spoke whose
 // key Secret is missing has no keys (it authenticates nothing). It returns
-// receiver.ErrNotReady until the cache has started.
+// ingest.ErrNotReady until the cache has started.
 func (d *Directory) Spokes(ctx context.Context, name string) ([]receiver.Spoke, error) {
 	var list tugboatv1alpha1.SpokeList
 	if err := d.client.List(ctx, &list, client.MatchingFields{releasehistory.SpokeNameIndex: name}); err != nil {
 		if errors.As(err, new(*cache.ErrCacheNotStarted)) {
-			return nil, fmt.Errorf("%w: %w", receiver.ErrNotReady, err)
+			return nil, fmt.Errorf("%w: %w", ingest.ErrNotReady, err)
 		}
 		return nil, fmt.Errorf("listing spokes named %s: %w", name, err)
 	}
@@ -239,7 +240,7 @@ func (d *Directory) cachedIfChanged(sp receiver.Spoke) (receiver.Spoke, bool, er
 }
 
 func sameKeys(c cachedSecret, sp receiver.Spoke) bool {
-	eq := func(a, b receiver.SpokeKeys) bool {
+	eq := func(a, b ingest.SpokeKeys) bool {
 		return bytes.Equal(a.Current, b.Current) && bytes.Equal(a.Previous, b.Previous)
 	}
 	return eq(c.agent, sp.Keys) && eq(c.flux, sp.FluxKeys)
@@ -301,16 +302,16 @@ func (d *Directory) read(ctx context.Context, sp *tugboatv1alpha1.Spoke, now tim
 	return c, nil
 }
 
-func keysOf(secret *corev1.Secret, current, previous string) receiver.SpokeKeys {
+func keysOf(secret *corev1.Secret, current, previous string) ingest.SpokeKeys {
 	cur := []byte(strings.TrimSpace(string(secret.Data[current])))
 	prev := []byte(strings.TrimSpace(string(secret.Data[previous])))
 	if len(cur) == 0 {
-		return receiver.SpokeKeys{}
+		return ingest.SpokeKeys{}
 	}
 	if len(prev) == 0 || string(prev) == string(cur) {
 		prev = nil
 	}
-	return receiver.SpokeKeys{Current: cur, Previous: prev}
+	return ingest.SpokeKeys{Current: cur, Previous: prev}
 }
 
 // FluxEventReceived sets status.lastFluxEvent of the Spoke ref (a merge

@@ -16,7 +16,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
-	"tugboat.dev/tugboat/controllers/hub"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
+	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 	"tugboat.dev/tugboat/e2e/harness"
 	"tugboat.dev/tugboat/webhook/receiver"
@@ -114,12 +115,12 @@ func TestDirectory_findsEverySpokeOfANameWithItsKeys(t *testing.T) {
 	g.Eventually(func() ([]receiver.Spoke, error) { return dir.Spokes(ctx, spokeName) }).WithTimeout(10 * time.Second).Should(ConsistOf(
 		receiver.Spoke{
 			SpokeRef: receiver.SpokeRef{Namespace: realNS, Name: spokeName},
-			Keys:     receiver.SpokeKeys{Current: agentKey, Previous: previousKey},
-			FluxKeys: receiver.SpokeKeys{Current: fluxKey},
+			Keys:     ingest.SpokeKeys{Current: agentKey, Previous: previousKey},
+			FluxKeys: ingest.SpokeKeys{Current: fluxKey},
 		},
 		receiver.Spoke{
 			SpokeRef:  receiver.SpokeRef{Namespace: squatterNS, Name: spokeName},
-			Keys:      receiver.SpokeKeys{Current: squatterKey},
+			Keys:      ingest.SpokeKeys{Current: squatterKey},
 			Suspended: true,
 		},
 	))

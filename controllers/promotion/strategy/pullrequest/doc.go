@@ -22,6 +22,12 @@
 // reused and updated, never duplicated; and a repository already at the
 // version is a success with nothing pushed and no pull request.
 //
+// A rollback request (strategy.Request.RollbackFrom, after a rollout that
+// spent its failure budget with onFailure Rollback) is a revert pull
+// request: the fields are set back to the version the targets ran, on a
+// branch of its own (tugboat/<pipeline>/<env>/rollback-<from>-to-<version>),
+// with a title and body that say it is a rollback.
+//
 // Git is spoken over HTTP(S) only, with go-git; ssh:// URLs are refused as a
 // configuration error. The package does not merge pull requests, watch them,
 // or verify that targets run the version: the Promotion reconciler does that.

@@ -237,6 +237,8 @@ type promotion struct {
 	path     string
 	version  string
 	secret   map[string]string // nil: no Secret at all
+	// rollbackFrom makes the request a rollback from that version.
+	rollbackFrom string
 }
 
 const (
@@ -266,12 +268,13 @@ func (p promotion) request() strategy.Request {
 	}
 	prom.Status.Strategy = &st
 	return strategy.Request{
-		Promotion:   prom,
-		Pipeline:    pl,
-		Environment: &tugboatv1alpha1.Environment{Name: env},
-		Targets:     []strategy.Target{{SpokeName: "prod-eu", Namespace: "web", Release: "web"}},
-		Version:     p.version,
-		Strategy:    st,
+		Promotion:    prom,
+		Pipeline:     pl,
+		Environment:  &tugboatv1alpha1.Environment{Name: env},
+		Targets:      []strategy.Target{{SpokeName: "prod-eu", Namespace: "web", Release: "web"}},
+		Version:      p.version,
+		RollbackFrom: p.rollbackFrom,
+		Strategy:     st,
 	}
 }
 

@@ -113,6 +113,9 @@ type settings struct {
 	branch    string
 	namespace string
 	targets   []string
+	// rollbackFrom is the version rolled back from (Request.RollbackFrom):
+	// the change is a revert, on a branch and with a title of its own.
+	rollbackFrom string
 }
 
 // Promote implements strategy.Strategy. See the package documentation for
@@ -235,7 +238,7 @@ func (s *Strategy) promote(ctx context.Context, cfg settings, creds Credentials,
 	pr, err := provider.EnsurePullRequest(ctx, PullRequest{
 		Head:  cfg.branch,
 		Base:  cfg.base,
-		Title: fmt.Sprintf("Promote %s to %s in %s", cfg.release, cfg.version, cfg.env),
+		Title: pullRequestTitle(cfg),
 		Body:  pullRequestBody(cfg, scan.Fields),
 	})
 	if err != nil {
@@ -320,17 +323,39 @@ func resolve(req strategy.Request) (settings, error) {
 	}
 	cfg.key = markerKey{Pipeline: req.Pipeline.Namespace + "/" + req.Pipeline.Name, Environment: cfg.env}
 	cfg.branch = fmt.Sprintf("tugboat/%s/%s/%s", req.Pipeline.Name, cfg.env, cfg.version)
+	if req.RollbackFrom != "" {
+		cfg.rollbackFrom = req.RollbackFrom
+		cfg.branch = fmt.Sprintf("tugboat/%s/%s/rollback-%s-to-%s", req.Pipeline.Name, cfg.env, cfg.rollbackFrom, cfg.version)
+	}
 	return cfg, nil
 }
 
 func commitMessage(cfg settings) string {
+	if cfg.rollbackFrom != "" {
+		return fmt.Sprintf("Roll back %s from %s to %s in %s\n\nThe rollout of %s spent its failure budget (onFailure: Rollback).\nPipeline: %s\nPromotion: %s\n",
+			cfg.release, cfg.rollbackFrom, cfg.version, cfg.env, cfg.rollbackFrom, cfg.key.Pipeline, cfg.promotion)
+	}
 	return fmt.Sprintf("Promote %s %s to %s\n\nPipeline: %s\nPromotion: %s\n",
 		cfg.release, cfg.version, cfg.env, cfg.key.Pipeline, cfg.promotion)
 }
 
+// pullRequestTitle is the pull request's title: a promotion, or the
+// revert of a failed rollout.
+func pullRequestTitle(cfg settings) string {
+	if cfg.rollbackFrom != "" {
+		return fmt.Sprintf("Roll back %s from %s to %s in %s", cfg.release, cfg.rollbackFrom, cfg.version, cfg.env)
+	}
+	return fmt.Sprintf("Promote %s to %s in %s", cfg.release, cfg.version, cfg.env)
+}
+
 func pullRequestBody(cfg settings, fields []fieldChange) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Tugboat promotes **%s** to **%s** in **%s**.\n\n", cfg.release, cfg.version, cfg.env)
+	if cfg.rollbackFrom != "" {
+		fmt.Fprintf(&b, "Tugboat rolls **%s** back from **%s** to **%s** in **%s**: the rollout of %s spent its failure budget (onFailure: Rollback). Merge it to return the targets to the version they ran.\n\n",
+			cfg.release, cfg.rollbackFrom, cfg.version, cfg.env, cfg.rollbackFrom)
+	} else {
+		fmt.Fprintf(&b, "Tugboat promotes **%s** to **%s** in **%s**.\n\n", cfg.release, cfg.version, cfg.env)
+	}
 	fmt.Fprintf(&b, "- Pipeline: `%s`\n", cfg.key.Pipeline)
 	fmt.Fprintf(&b, "- Promotion: `%s`\n", cfg.promotion)
 	fmt.Fprintf(&b, "- Version: `%s`\n", cfg.version)
