@@ -96,6 +96,9 @@ type Action struct {
 	// manages the release: the agent sets its spec.chart.spec.version
 	// (server-side apply, field manager tugboat) instead of running Helm.
 	HelmRelease *HelmReleaseRef `json:"helmRelease,omitempty"`
+	// Preview is what a preview action renders (type ActionPreview only;
+	// see preview.go).
+	Preview *PreviewAction `json:"preview,omitempty"`
 	// Created is when the hub queued the action.
 	Created time.Time `json:"created"`
 }
@@ -137,4 +140,7 @@ type ActionOutcome struct {
 	Revision int `json:"revision,omitempty"`
 	// Time is when the agent finished the action.
 	Time time.Time `json:"time"`
+	// Preview is the change a Succeeded preview action found (type
+	// ActionPreview only; see preview.go).
+	Preview *PreviewResult `json:"preview,omitempty"`
 }
