@@ -27,7 +27,7 @@ func TestPromotionPreview_sizeAtEveryLimit(t *testing.T) {
 	}
 	pp := tugboatv1.PromotionPreview{
 		ObjectMeta: metav1.ObjectMeta{Name: long("p", 253), Namespace: long("n", 63)},
-		Spec: tugboatv1.PromotionPreviewSpec{Promotion: long("p", 253), Version: long("v", 64), TotalTargets: 5000, Deadline: now},
+		Spec:       tugboatv1.PromotionPreviewSpec{Promotion: long("p", 253), Version: long("v", 64), TotalTargets: 5000, Deadline: now},
 	}
 	for i := range tugboatv1.MaxPreviewTargets {
 		id := fmt.Sprintf("%032x", i)
