@@ -8,10 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"tugboat.dev/tugboat/agent/actions/preview"
@@ -280,4 +285,45 @@ func TestExecutor_previewWithinTheSpokesLimits(t *testing.T) {
 		names = append(names, o.Kind+"/"+o.Name+"/"+o.Change)
 	}
 	g.Expect(strings.Join(names, ",")).To(Equal("ConfigMap/web-config/Changed,Deployment/web/Changed"))
+}
+
+// A preview runs as the agent's ServiceAccount with the shipped opt-in role
+// of the helm strategy: where the role is bound, the server-side dry run is
+// allowed; where it is not, the agent cannot even read the release, and the
+// preview fails saying so. Neither writes a revision.
+func TestExecutor_previewAsTheAgentWithTheHelmStrategyRole(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	role := helmStrategyRole(t)
+	role.Name += "-" + randomHex(3)
+	g.Expect(cluster.Client.Create(ctx, &role)).To(Succeed())
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), &role) })
+	saNS := newNamespace(t)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: saNS, Name: "tugboat-agent"}}
+	g.Expect(cluster.Client.Create(ctx, sa)).To(Succeed())
+	allowed, other := newNamespace(t), newNamespace(t)
+	g.Expect(cluster.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: allowed, Name: "tugboat-agent-helm-strategy"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNS, Name: sa.Name}},
+	})).To(Succeed())
+	installVault(t, allowed, "vault")
+	installVault(t, other, "vault")
+
+	cfg := rest.CopyConfig(cluster.RESTConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + saNS + ":" + sa.Name}
+	e, err := NewExecutor(cfg, testOptions(allowAll()), testr.New(t))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	out := execute(t, e, previewAction(allowed, "vault", vaultChart, "1.1.0", wire.ValuesResetThenReuse))
+	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
+	g.Expect(out.Preview.DryRun).To(Equal(wire.DryRunServer))
+	g.Expect(out.Preview.ObjectsChanged).To(Equal(5))
+
+	out = execute(t, e, previewAction(other, "vault", vaultChart, "1.1.0", wire.ValuesResetThenReuse))
+	g.Expect(out.Result).To(Equal(wire.ActionFailed))
+	g.Expect(out.Message).To(ContainSubstring("forbidden"))
+	g.Expect(out.Preview).To(BeNil())
+	g.Expect(history(t, allowed, "vault")).To(HaveLen(1))
+	g.Expect(history(t, other, "vault")).To(HaveLen(1))
 }
