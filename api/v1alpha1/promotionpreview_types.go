@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"fmt"
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -368,4 +371,31 @@ type PreviewSummary struct {
 	// computedAt is when the last answer arrived.
 	// +optional
 	ComputedAt *metav1.Time `json:"computedAt,omitempty"`
+}
+
+// Line is the one-line summary of a preview, as the CLI and the notices
+// print it: "Ready: 3 objects and 12 lines change (2 distinct changes; 5
+// targets previewed)", or the phase and the reason.
+func (s *PreviewSummary) Line() string {
+	if s == nil {
+		return ""
+	}
+	if s.Phase != PreviewReady && s.Phase != PreviewStale {
+		if s.Reason != "" {
+			return string(s.Phase) + ": " + s.Reason
+		}
+		return string(s.Phase)
+	}
+	line := fmt.Sprintf("%s: %d objects and %d lines change", s.Phase, s.ObjectsChanged, s.LinesChanged)
+	var more []string
+	if s.Groups > 1 {
+		more = append(more, fmt.Sprintf("%d distinct changes", s.Groups))
+	}
+	if s.TargetsPreviewed > 0 {
+		more = append(more, fmt.Sprintf("%d targets previewed", s.TargetsPreviewed))
+	}
+	if len(more) > 0 {
+		line += " (" + strings.Join(more, "; ") + ")"
+	}
+	return line
 }
