@@ -11,8 +11,9 @@
 //   - a Secret's data and stringData: a Secret is listed as added, removed
 //     or changed with Secret set and no diff;
 //   - sensitive values: a value whose key (or a parent's key) matches
-//     SensitiveKey (password, passwd, secret, token, key, credential,
-//     private, auth, cert, in any case and within a longer name), and any
+//     SensitiveKey (password, passwd, secret, token, credential, private,
+//     auth, and apiKey, access_key, signing-key and the like, in any case
+//     and within a longer name; not "key" alone, as a toleration has), and any
 //     value that feeds a Secret (it equals, or is contained in, a data or
 //     stringData value of a Secret of either render). They are replaced in
 //     the values diff by "<redacted>" (or "<redacted: changed>" on the

@@ -21,7 +21,10 @@ import (
 )
 
 // SensitiveKey matches the keys of values that are never sent.
-var SensitiveKey = regexp.MustCompile(`(?i)(password|passwd|secret|token|key|credential|private|auth|cert)`)
+//
+// "key" alone is not sensitive (a toleration's or a selector's key is
+// not); keys of the forms apiKey, access_key, signing-key and the like are.
+var SensitiveKey = regexp.MustCompile(`(?i)(passw(or)?d|secret|token|credential|private|auth|(api|access|signing|encryption|ssh|tls|master|license)[-_]?key)`)
 
 // MinRedacted is the shortest sensitive value replaced inside a manifest
 // diff: shorter ones ("1", "true") would blank out unrelated text. They

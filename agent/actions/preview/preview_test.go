@@ -255,6 +255,18 @@ func TestCompute_boundsTheAnswer(t *testing.T) {
 	g.Expect(len(b)).To(BeNumerically("<", 512<<10), "the answer fits the receiver's body limit")
 }
 
+// Keys like a toleration's "key" are not sensitive; apiKey, access_key
+// and the like are.
+func TestSensitiveKey(t *testing.T) {
+	g := NewWithT(t)
+	for _, k := range []string{"password", "dbPassword", "PASSWD", "clientSecret", "token", "apiKey", "api_key", "accessKey", "secret-key", "privateKeyPem", "oauth", "credentials"} {
+		g.Expect(SensitiveKey.MatchString(k)).To(BeTrue(), k)
+	}
+	for _, k := range []string{"key", "keys", "tolerations", "hostKeyAlgorithms", "monkey", "replicaCount", "image"} {
+		g.Expect(SensitiveKey.MatchString(k)).To(BeFalse(), k)
+	}
+}
+
 func TestCut(t *testing.T) {
 	g := NewWithT(t)
 	d, cut := Cut("a\nb\n", 10)
