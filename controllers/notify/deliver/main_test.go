@@ -116,6 +116,7 @@ type notice struct {
 			User        string `json:"user"`
 			DisplayName string `json:"displayName"`
 		} `json:"votes"`
+		Preview string `json:"preview"`
 	} `json:"promotion"`
 }
 
