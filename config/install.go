@@ -34,12 +34,18 @@ type Target struct {
 	Namespace string
 	// Log receives Helm's progress lines (nil: dropped).
 	Log func(format string, v ...any)
+	// Discovery, when set with RESTConfig, is the cached discovery client
+	// Helm uses (and its REST mapper reads): a caller that runs many Helm
+	// actions against one cluster shares one, instead of discovering the
+	// cluster's APIs and downloading its OpenAPI document for each. The
+	// caller invalidates it.
+	Discovery discovery.CachedDiscoveryInterface
 }
 
 // Getter is the Helm REST client getter of the target.
 func (t Target) Getter() genericclioptions.RESTClientGetter {
 	if t.RESTConfig != nil {
-		return &restGetter{cfg: t.RESTConfig, namespace: t.Namespace}
+		return &restGetter{cfg: t.RESTConfig, namespace: t.Namespace, discovery: t.Discovery}
 	}
 	f := genericclioptions.NewConfigFlags(true)
 	kubeconfig, kubecontext, namespace := t.Kubeconfig, t.Context, t.Namespace
@@ -128,11 +134,15 @@ func Uninstall(t Target, chartName string, timeout time.Duration) (bool, error) 
 type restGetter struct {
 	cfg       *rest.Config
 	namespace string
+	discovery discovery.CachedDiscoveryInterface // nil: a new one per call
 }
 
 func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.cfg), nil }
 
 func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	if g.discovery != nil {
+		return g.discovery, nil
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(g.cfg)
 	if err != nil {
 		return nil, err

@@ -3,8 +3,6 @@ package actions
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -154,17 +152,27 @@ func (e *Executor) fetchHTTP(ctx context.Context, src wire.ChartSource, version 
 	if err != nil {
 		return nil, fmt.Errorf("resolving the chart URL %q: %w", cv.URLs[0], err)
 	}
+	// Only a package the index gives a digest for is kept: the digest
+	// tells a chart republished under the same version from the one kept.
+	key := chartKey{repository: base, name: src.Name, version: version, digest: strings.ToLower(strings.TrimPrefix(cv.Digest, "sha256:"))}
+	if tgz, ok := e.charts.get(key); ok {
+		return loader.LoadArchive(bytes.NewReader(tgz))
+	}
 	tgz, err := e.get(ctx, chartURL, creds, maxChartSize)
 	if err != nil {
 		return nil, fmt.Errorf("downloading %s: %w", chartURL, err)
 	}
 	if cv.Digest != "" {
-		sum := sha256.Sum256(tgz)
-		if got := hex.EncodeToString(sum[:]); !strings.EqualFold(got, strings.TrimPrefix(cv.Digest, "sha256:")) {
+		if got := hexDigest(tgz); !strings.EqualFold(got, key.digest) {
 			return nil, fmt.Errorf("%s has digest %s, the index says %s", chartURL, got, cv.Digest)
 		}
 	}
-	return loader.LoadArchive(bytes.NewReader(tgz))
+	ch, err := loader.LoadArchive(bytes.NewReader(tgz))
+	if err != nil {
+		return nil, err
+	}
+	e.charts.put(key, tgz)
+	return ch, nil
 }
 
 // get downloads rawURL, up to limit bytes, with basic authentication when
@@ -227,6 +235,15 @@ func (e *Executor) fetchOCI(ctx context.Context, src wire.ChartSource, version s
 	if err != nil {
 		return nil, err
 	}
+	// The manifest's digest names what the tag points at now: a chart
+	// pushed again under the same version is a new entry.
+	var key chartKey
+	if desc, err := c.Resolve(ref); err == nil {
+		key = chartKey{repository: strings.TrimSuffix(src.Repository, "/"), name: src.Name, version: version, digest: desc.Digest.String()}
+		if data, ok := e.charts.get(key); ok {
+			return loader.LoadArchive(bytes.NewReader(data))
+		}
+	}
 	type result struct {
 		res *registry.PullResult
 		err error
@@ -250,7 +267,15 @@ func (e *Executor) fetchOCI(ctx context.Context, src wire.ChartSource, version s
 	if r.res.Chart == nil || len(r.res.Chart.Data) == 0 {
 		return nil, errors.New("the registry returned no chart layer")
 	}
-	return loader.LoadArchive(bytes.NewReader(r.res.Chart.Data))
+	ch, err := loader.LoadArchive(bytes.NewReader(r.res.Chart.Data))
+	if err != nil {
+		return nil, err
+	}
+	if r.res.Manifest != nil && r.res.Manifest.Digest == key.digest {
+		// Kept only when what was pulled is what was resolved.
+		e.charts.put(key, r.res.Chart.Data)
+	}
+	return ch, nil
 }
 
 // redact drops credentials and the query from a URL for messages.

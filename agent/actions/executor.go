@@ -41,6 +41,8 @@ type Executor struct {
 	log    logr.Logger
 	http   *http.Client
 	now    func() time.Time
+	apis   *apis       // what the spoke serves, shared by every action
+	charts *chartCache // nil: none kept
 }
 
 // NewExecutor returns an Executor for the cluster cfg reaches.
@@ -53,7 +55,17 @@ func NewExecutor(cfg *rest.Config, opts Options, log logr.Logger) (*Executor, er
 		return nil, fmt.Errorf("actions: creating a client: %w", err)
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
+	apis, err := newAPIs(cfg, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	var charts *chartCache
+	if opts.ChartCacheSize > 0 {
+		charts = newChartCache(opts.ChartCacheSize)
+	}
 	return &Executor{
+		apis:   apis,
+		charts: charts,
 		rest:   rest.CopyConfig(cfg),
 		client: c,
 		limits: &limitsSource{flags: opts.Limits, path: opts.LimitsFile},
@@ -77,6 +89,11 @@ func (e *Executor) Execute(ctx context.Context, a wire.Action) (wire.ActionOutco
 	if err != nil && ctx.Err() != nil && errors.Is(err, ErrAbandoned) {
 		return wire.ActionOutcome{}, ErrAbandoned
 	}
+	if res != wire.ActionSucceeded {
+		// The view of the spoke's APIs may hold what failed (a cached
+		// error, a kind served since): the next action reads it again.
+		e.apis.Invalidate()
+	}
 	out := wire.ActionOutcome{ID: a.ID, Result: res, Message: msg, Revision: rev, Time: e.now().UTC()}
 	switch res {
 	case wire.ActionSucceeded:
@@ -95,6 +112,7 @@ func (e *Executor) execute(ctx context.Context, log logr.Logger, a wire.Action) 
 	if err := checkAction(a); err != nil {
 		return wire.ActionFailed, "invalid action: " + err.Error(), 0, err
 	}
+	e.apis.begin()
 	limits, err := e.limits.get()
 	if err != nil {
 		return wire.ActionRefused, fmt.Sprintf("the limits file %s cannot be used, so every action is refused: %v", e.opts.LimitsFile, err), 0, nil

@@ -88,8 +88,19 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 	// Once started, the upgrade runs to its end: canceling it would leave
 	// a failed revision and, under Helm, resources still being applied.
 	start := e.now()
+	rediscovered := false
 	for {
 		rel, err := up.RunWithContext(context.WithoutCancel(ctx), a.Release, ch, nil)
+		if err != nil && !rediscovered && !unreachableBeforeWrite(err) && e.unchanged(cfg, a.Release, last.Version) {
+			// Helm failed before it wrote anything: perhaps on the view of
+			// the spoke's APIs this agent keeps across actions (a CRD
+			// created since, a schema changed). Once, with a fresh view.
+			log.Info("Upgrade failed before it changed anything; discovering the spoke's APIs again and retrying once", "error", err.Error())
+			e.apis.Invalidate()
+			cfg.Capabilities = nil // Helm reads them again
+			rediscovered = true
+			continue
+		}
 		if err != nil && unreachableBeforeWrite(err) && e.now().Sub(start) < e.opts.PendingWait && e.unchanged(cfg, a.Release, last.Version) {
 			// Helm validates the manifest against the API server's OpenAPI
 			// document before it writes the new revision: a server that
@@ -97,6 +108,10 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 			// fails that, with nothing written. Wait for it, as settle
 			// does, rather than fail the promotion.
 			log.Info("Cannot upgrade yet: the API server is not answering; retrying", "error", err.Error())
+			// What was read of its APIs may hold the failure (the OpenAPI
+			// client keeps its errors): read them again.
+			e.apis.Invalidate()
+			cfg.Capabilities = nil
 			if err := sleep(ctx, pendingPoll); err != nil {
 				return "", 0, abandoned(ctx)
 			}
@@ -263,14 +278,23 @@ func (e *Executor) settle(ctx context.Context, log logr.Logger, cfg *action.Conf
 // helmConfig returns a Helm action configuration for the namespace, using
 // the storage driver (Secrets, else ConfigMaps) that holds the release.
 func (e *Executor) helmConfig(namespace, name string) (*action.Configuration, error) {
-	getter := config.Target{RESTConfig: e.rest, Namespace: namespace}.Getter()
+	getter := config.Target{RESTConfig: e.rest, Namespace: namespace, Discovery: e.apis}.Getter()
 	debug := func(format string, v ...any) { e.log.V(2).Info(fmt.Sprintf(format, v...)) }
+	// Unknown (the API server cannot be read now): Helm reads them itself
+	// when it needs them, failing the way the callers wait out.
+	caps, err := e.apis.capabilities()
+	if err != nil {
+		e.apis.Invalidate()
+		caps = nil
+	}
 	var first *action.Configuration
 	for _, d := range []string{"secret", "configmap"} {
 		cfg := new(action.Configuration)
 		if err := cfg.Init(getter, namespace, d, debug); err != nil {
 			return nil, fmt.Errorf("helm: %w", err)
 		}
+		// Set, Helm does not discover the cluster again for this action.
+		cfg.Capabilities = caps
 		if _, err := cfg.Releases.History(name); err == nil {
 			return cfg, nil
 		}

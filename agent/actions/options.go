@@ -89,6 +89,9 @@ type Options struct {
 	// MaxConcurrent is how many actions run at once; actions on the same
 	// release always run one at a time.
 	MaxConcurrent int
+	// ChartCacheSize bounds, in bytes, the packaged charts kept between
+	// actions (0: none are kept).
+	ChartCacheSize int64
 }
 
 // NewOptions returns the defaults: enabled, and refusing everything until
@@ -104,6 +107,7 @@ func NewOptions() Options {
 		BackoffMax:      DefaultBackoffMax,
 		MinPollInterval: DefaultMinPollInterval,
 		MaxConcurrent:   DefaultMaxConcurrent,
+		ChartCacheSize:  DefaultChartCacheSize,
 	}
 }
 
@@ -136,6 +140,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Age after which a pending revision this agent made for the same action is taken for abandoned and replaced (0: the upgrade timeout plus 30s).")
 	fs.DurationVar(&o.PendingWait, "actions-pending-wait", o.PendingWait,
 		"How long a release kept pending by another operation may delay an action before it fails.")
+	fs.Int64Var(&o.ChartCacheSize, "actions-chart-cache-size", o.ChartCacheSize,
+		"Bytes of packaged charts kept between actions, by repository, chart, version and the digest the repository gives (0: none). A chart is downloaded again when its digest changes, and an entry is checked against its SHA-256 before each use.")
 }
 
 // Validate reports every invalid option, joined.
@@ -173,6 +179,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MinPollInterval < 0 {
 		add("actions minimum poll interval must not be negative")
+	}
+	if o.ChartCacheSize < 0 {
+		add("--actions-chart-cache-size must not be negative, got %d", o.ChartCacheSize)
 	}
 	if o.MaxConcurrent < 1 {
 		add("actions concurrency must be at least 1")

@@ -124,9 +124,11 @@ type Revision struct {
 	// events recorded for this revision, oldest first, at most 40: older ones
 	// are dropped first, and repeats of an event are compacted into one entry
 	// with a count.
+	// The list is atomic: only the hub's recorder writes it, whole, and a
+	// map list would name every field of every event in the object's
+	// managedFields on every write.
 	// +optional
-	// +listType=map
-	// +listMapKey=id
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=40
 	Events []ReleaseEvent `json:"events,omitempty"`
 }
@@ -228,10 +230,9 @@ type ReleaseHistoryStatus struct {
 	// new life's revisions come before the old life's. The hub
 	// keeps 10 by default and the schema allows at most 20, which keeps the
 	// object far below the 1.5 MiB limit.
+	// The list is atomic, as events are: the recorder writes it whole.
 	// +optional
-	// +listType=map
-	// +listMapKey=installation
-	// +listMapKey=revision
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=20
 	Revisions []Revision `json:"revisions,omitempty"`
 

@@ -35,6 +35,9 @@ type promotionPage struct {
 	Missing  string
 	Decide   decideView
 	CSRF     string
+	// Targets and Succeeded count the rollout's targets, for its progress
+	// bar (status.rollout; zero without one).
+	Targets, Succeeded int32
 }
 
 // entry is one step of a Promotion's timeline.
@@ -89,6 +92,9 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.Timeline = timeline(pr)
+	if r := pr.Status.Rollout; r != nil {
+		p.Targets, p.Succeeded = r.Counts()
+	}
 	p.Decide = s.decideView(ctx, pl, pr)
 	s.render(w, "promotion", http.StatusOK, p)
 }

@@ -106,6 +106,7 @@ var funcs = template.FuncMap{
 	"join":      strings.Join,
 	"tsv":       func(t metav1.Time) string { return ts(&t) },
 	"rfc3339v":  func(t metav1.Time) string { return rfc3339(&t) },
+	"int32":     func(i int) int32 { return int32(i) }, // a wave index, at most 22
 }
 
 // age renders how long ago t was, e.g. 3m12s, 5h, 2d.

@@ -37,6 +37,8 @@ type environmentView struct {
 	RequireApproval bool                             `json:"requireApproval,omitempty"`
 	Hold            *tugboatv1alpha1.HeldEnvironment `json:"hold,omitempty"`
 	Targets         []tugboatv1alpha1.TargetStatus   `json:"targets,omitempty"`
+	// Rollout is the active Promotion's progress in waves (status_rollout.go).
+	Rollout *rolloutView `json:"rollout,omitempty"`
 }
 
 type pipelineListView struct {
@@ -81,9 +83,11 @@ func newStatusCommand() *cobra.Command {
 		Short: "Show where each Pipeline stands: versions per environment, health, promotions, holds",
 		Long: `status lists the Pipelines of a namespace on the hub and, per environment, the
 versions its targets run, since when they are healthy, the promotion under way
-and any rollback hold. With a Pipeline's name it also shows every target
-(spoke, namespace, release, revision, version, health) and the Pipeline's
-conditions.`,
+and any rollback hold; a promotion rolling out in waves shows its progress
+("wave 2/3 (wave-1), 4/10 succeeded, 1 failed of 2 allowed"). With a
+Pipeline's name it also shows every target (spoke, namespace, release,
+revision, version, health), each rollout's waves (-o wide: the targets
+that failed) and the Pipeline's conditions.`,
 		Example: `  tugboat status -n fleet
   tugboat status web -n fleet
   tugboat status web -n fleet -o yaml
@@ -132,7 +136,11 @@ func renderStatus(ctx context.Context, w io.Writer, s *hubSession, args []string
 		if err != nil {
 			return err
 		}
-		v := viewOf(p)
+		views := []pipelineView{viewOf(p)}
+		if err := addRollouts(ctx, s.client, s.namespace, views); err != nil {
+			return err
+		}
+		v := views[0]
 		if done, err := out.structured(w, v); done {
 			return err
 		}
@@ -141,6 +149,9 @@ func renderStatus(ctx context.Context, w io.Writer, s *hubSession, args []string
 	}
 	views, err := listPipelines(ctx, s)
 	if err != nil {
+		return err
+	}
+	if err := addRollouts(ctx, s.client, s.namespace, views); err != nil {
 		return err
 	}
 	if done, err := out.structured(w, pipelineListView{Pipelines: views}); done {
@@ -184,9 +195,9 @@ func printPipelines(w io.Writer, views []pipelineView, wide bool) {
 		}
 		for _, ev := range v.Environments {
 			if wide {
-				row(tw, name, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), approvalText(ev), healthyTargets(ev), ev.ActivePromotion, holdText(ev.Hold))
+				row(tw, name, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), approvalText(ev), healthyTargets(ev), activeText(ev), holdText(ev.Hold))
 			} else {
-				row(tw, name, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), ev.ActivePromotion, holdText(ev.Hold))
+				row(tw, name, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), activeText(ev), holdText(ev.Hold))
 			}
 			name = " " // the Pipeline's name on its first row only
 		}
@@ -224,7 +235,7 @@ func printPipeline(w io.Writer, v pipelineView, wide bool, pt painter) {
 	tw := newTable(w)
 	row(tw, "ENVIRONMENT", "VERSIONS", "HEALTHY SINCE", "APPROVAL", "ACTIVE PROMOTION", "HOLD")
 	for _, ev := range v.Environments {
-		row(tw, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), approvalText(ev), ev.ActivePromotion, holdText(ev.Hold))
+		row(tw, ev.Name, strings.Join(ev.Versions, ","), timestamp(ev.HealthySince), approvalText(ev), activeText(ev), holdText(ev.Hold))
 	}
 	_ = tw.Flush()
 
@@ -260,6 +271,7 @@ func printPipeline(w io.Writer, v pipelineView, wide bool, pt painter) {
 		}
 	}
 	_ = tw.Flush()
+	printRollouts(w, v, wide, pt)
 
 	if len(v.Conditions) > 0 {
 		fmt.Fprintln(w)
