@@ -345,6 +345,12 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 	})
 }
 
+// errNotFound and errConflict are the errors Report returns for an action
+// the spoke does not have, and for one already reported differently.
+func errNotFound(id string) error { return fmt.Errorf("%w: %s", receiver.ErrActionNotFound, id) }
+
+func errConflict(msg string) error { return fmt.Errorf("%w: %s", receiver.ErrActionConflict, msg) }
+
 var phases = map[string]tugboatv1alpha1.ActionPhase{
 	wire.ActionSucceeded: tugboatv1alpha1.ActionSucceeded,
 	wire.ActionFailed:    tugboatv1alpha1.ActionFailed,

@@ -18,7 +18,6 @@ import (
 	"tugboat.dev/tugboat/controllers/ingest"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/helm"
 	"tugboat.dev/tugboat/controllers/releasehistory"
-	"tugboat.dev/tugboat/webhook/receiver"
 )
 
 // Previews (issue 26). The Promotion reconciler creates a PromotionPreview
@@ -234,7 +233,7 @@ func (s *Store) reportPreview(ctx context.Context, who ingest.Spoke, o wire.Acti
 		}
 		t := previewTarget(pp, who.Name, o.ID)
 		if t == nil {
-			return fmt.Errorf("%w: %s", receiver.ErrActionNotFound, o.ID)
+			return errNotFound(o.ID)
 		}
 		orig := pp.DeepCopy()
 		st := previewStatus(pp, o.ID)
@@ -242,7 +241,7 @@ func (s *Store) reportPreview(ctx context.Context, who ingest.Spoke, o wire.Acti
 			if st.Phase == phase && (o.Preview == nil || st.Digest == o.Preview.Digest) {
 				return nil
 			}
-			return fmt.Errorf("%w: preview %s was already reported %s", receiver.ErrActionConflict, o.ID, st.Phase)
+			return errConflict(fmt.Sprintf("preview %s was already reported %s", o.ID, st.Phase))
 		}
 		if st == nil {
 			pp.Status.Targets = append(pp.Status.Targets, tugboatv1alpha1.PreviewTargetStatus{ActionID: o.ID})
