@@ -112,11 +112,31 @@ data:
 	return ch
 }
 
-// packagePreviewCharts packages vaultChart at 1.0.0 and 1.1.0 into dir.
+// lookupChart is a chart whose template looks up the cluster's Nodes
+// (Helm's lookup function), which a namespaced role cannot list.
+const lookupChart = "lookup-app"
+
+func lookupChartAt(version string) *chart.Chart {
+	ch := &chart.Chart{Metadata: &chart.Metadata{APIVersion: chart.APIVersionV2, Name: lookupChart, Version: version, AppVersion: version}, Values: map[string]any{}}
+	ch.Templates = []*chart.File{{Name: "templates/configmap.yaml", Data: []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}
+data:
+  version: {{ .Chart.Version | quote }}
+  nodes: {{ if (lookup "v1" "Node" "" "") }}"looked up"{{ else }}"not looked up"{{ end }}
+`)}}
+	return ch
+}
+
+// packagePreviewCharts packages vaultChart and lookupChart at 1.0.0 and
+// 1.1.0 into dir.
 func packagePreviewCharts(dir string) error {
 	for _, v := range []string{"1.0.0", "1.1.0"} {
-		if _, err := chartutil.Save(vaultChartAt(v), dir); err != nil {
-			return err
+		for _, ch := range []*chart.Chart{vaultChartAt(v), lookupChartAt(v)} {
+			if _, err := chartutil.Save(ch, dir); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -289,8 +309,10 @@ func TestExecutor_previewWithinTheSpokesLimits(t *testing.T) {
 
 // A preview runs as the agent's ServiceAccount with the shipped opt-in role
 // of the helm strategy: where the role is bound, the server-side dry run is
-// allowed; where it is not, the agent cannot even read the release, and the
-// preview fails saying so. Neither writes a revision.
+// allowed, and where the chart looks up what the role may not read, a
+// client render answers instead; where the role is not bound, the agent
+// cannot even read the release, and the preview fails saying so. None
+// writes a revision.
 func TestExecutor_previewAsTheAgentWithTheHelmStrategyRole(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -319,6 +341,20 @@ func TestExecutor_previewAsTheAgentWithTheHelmStrategyRole(t *testing.T) {
 	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
 	g.Expect(out.Preview.DryRun).To(Equal(wire.DryRunServer))
 	g.Expect(out.Preview.ObjectsChanged).To(Equal(5))
+
+	// A chart that looks up what the role may not read (the cluster's
+	// Nodes): the server-side dry run is refused, a client render answers.
+	in := action.NewInstall(helmConfig(t, allowed))
+	in.ReleaseName, in.Namespace, in.Timeout = "lookup", allowed, 30*time.Second
+	_, err = in.RunWithContext(ctx, lookupChartAt("1.0.0"), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	out = execute(t, e, previewAction(allowed, "lookup", lookupChart, "1.1.0", ""))
+	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
+	g.Expect(out.Preview.DryRun).To(Equal(wire.DryRunClient))
+	g.Expect(out.Preview.Objects).To(HaveLen(1))
+	g.Expect(out.Preview.Objects[0].Diff).To(ContainSubstring(`-  nodes: looked up`))
+	g.Expect(out.Preview.Objects[0].Diff).To(ContainSubstring(`+  nodes: not looked up`))
+	g.Expect(history(t, allowed, "lookup")).To(HaveLen(1))
 
 	out = execute(t, e, previewAction(other, "vault", vaultChart, "1.1.0", wire.ValuesResetThenReuse))
 	g.Expect(out.Result).To(Equal(wire.ActionFailed))
