@@ -279,3 +279,29 @@ func TestCut(t *testing.T) {
 	g.Expect(d).To(HavePrefix("line of text\n"))
 	g.Expect(d).To(HaveSuffix(" more bytes\n"))
 }
+
+// BenchmarkCompute measures the comparison of a preview (parsing both
+// manifests, diffing, redacting, bounding) for a chart like the sample's
+// (3 objects) and one of 200 objects. The Helm render and the API server's
+// dry run are not included.
+func BenchmarkCompute(b *testing.B) {
+	for _, n := range []int{3, 200} {
+		var live, next strings.Builder
+		for i := range n {
+			for _, w := range []*strings.Builder{&live, &next} {
+				fmt.Fprintf(w, "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app-%03d\nspec:\n  replicas: 2\n  template:\n    spec:\n      containers:\n", i)
+			}
+			fmt.Fprintf(&live, "        - name: app\n          image: registry.example/app:1.0.0\n")
+			fmt.Fprintf(&next, "        - name: app\n          image: registry.example/app:1.1.0\n")
+		}
+		in := Input{Namespace: "apps", LiveManifest: live.String(), NewManifest: next.String(),
+			LiveValues: values("info", "k1k1"), NewValues: values("debug", "k2k2")}
+		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Compute(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
