@@ -139,6 +139,7 @@ func (e *Executor) previewChange(ctx context.Context, log logr.Logger, a wire.Ac
 		return nil, fmt.Errorf("comparing the renders of %s: %w", key, err)
 	}
 	res.FromVersion, res.Revision, res.DryRun = chartVersion(live), live.Version, mode
+	preview.Fit(res, preview.MaxEncoded)
 	return res, nil
 }
 

@@ -22,8 +22,10 @@
 //
 // Bounds: each diff at most wire.MaxPreviewObjectDiff bytes, all diffs
 // together at most wire.MaxPreviewTotal, at most wire.MaxPreviewObjects
-// objects listed; what is cut is marked Truncated and said in Note. The
-// digest, line and object counts are computed before any cut.
+// objects listed; and Fit leaves out the largest diffs until the answer
+// encodes in at most MaxEncoded bytes of JSON (escaping "<" costs 6
+// bytes). What is cut is marked Truncated and said in Note. The digest,
+// line and object counts are computed before any cut.
 //
 // It is not a three-way merge: the comparison is of Helm's manifests (what
 // the chart renders), not of the live objects on the cluster, exactly as

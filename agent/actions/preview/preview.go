@@ -541,3 +541,47 @@ func Cut(diff string, limit int) (string, bool) {
 	}
 	return diff[:keep] + fmt.Sprintf(marker, len(diff)-keep), true
 }
+
+// MaxEncoded bounds a preview as JSON, in bytes: well within the hub
+// receiver's body limit (1 MiB by default), whatever JSON's escaping of a
+// diff's characters costs ("<" takes 6 bytes).
+const MaxEncoded = 512 << 10
+
+// Fit leaves out the largest diffs of res until it encodes as JSON in at
+// most limit bytes, marking what it left out and saying so in the note.
+func Fit(res *wire.PreviewResult, limit int) {
+	size := func() int {
+		b, _ := json.Marshal(res)
+		return len(b)
+	}
+	dropped := 0
+	for size() > limit {
+		largest := -1
+		for i := range res.Objects {
+			if res.Objects[i].Diff != "" && (largest < 0 || len(res.Objects[i].Diff) > len(res.Objects[largest].Diff)) {
+				largest = i
+			}
+		}
+		switch {
+		case largest >= 0 && (res.ValuesDiff == "" || len(res.Objects[largest].Diff) >= len(res.ValuesDiff)):
+			res.Objects[largest].Diff, res.Objects[largest].Truncated = "", true
+		case res.ValuesDiff != "":
+			res.ValuesDiff = ""
+		default:
+			return // nothing left to drop: the listing alone is bounded
+		}
+		dropped++
+	}
+	if dropped > 0 {
+		res.Truncated = true
+		note := fmt.Sprintf("%d diffs left out to keep the answer within %d KiB of JSON", dropped, limit>>10)
+		if res.Note == "" {
+			res.Note = "truncated: " + note
+		} else {
+			res.Note += "; " + note
+		}
+		if len(res.Note) > wire.MaxPreviewNote {
+			res.Note = res.Note[:wire.MaxPreviewNote]
+		}
+	}
+}

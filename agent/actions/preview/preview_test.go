@@ -267,6 +267,38 @@ func TestSensitiveKey(t *testing.T) {
 	}
 }
 
+// Diffs full of characters JSON escapes ("<" is 6 bytes) are left out,
+// largest first, until the answer encodes within the bound.
+func TestFit_keepsTheEncodedAnswerWithinTheBound(t *testing.T) {
+	g := NewWithT(t)
+	res := &wire.PreviewResult{Digest: strings.Repeat("a", 64), ObjectsChanged: 17, ValuesDiff: "+x: 1\n"}
+	for i := range 16 {
+		res.Objects = append(res.Objects, wire.PreviewObject{Kind: "ConfigMap", Name: fmt.Sprintf("html-%d", i), Change: wire.ChangeChanged,
+			Diff: strings.Repeat("+<p>&</p>\n", wire.MaxPreviewObjectDiff/10)})
+	}
+	before, _ := json.Marshal(res)
+	g.Expect(len(before)).To(BeNumerically(">", MaxEncoded), "the raw bounds alone do not keep it small")
+	Fit(res, MaxEncoded)
+	after, _ := json.Marshal(res)
+	g.Expect(len(after)).To(BeNumerically("<=", MaxEncoded))
+	g.Expect(res.Truncated).To(BeTrue())
+	g.Expect(res.Note).To(MatchRegexp(`truncated: \d+ diffs left out to keep the answer within 512 KiB of JSON`))
+	g.Expect(res.ValuesDiff).To(Equal("+x: 1\n"), "the small values diff is kept")
+	kept := 0
+	for _, o := range res.Objects {
+		if o.Diff != "" {
+			kept++
+		} else {
+			g.Expect(o.Truncated).To(BeTrue())
+		}
+	}
+	g.Expect(kept).To(BeNumerically(">", 0))
+
+	small := &wire.PreviewResult{Digest: strings.Repeat("a", 64), ValuesDiff: "+x: 1\n"}
+	Fit(small, MaxEncoded)
+	g.Expect(small.Truncated).To(BeFalse())
+}
+
 func TestCut(t *testing.T) {
 	g := NewWithT(t)
 	d, cut := Cut("a\nb\n", 10)
