@@ -156,6 +156,11 @@ func (r *Reconciler) refreshPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 		return err
 	}
 	next := summarize(pp, r.Now())
+	if next.Phase == tugboatv1alpha1.PreviewReady {
+		if why := r.drifted(ctx, pr, pp); why != "" {
+			next.Phase, next.Reason = tugboatv1alpha1.PreviewStale, clip(why, 1024)
+		}
+	}
 	next.ComputedAt = cur.ComputedAt
 	if next.Phase != cur.Phase || next.Digest != cur.Digest || next.TargetsPreviewed != cur.TargetsPreviewed || next.Reason != cur.Reason {
 		now := metav1.NewTime(r.Now())
@@ -166,6 +171,28 @@ func (r *Reconciler) refreshPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 	}
 	pr.Status.Preview = next
 	return nil
+}
+
+// drifted says which previewed target's live release moved to another
+// revision since its agent answered, or "" when none did: the preview then
+// no longer shows what the Promotion would change there.
+func (r *Reconciler) drifted(ctx context.Context, pr *tugboatv1alpha1.Promotion, pp *tugboatv1alpha1.PromotionPreview) string {
+	for _, t := range pp.Spec.Targets {
+		st := previewStatusOf(pp, t.ActionID)
+		if st == nil || st.Phase != tugboatv1alpha1.ActionSucceeded || st.Revision == 0 {
+			continue
+		}
+		rh := &tugboatv1alpha1.ReleaseHistory{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: tugboatv1alpha1.ReleaseHistoryName(t.Spoke, t.Namespace, t.Release)}, rh); err != nil ||
+			rh.Status.Current == nil {
+			continue
+		}
+		if cur := rh.Status.Current.Revision; cur != st.Revision {
+			return fmt.Sprintf("%s/%s/%s is at revision %d since the preview (of revision %d): what the promotion changes there may differ from the preview",
+				t.Spoke, t.Namespace, t.Release, cur, st.Revision)
+		}
+	}
+	return ""
 }
 
 // summarize returns the summary of pp at now.

@@ -137,6 +137,15 @@ func TestActions_previewBeforeApproval(t *testing.T) {
 	g.Expect(pp.Status.Groups[1].Spokes).To(Equal([]string{"staging-p3"}))
 	g.Expect(pp.Status.Targets).To(ConsistOf(
 		HaveField("Revision", BeEquivalentTo(4)), HaveField("Revision", BeEquivalentTo(7))))
+
+	// Drift: staging-p1's release moves to another revision after the
+	// preview; the approver is shown the preview is stale, and why.
+	s1.report(g, releaseWithValues("apps", "web", "0.9.1", 5, "a"))
+	g.Eventually(func(g Gomega) *tugboatv1alpha1.PreviewSummary { return getPromotion(g, ns, name).Status.Preview }).
+		WithTimeout(10 * time.Second).Should(And(
+		HaveField("Phase", tugboatv1alpha1.PreviewStale),
+		HaveField("Reason", ContainSubstring("staging-p1/apps/web is at revision 5 since the preview (of revision 4)"))))
+	g.Expect(phase(ns, name)(g)).To(Equal(tugboatv1alpha1.PromotionWaitingApproval), "a stale preview blocks nothing")
 }
 
 // A preview never blocks the approval: a target that does not answer by the
