@@ -52,8 +52,8 @@ func (r *Reconciler) previewFirst(ctx context.Context, pr *tugboatv1alpha1.Promo
 		// Answered, failed, or a person decided without waiting for it.
 		return false, 0, nil
 	}
-	pp := &tugboatv1alpha1.PromotionPreview{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: pr.Status.Preview.Name}, pp); err != nil {
+	pp, err := r.getPreview(ctx, pr.Namespace, pr.Status.Preview.Name)
+	if err != nil {
 		return false, 0, client.IgnoreNotFound(err)
 	}
 	return true, max(pp.Spec.Deadline.Sub(r.Now()), 0) + 100*time.Millisecond, nil
@@ -147,8 +147,8 @@ func (r *Reconciler) refreshPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 	if cur == nil || cur.Name == "" || cur.Phase == tugboatv1alpha1.PreviewFailed && cur.Groups == 0 && cur.ComputedAt != nil {
 		return nil
 	}
-	pp := &tugboatv1alpha1.PromotionPreview{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: cur.Name}, pp); err != nil {
+	pp, err := r.getPreview(ctx, pr.Namespace, cur.Name)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			pr.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewFailed, Name: cur.Name, Reason: "the PromotionPreview " + cur.Name + " is gone"}
 			return nil
@@ -171,6 +171,19 @@ func (r *Reconciler) refreshPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 	}
 	pr.Status.Preview = next
 	return nil
+}
+
+// getPreview reads a PromotionPreview from the cache, or from the API
+// server when the cache has not seen it yet (it was created by the
+// reconcile before this one).
+func (r *Reconciler) getPreview(ctx context.Context, namespace, name string) (*tugboatv1alpha1.PromotionPreview, error) {
+	pp := &tugboatv1alpha1.PromotionPreview{}
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	err := r.Client.Get(ctx, key, pp)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		err = r.APIReader.Get(ctx, key, pp)
+	}
+	return pp, err
 }
 
 // drifted says which previewed target's live release moved to another
