@@ -552,6 +552,13 @@ type PromotionStatus struct {
 	// Promotion controller; see RolloutStatus.
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+
+	// preview summarizes what the Promotion would change (issue 26): the
+	// PromotionPreview of the same name holds the diffs. Written by the
+	// Promotion controller, for a helm Promotion into an environment that
+	// requires approval, before it waits for approval.
+	// +optional
+	Preview *PreviewSummary `json:"preview,omitempty"`
 }
 
 // Promotion is one attempt to move one chart version into one environment of a
