@@ -33,6 +33,7 @@ func TestAPIValidation(t *testing.T) {
 	t.Run("round-trips status through the status subresource", func(t *testing.T) { testStatusRoundTrip(ctx, t, c.Client) })
 	t.Run("applies defaults", func(t *testing.T) { testDefaults(ctx, t, c.Client) })
 	t.Run("keeps immutable fields immutable", func(t *testing.T) { testImmutable(ctx, t, c.Client) })
+	t.Run("validates PromotionPreviews", func(t *testing.T) { testPromotionPreviews(ctx, t, c.Client) })
 }
 
 const ns = "default"

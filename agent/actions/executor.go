@@ -82,6 +82,9 @@ func NewExecutor(cfg *rest.Config, opts Options, log logr.Logger) (*Executor, er
 // even if ctx ends, so that a shutdown does not leave a failed revision.
 func (e *Executor) Execute(ctx context.Context, a wire.Action) (wire.ActionOutcome, error) {
 	log := e.log.WithValues("action", a.ID, "promotion", a.Promotion, "namespace", a.Namespace, "release", a.Release, "version", a.Version)
+	if a.TypeOf() == wire.ActionPreview {
+		return e.executePreview(ctx, log.WithValues("type", wire.ActionPreview), a)
+	}
 	res, msg, rev, err := e.execute(ctx, log, a)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ErrAbandoned) {
 		return wire.ActionOutcome{}, ErrAbandoned

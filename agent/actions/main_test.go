@@ -117,6 +117,9 @@ func packageCharts(dir string) error {
 	if _, err := chartutil.Save(other, dir); err != nil {
 		return err
 	}
+	if err := packagePreviewCharts(dir); err != nil {
+		return err
+	}
 	index, err := repo.IndexDirectory(dir, "")
 	if err != nil {
 		return err

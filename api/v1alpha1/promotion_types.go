@@ -553,6 +553,13 @@ type PromotionStatus struct {
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
 
+	// preview summarizes what the Promotion would change (issue 26): the
+	// PromotionPreview of the same name holds the diffs. Written by the
+	// Promotion controller, for a helm Promotion into an environment that
+	// requires approval, before it waits for approval.
+	// +optional
+	Preview *PreviewSummary `json:"preview,omitempty"`
+
 	// steps is where each lifecycle step of the destination environment
 	// stands (pre steps first, in order, then post steps), as resolved
 	// when the Promotion started. Written by the Promotion controller.

@@ -99,6 +99,10 @@ type Action struct {
 	// Rollback says what an ActionRollback returns the release to; set
 	// only on that type.
 	Rollback *RollbackAction `json:"rollback,omitempty"`
+
+	// Preview is what a preview action renders (type ActionPreview only;
+	// see preview.go).
+	Preview *PreviewAction `json:"preview,omitempty"`
 	// Created is when the hub queued the action.
 	Created time.Time `json:"created"`
 }
@@ -166,4 +170,7 @@ type ActionOutcome struct {
 	Revision int `json:"revision,omitempty"`
 	// Time is when the agent finished the action.
 	Time time.Time `json:"time"`
+	// Preview is the change a Succeeded preview action found (type
+	// ActionPreview only; see preview.go).
+	Preview *PreviewResult `json:"preview,omitempty"`
 }

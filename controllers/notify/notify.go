@@ -70,8 +70,11 @@ type Promotion struct {
 	// ApprovalsRequired is how many approvals the destination requires (0:
 	// none).
 	ApprovalsRequired int
-	Created           time.Time
-	Started, Done     *time.Time
+	// Preview is the one-line summary of the Promotion's preview (issue
+	// 26: what it would change, never a secret), with how to see it all.
+	Preview       string
+	Created       time.Time
+	Started, Done *time.Time
 }
 
 // Hold describes a rollback hold.

@@ -123,6 +123,7 @@ func Facts(n Notice) []Fact {
 		add("Strategy", string(p.Strategy))
 		add("Requested by", requester(p))
 		add("Approvals", Approvals(*p))
+		add("Preview", p.Preview)
 		add("Approved by", p.ApprovedBy)
 		add("Rejected by", p.RejectedBy)
 		add("Link", p.URL)

@@ -41,11 +41,14 @@ type Options struct {
 	RetryBase, RetryMax time.Duration
 	// MaxAttempts fails a Promotion whose strategy kept failing.
 	MaxAttempts int32
+	// PreviewTimeout bounds the wait for a Promotion's preview before it
+	// waits for approval (DefaultPreviewTimeout when 0).
+	PreviewTimeout time.Duration
 }
 
 // NewOptions returns the defaults.
 func NewOptions() Options {
-	return Options{DefaultTimeout: 30 * time.Minute, RetryBase: 2 * time.Second, RetryMax: 5 * time.Minute, MaxAttempts: 20}
+	return Options{DefaultTimeout: 30 * time.Minute, RetryBase: 2 * time.Second, RetryMax: 5 * time.Minute, MaxAttempts: 20, PreviewTimeout: DefaultPreviewTimeout}
 }
 
 // Reconciler reconciles Promotions.
@@ -85,6 +88,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&tugboatv1alpha1.Promotion{}).
+		// An agent's preview answer moves a Promotion on (issue 26).
+		Owns(&tugboatv1alpha1.PromotionPreview{}).
 		// A lifecycle step's event finished (step_external.go).
 		Owns(&tugboatv1alpha1.LifecycleEvent{}).
 		Watches(&tugboatv1alpha1.ReleaseHistory{}, handler.EnqueueRequestsFromMapFunc(r.promotionsFor)).
@@ -246,6 +251,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	case "", tugboatv1alpha1.PromotionPending:
 		return r.pending(ctx, pr, p, env)
 	case tugboatv1alpha1.PromotionWaitingApproval:
+		if err := r.refreshPreview(ctx, pr); err != nil {
+			return ctrl.Result{}, err
+		}
 		return r.waitingApproval(ctx, pr, p, env)
 	case tugboatv1alpha1.PromotionRunning:
 		return r.running(ctx, pr, p, env)
@@ -272,6 +280,11 @@ func (r *Reconciler) pending(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	}
 	if !env.Gates.RequireApproval && pr.Status.Approval == nil {
 		return r.start(ctx, pr, p, env)
+	}
+	if wait, after, err := r.previewFirst(ctx, pr, p, env); err != nil || wait {
+		r.setPhase(pr, tugboatv1alpha1.PromotionPending, tugboatv1alpha1.ProgressingReason,
+			"computing the preview of "+pr.Spec.Version+" on "+pr.Spec.To+"'s agents before asking for approval")
+		return ctrl.Result{RequeueAfter: after}, err
 	}
 	return r.waitingApproval(ctx, pr, p, env)
 }

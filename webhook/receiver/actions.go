@@ -190,6 +190,7 @@ func decodeActionOutcome(body []byte) (*wire.ActionOutcome, error) {
 		"message":  {&o.Message, "a string"},
 		"revision": {&o.Revision, "an integer"},
 		"time":     {&o.Time, "an RFC 3339 time"},
+		"preview":  {new(json.RawMessage), "a preview object"},
 	}
 	var errs []wire.FieldError
 	names := make([]string, 0, len(fields))
@@ -209,6 +210,11 @@ func decodeActionOutcome(body []byte) (*wire.ActionOutcome, error) {
 	}
 	if len(errs) > 0 {
 		return nil, invalid(errs...)
+	}
+	if raw, ok := fields["preview"]; ok {
+		var fe []wire.FieldError
+		o.Preview, fe = checkPreview(raw, o.Result)
+		errs = append(errs, fe...)
 	}
 	if len(o.ID) != wire.ActionIDLength || !isLowerHex(o.ID) {
 		errs = append(errs, wire.FieldError{Field: "id", Detail: fmt.Sprintf("must be %d lowercase hex digits", wire.ActionIDLength)})

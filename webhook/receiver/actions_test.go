@@ -145,6 +145,14 @@ func outcome(id, result, message string) wire.ActionOutcome {
 	return wire.ActionOutcome{ID: id, Result: result, Message: message, Revision: 2, Time: testNow}
 }
 
+// previewOutcome is a Succeeded preview outcome listing objs.
+func previewOutcome(id string, objs ...wire.PreviewObject) wire.ActionOutcome {
+	o := outcome(id, wire.ActionSucceeded, "previewed")
+	o.Revision = 0
+	o.Preview = &wire.PreviewResult{Digest: strings.Repeat("ab", 32), DryRun: wire.DryRunServer, Objects: objs, ObjectsChanged: len(objs), LinesChanged: 1}
+	return o
+}
+
 func TestActions_signedPollGetsThePendingActionsAtOnce(t *testing.T) {
 	g := NewWithT(t)
 	h, acts := newActionsHarness(t)
@@ -328,6 +336,23 @@ func TestActions_decodeEveryOutcomeField(t *testing.T) {
 	rec := h.do(signed(wire.ActionPath(testSpoke, a.ID), testKey, mustJSON(t, o), testNow))
 	g.Expect(rec.Code).To(Equal(http.StatusOK), rec.Body.String())
 	g.Expect(acts.outcomes[a.ID]).To(Equal(o), "no field of wire.ActionOutcome is lost or unknown")
+}
+
+// A preview outcome (issue 26) reaches the store with every field; one
+// over the bounds does not (TestReceiver_badInputOnEveryEndpoint).
+func TestActions_decodeEveryPreviewField(t *testing.T) {
+	g := NewWithT(t)
+	h, acts := newActionsHarness(t)
+	a := testAction(testSpoke, "web")
+	acts.queue(testSpoke, a)
+	o := previewOutcome(a.ID,
+		wire.PreviewObject{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: "web", Change: wire.ChangeChanged, Diff: "-a\n+b\n", Truncated: true},
+		wire.PreviewObject{APIVersion: "v1", Kind: "Secret", Namespace: "apps", Name: "db", Change: wire.ChangeChanged, Secret: true})
+	o.Preview.FromVersion, o.Preview.Revision, o.Preview.ValuesDiff = "1.0.0", 4, "-x: 1\n+x: 2\n"
+	o.Preview.Truncated, o.Preview.Note, o.Preview.LinesChanged = true, "truncated: 1 diffs cut at 16 KiB", 4
+	rec := h.do(signed(wire.ActionPath(testSpoke, a.ID), testKey, mustJSON(t, o), testNow))
+	g.Expect(rec.Code).To(Equal(http.StatusOK), rec.Body.String())
+	g.Expect(acts.outcomes[a.ID]).To(Equal(o), "no field of wire.PreviewResult is lost or unknown")
 }
 
 func TestActions_notServedWithoutAStore(t *testing.T) {

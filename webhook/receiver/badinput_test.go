@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,6 +207,24 @@ func TestReceiver_badInputOnEveryEndpoint(t *testing.T) {
 			},
 			req: func(t *testing.T) *http.Request {
 				return signed(wire.ActionPath(testSpoke, action.ID), testKey, outcomeBody(t, wire.ActionFailed), testNow)
+			}},
+		// Previews (issue 26): over the bounds, a Secret's diff, or
+		// malformed, never stored.
+		{endpoint: "actions", name: "preview with a diff over 16 KiB", code: http.StatusBadRequest, want: `"field":"preview.objects[0].diff"`,
+			req: func(t *testing.T) *http.Request {
+				o := previewOutcome(action.ID, wire.PreviewObject{APIVersion: "v1", Kind: "ConfigMap", Name: "big", Change: wire.ChangeChanged,
+					Diff: strings.Repeat("+x\n", wire.MaxPreviewObjectDiff)})
+				return signed(wire.ActionPath(testSpoke, action.ID), testKey, mustJSON(t, o), testNow)
+			}},
+		{endpoint: "actions", name: "preview with a Secret's diff", code: http.StatusBadRequest, want: "a Secret's diff is never sent",
+			req: func(t *testing.T) *http.Request {
+				o := previewOutcome(action.ID, wire.PreviewObject{APIVersion: "v1", Kind: "Secret", Name: "db", Change: wire.ChangeChanged, Diff: "-password: hunter2\n"})
+				return signed(wire.ActionPath(testSpoke, action.ID), testKey, mustJSON(t, o), testNow)
+			}},
+		{endpoint: "actions", name: "malformed preview", code: http.StatusBadRequest, want: `"field":"preview"`,
+			req: func(t *testing.T) *http.Request {
+				b := []byte(`{"id":"` + action.ID + `","result":"Succeeded","time":"2026-11-28T09:00:00Z","preview":{"objects":"all"}}`)
+				return signed(wire.ActionPath(testSpoke, action.ID), testKey, b, testNow)
 			}},
 		{endpoint: "actions", name: "outcome by PUT", code: http.StatusMethodNotAllowed, want: "method PUT not allowed",
 			req: func(t *testing.T) *http.Request {

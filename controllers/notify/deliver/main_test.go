@@ -126,6 +126,7 @@ type notice struct {
 			User        string `json:"user"`
 			DisplayName string `json:"displayName"`
 		} `json:"votes"`
+		Preview string `json:"preview"`
 	} `json:"promotion"`
 }
 

@@ -31,6 +31,9 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 	if s.StrategyResult != nil {
 		info.URL = s.StrategyResult.URL
 	}
+	if s.Preview != nil {
+		info.Preview = s.Preview.Line() + " (tugboat diff " + pr.Name + ")"
+	}
 	if s.Approval != nil {
 		info.ApprovedBy, info.RejectedBy = s.Approval.ApprovedBy, s.Approval.RejectedBy
 	}

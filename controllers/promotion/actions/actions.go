@@ -79,7 +79,10 @@ func (s *Store) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 		AddFunc:    s.observe,
 		UpdateFunc: func(_, o any) { s.observe(o) },
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return s.setupPreviews(ctx, mgr)
 }
 
 // indexSpokes returns the spokes of a helm Promotion's targets that have
@@ -163,11 +166,14 @@ func open(p tugboatv1alpha1.ActionPhase) bool {
 // them Delivered, counting the delivery.
 func (s *Store) Pending(ctx context.Context, who ingest.Spoke) ([]wire.Action, error) {
 	spoke := who.Name
-	promos, err := s.promotions(ctx, who)
-	if err != nil || len(promos) == 0 {
+	out, err := s.pendingPreviews(ctx, who)
+	if err != nil {
 		return nil, err
 	}
-	var out []wire.Action
+	promos, err := s.promotions(ctx, who)
+	if err != nil {
+		return nil, err
+	}
 	for i := range promos {
 		pr := &promos[i]
 		if !offered(pr) || !slices.ContainsFunc(pr.Status.Targets, func(t tugboatv1alpha1.PromotionTargetStatus) bool {
@@ -302,6 +308,9 @@ func action(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion,
 // ingest.ErrActionConflict when the action already has a different
 // outcome. Reporting the same outcome again changes nothing.
 func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutcome) error {
+	if found, err := s.reportPreview(ctx, who, o); found {
+		return err
+	}
 	spoke := who.Name
 	phase, ok := phases[o.Result]
 	if !ok {
@@ -347,6 +356,12 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 		return nil
 	})
 }
+
+// errNotFound and errConflict are the errors Report returns for an action
+// the spoke does not have, and for one already reported differently.
+func errNotFound(id string) error { return fmt.Errorf("%w: %s", ingest.ErrActionNotFound, id) }
+
+func errConflict(msg string) error { return fmt.Errorf("%w: %s", ingest.ErrActionConflict, msg) }
 
 var phases = map[string]tugboatv1alpha1.ActionPhase{
 	wire.ActionSucceeded: tugboatv1alpha1.ActionSucceeded,

@@ -26,6 +26,9 @@ var (
 // pollTimeout is the hub's long-poll timeout in these tests.
 const pollTimeout = 10 * time.Second
 
+// previewTimeout is how long a Promotion waits for its preview here.
+const previewTimeout = 4 * time.Second
+
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	opts := harness.Options{Name: "hub", ControlPlaneOnly: true, TugboatCRDs: true}
@@ -54,6 +57,7 @@ func startHub() (stop func(), err error) {
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress, opts.LeaderElection = "0", "0", false
 	opts.Receiver.BindAddress = addr
 	opts.Receiver.ActionPollTimeout = pollTimeout
+	opts.Promotion.PreviewTimeout = previewTimeout
 	ctx, cancel := context.WithCancel(context.Background())
 	h, err := hub.New(ctx, cluster.RESTConfig, opts)
 	if err != nil {

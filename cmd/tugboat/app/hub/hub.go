@@ -183,6 +183,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of the /healthz and /readyz probes")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one replica to run the reconcilers (the receiver serves on every replica)")
 	fs.DurationVar(&o.Promotion.DefaultTimeout, "promotion-timeout", o.Promotion.DefaultTimeout, "timeout of a Promotion whose Pipeline sets none")
+	fs.DurationVar(&o.Promotion.PreviewTimeout, "promotion-preview-timeout", o.Promotion.PreviewTimeout, "how long a helm Promotion into an environment that requires approval waits for its preview (what the agents say it would change) before asking for approval; a later answer still shows")
 	fs.StringVar(&o.NotificationControllerAddress, "notification-controller-address", o.NotificationControllerAddress, "Flux notification-controller's event address for the notification strategy (default: the in-cluster service)")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long followers wait after the leader's last renewal before taking the Lease (the controllers' pause when a leader dies)")

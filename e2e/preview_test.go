@@ -1,0 +1,190 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/repo"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"tugboat.dev/tugboat/agent"
+	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
+	"tugboat.dev/tugboat/controllers/promotion/request"
+)
+
+// previewChart is a chart with a Secret fed by a value. From 1.0.0 to
+// 1.1.0 the Deployment gains the toleration its new default value adds,
+// the ConfigMap a log level, and the Secret a key.
+func previewChart(version string) *chart.Chart {
+	values := map[string]any{"logLevel": "info", "db": map[string]any{"password": "chart-default-password"}}
+	if version != "1.0.0" {
+		values["logLevel"] = "debug"
+		values["tolerations"] = []any{map[string]any{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}}
+	}
+	templates := map[string]string{
+		"secret.yaml": `apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .Release.Name }}-db
+stringData:
+  password: {{ .Values.db.password | quote }}
+{{- if ne .Chart.Version "1.0.0" }}
+  user: app-user-{{ .Chart.Version }}
+{{- end }}
+`,
+		"configmap.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}
+data:
+  level: {{ .Values.logLevel | quote }}
+`,
+		"deployment.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: {{ .Release.Name }}}
+  template:
+    metadata:
+      labels: {app: {{ .Release.Name }}}
+    spec:
+      containers:
+        - name: app
+          image: registry.example/vault-app:{{ .Chart.AppVersion }}
+{{- with .Values.tolerations }}
+      tolerations:
+{{ toYaml . | indent 8 }}
+{{- end }}
+`,
+	}
+	ch := &chart.Chart{Metadata: &chart.Metadata{APIVersion: chart.APIVersionV2, Name: "vault-app", Version: version, AppVersion: version}, Values: values}
+	raw, _ := yaml.Marshal(values)
+	ch.Raw = []*chart.File{{Name: chartutil.ValuesfileName, Data: raw}}
+	for name, data := range templates {
+		ch.Templates = append(ch.Templates, &chart.File{Name: "templates/" + name, Data: []byte(data)})
+	}
+	return ch
+}
+
+// TestPreview_anApproverSeesTheRealChangeBeforeApproving (issue 26): a hub
+// and a production spoke whose real agent previews. A helm Promotion into
+// production, which requires approval, is previewed before it waits for
+// approval: the agent renders 1.1.0 with the release's live values
+// (reset-then-reuse) by a server-side dry run and answers the changed
+// Deployment (the new toleration), the values diff, and the changed
+// Secret only as changed. Nothing changes on the spoke, and no stored
+// object holds the Secret's data or the live password.
+func TestPreview_anApproverSeesTheRealChangeBeforeApproving(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		_, err := chartutil.Save(previewChart(v), dir)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	idx, err := repo.IndexDirectory(dir, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644)).To(Succeed())
+	charts := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(charts.Close)
+
+	hubCluster, clusters := startClusters(t, 1)
+	prod := clusters[0]
+	f := newFleetWith(t, hubCluster, func(o *hub.Options) {
+		o.Receiver.ActionPollTimeout = 2 * time.Second
+		o.Promotion.PreviewTimeout = 90 * time.Second
+	})
+	keyFile := filepath.Join(t.TempDir(), "prod.key")
+	g.Expect(os.WriteFile(keyFile, f.registerSpoke("prod-preview"), 0o600)).To(Succeed())
+	f.agentWith("prod-preview", f.agentConfig(prod, "apps"), keyFile, testr.New(t).WithName("prod-preview"), func(o *agent.Options) {
+		o.Actions.Limits.Namespaces = []string{"apps"}
+		o.Actions.Limits.ChartSources = []string{charts.URL}
+	})
+
+	const livePassword = "e2e-live-password-5d1e"
+	in := action.NewInstall(newHelm(t, prod, "apps").cfg)
+	in.ReleaseName, in.Namespace, in.Timeout = "vault", "apps", 30*time.Second
+	_, err = in.RunWithContext(ctx, previewChart("1.0.0"), map[string]any{"db": map[string]any{"password": livePassword}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(f.current("prod-preview", "apps", "vault")).WithTimeout(60 * time.Second).Should(HaveField("Revision", int32(1)))
+
+	p := &tugboatv1alpha1.Pipeline{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "vault"},
+		Spec: tugboatv1alpha1.PipelineSpec{
+			Release: "vault",
+			Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyHelm, Helm: &tugboatv1alpha1.HelmStrategy{
+				Repository: charts.URL, Chart: "vault-app", ValuesPolicy: tugboatv1alpha1.ValuesPolicyResetThenReuse}},
+			Environments: []tugboatv1alpha1.Environment{{
+				Name: "production", Targets: []tugboatv1alpha1.Target{{Spoke: "prod-preview", Namespace: "apps"}},
+				Gates: tugboatv1alpha1.Gates{RequireApproval: true},
+			}},
+		},
+	}
+	g.Expect(hubCluster.Client.Create(ctx, p)).To(Succeed())
+	pr, err := request.Create(ctx, hubCluster.Client, p, "production", "1.1.0", tugboatv1alpha1.RequestedByUser, "test")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	g.Eventually(f.phase(pr.Name)).WithTimeout(90 * time.Second).WithPolling(200 * time.Millisecond).
+		Should(Equal(tugboatv1alpha1.PromotionWaitingApproval))
+	got := f.promotion(g, pr.Name)
+	sum := got.Status.Preview
+	g.Expect(sum).NotTo(BeNil())
+	g.Expect(sum.Phase).To(Equal(tugboatv1alpha1.PreviewReady), sum.Reason)
+	g.Expect(sum.ObjectsChanged).To(BeEquivalentTo(3))
+	g.Expect(sum.TargetsPreviewed).To(BeEquivalentTo(1))
+
+	pp := &tugboatv1alpha1.PromotionPreview{}
+	g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: pr.Name}, pp)).To(Succeed())
+	g.Expect(pp.Status.Groups).To(HaveLen(1))
+	grp := pp.Status.Groups[0]
+	g.Expect(grp.DryRun).To(Equal("server"))
+	g.Expect(grp.Spokes).To(Equal([]string{"prod-preview"}))
+	changes := map[string]tugboatv1alpha1.PreviewObject{}
+	for _, o := range grp.Objects {
+		changes[o.Kind+"/"+o.Name] = o
+	}
+	g.Expect(changes).To(HaveKey("Deployment/vault"))
+	g.Expect(changes["Deployment/vault"].Change).To(Equal(tugboatv1alpha1.PreviewChanged))
+	g.Expect(changes["Deployment/vault"].Diff).To(ContainSubstring("+      - effect: NoSchedule"))
+	g.Expect(changes["Deployment/vault"].Diff).To(ContainSubstring("+      - image: registry.example/vault-app:1.1.0"))
+	g.Expect(changes["Deployment/vault"].Diff).To(ContainSubstring("+        key: dedicated"))
+	g.Expect(changes).To(HaveKey("Secret/vault-db"))
+	g.Expect(changes["Secret/vault-db"].Secret).To(BeTrue())
+	g.Expect(changes["Secret/vault-db"].Diff).To(BeEmpty())
+	g.Expect(grp.ValuesDiff).To(ContainSubstring("-logLevel: info"))
+	g.Expect(grp.ValuesDiff).To(ContainSubstring("+logLevel: debug"))
+	g.Expect(grp.ValuesDiff).To(ContainSubstring("password: <redacted>"))
+
+	// No stored object holds the Secret's data or the live password.
+	for _, obj := range []any{got, pp} {
+		b, err := json.Marshal(obj)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, s := range []string{livePassword, "app-user-1.1.0", "chart-default-password"} {
+			g.Expect(string(b)).NotTo(ContainSubstring(s))
+			g.Expect(string(b)).NotTo(ContainSubstring(base64.StdEncoding.EncodeToString([]byte(s))))
+		}
+	}
+	// Nothing changed on the spoke: no new revision.
+	rel, err := newHelm(t, prod, "apps").get("vault")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rel.Version).To(Equal(1))
+	g.Expect(rel.Chart.Metadata.Version).To(Equal("1.0.0"))
+}
