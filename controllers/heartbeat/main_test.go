@@ -128,11 +128,13 @@ func newNamespace(t *testing.T, prefix string) string {
 	return ns.Name
 }
 
-// newSpoke creates Spoke name (unique across the hub) in ns with its key
-// Secret, and returns it and its key.
+// newSpoke creates a Spoke named name and the generated suffix of ns (so
+// unique across the hub also when a test runs again, with -count or make
+// stress) in ns with its key Secret, and returns it and its key.
 func newSpoke(t *testing.T, ns, name string) (*tugboatv1alpha1.Spoke, []byte) {
 	t.Helper()
 	ctx := context.Background()
+	name += ns[strings.LastIndex(ns, "-"):]
 	key := []byte(hex.EncodeToString([]byte(name + "-0123456789abcdef0123456789abcdef")))
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-key"},
 		Data: map[string][]byte{tugboatv1alpha1.SpokeKeySecretKey: key}}
