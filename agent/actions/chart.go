@@ -125,69 +125,139 @@ func (e *Executor) fetchChart(ctx context.Context, src wire.ChartSource, version
 // the exact version, downloads it and checks its digest when the index has
 // one. Credentials go only to their host (and never to another host a chart
 // URL or a redirect points at).
+//
+// The index comes through a conditional GET when one is kept (see
+// indexCache). A kept index can only cost a second read, never a wrong
+// chart: when the version is missing from it, or the package's digest
+// differs from the one it gives (an index republished within the second
+// its Last-Modified names), the index is read again in full, once.
 func (e *Executor) fetchHTTP(ctx context.Context, src wire.ChartSource, version string, creds *credentials) (*chart.Chart, error) {
 	base := strings.TrimSuffix(src.Repository, "/")
-	data, err := e.get(ctx, base+"/index.yaml", creds, maxIndexSize)
-	if err != nil {
-		return nil, fmt.Errorf("reading the repository index: %w", err)
+	ch, revalidated, err := e.fetchHTTPWith(ctx, base, src.Name, version, creds, false)
+	if err != nil && revalidated {
+		e.indexes.drop(base)
+		ch, _, err = e.fetchHTTPWith(ctx, base, src.Name, version, creds, true)
 	}
-	var index repo.IndexFile
-	if err := yaml.Unmarshal(data, &index); err != nil {
-		return nil, fmt.Errorf("parsing the repository index: %w", err)
+	return ch, err
+}
+
+// fetchHTTPWith is fetchHTTP with the index read as readIndex does; it
+// reports whether the index used was a kept one the server revalidated.
+func (e *Executor) fetchHTTPWith(ctx context.Context, base, name, version string, creds *credentials, full bool) (*chart.Chart, bool, error) {
+	index, revalidated, err := e.readIndex(ctx, base, creds, full)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the repository index: %w", err)
 	}
 	var cv *repo.ChartVersion
-	for _, v := range index.Entries[src.Name] {
+	for _, v := range index.Entries[name] {
 		if v != nil && v.Metadata != nil && v.Version == version {
 			cv = v
 			break
 		}
 	}
 	if cv == nil {
-		return nil, fmt.Errorf("the repository has no chart %s at version %s", src.Name, version)
+		return nil, revalidated, fmt.Errorf("the repository has no chart %s at version %s", name, version)
 	}
 	if len(cv.URLs) == 0 {
-		return nil, fmt.Errorf("the repository index lists no URL for %s %s", src.Name, version)
+		return nil, revalidated, fmt.Errorf("the repository index lists no URL for %s %s", name, version)
 	}
 	chartURL, err := repo.ResolveReferenceURL(base+"/", cv.URLs[0])
 	if err != nil {
-		return nil, fmt.Errorf("resolving the chart URL %q: %w", cv.URLs[0], err)
+		return nil, revalidated, fmt.Errorf("resolving the chart URL %q: %w", cv.URLs[0], err)
 	}
 	// Only a package the index gives a digest for is kept: the digest
 	// tells a chart republished under the same version from the one kept.
-	key := chartKey{repository: base, name: src.Name, version: version, digest: strings.ToLower(strings.TrimPrefix(cv.Digest, "sha256:"))}
+	key := chartKey{repository: base, name: name, version: version, digest: strings.ToLower(strings.TrimPrefix(cv.Digest, "sha256:"))}
 	if tgz, ok := e.charts.get(key); ok {
-		return loader.LoadArchive(bytes.NewReader(tgz))
+		ch, err := loader.LoadArchive(bytes.NewReader(tgz))
+		return ch, false, err
 	}
-	tgz, err := e.get(ctx, chartURL, creds, maxChartSize)
+	tgz, _, _, err := e.get(ctx, chartURL, creds, maxChartSize, nil)
 	if err != nil {
-		return nil, fmt.Errorf("downloading %s: %w", chartURL, err)
+		return nil, false, fmt.Errorf("downloading %s: %w", chartURL, err)
 	}
 	if cv.Digest != "" {
 		if got := hexDigest(tgz); !strings.EqualFold(got, key.digest) {
-			return nil, fmt.Errorf("%s has digest %s, the index says %s", chartURL, got, cv.Digest)
+			return nil, revalidated, fmt.Errorf("%s has digest %s, the index says %s", chartURL, got, cv.Digest)
 		}
 	}
 	ch, err := loader.LoadArchive(bytes.NewReader(tgz))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	e.charts.put(key, tgz)
-	return ch, nil
+	return ch, false, nil
+}
+
+// readIndex returns the index of the repository base. With one kept (and
+// not full), it asks the server whether the index changed since (its
+// ETag, else its Last-Modified) and reuses the kept index on a 304,
+// reporting revalidated. Otherwise it downloads and parses the index, and
+// keeps it when the server sent a validator.
+func (e *Executor) readIndex(ctx context.Context, base string, creds *credentials, full bool) (*repo.IndexFile, bool, error) {
+	kept, ok := e.indexes.get(base)
+	hdr := http.Header{}
+	if ok && !full {
+		if kept.etag != "" {
+			hdr.Set("If-None-Match", kept.etag)
+		} else {
+			hdr.Set("If-Modified-Since", kept.lastModified)
+		}
+	}
+	data, answer, notModified, err := e.get(ctx, base+"/index.yaml", creds, maxIndexSize, hdr)
+	if err != nil {
+		return nil, false, err
+	}
+	if notModified {
+		indexReads.WithLabelValues("notModified").Inc()
+		return kept.index, true, nil
+	}
+	indexReads.WithLabelValues("downloaded").Inc()
+	var index repo.IndexFile
+	if err := yaml.Unmarshal(data, &index); err != nil {
+		e.indexes.drop(base)
+		return nil, false, fmt.Errorf("parsing the repository index: %w", err)
+	}
+	kept = &indexEntry{base: base, etag: answer.Get("ETag"), index: &index, size: int64(len(data))}
+	if kept.etag == "" && strongLastModified(answer) {
+		kept.lastModified = answer.Get("Last-Modified")
+	}
+	e.indexes.put(kept) // without a validator: not kept, and an older entry dropped
+	return &index, false, nil
+}
+
+// strongLastModified reports whether a response's Last-Modified can tell
+// two versions apart: only when it is at least a second older than the
+// response's Date (RFC 9110, section 8.8.2.2). An index written within the
+// second it was served may change again within that second under the same
+// Last-Modified, and a conditional GET would then keep the older one.
+func strongLastModified(h http.Header) bool {
+	lm, err := http.ParseTime(h.Get("Last-Modified"))
+	if err != nil {
+		return false
+	}
+	date, err := http.ParseTime(h.Get("Date"))
+	return err == nil && date.Sub(lm) >= time.Second
 }
 
 // get downloads rawURL, up to limit bytes, with basic authentication when
-// the credentials are for its host.
-func (e *Executor) get(ctx context.Context, rawURL string, creds *credentials, limit int64) ([]byte, error) {
+// the credentials are for its host, and the headers hdr. It returns the
+// data and the answer's headers, or notModified on a 304 when hdr makes the
+// request conditional; any other status is an error.
+func (e *Executor) get(ctx context.Context, rawURL string, creds *credentials, limit int64, hdr http.Header) (data []byte, answer http.Header, notModified bool, err error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("unsupported URL scheme %q", u.Scheme)
+		return nil, nil, false, fmt.Errorf("unsupported URL scheme %q", u.Scheme)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	req.Header.Set("User-Agent", "tugboat-agent")
 	if creds.forHost(u.Host) {
@@ -196,20 +266,23 @@ func (e *Executor) get(ctx context.Context, rawURL string, creds *credentials, l
 	}
 	resp, err := e.http.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", redact(u), resp.Status)
+	if resp.StatusCode == http.StatusNotModified && len(hdr) > 0 {
+		return nil, resp.Header, true, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, false, fmt.Errorf("GET %s: %s", redact(u), resp.Status)
+	}
+	data, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("GET %s: larger than %d bytes", redact(u), limit)
+		return nil, nil, false, fmt.Errorf("GET %s: larger than %d bytes", redact(u), limit)
 	}
-	return data, nil
+	return data, resp.Header, false, nil
 }
 
 // fetchOCI pulls oci://<repository>/<name>:<version>. Credentials come only

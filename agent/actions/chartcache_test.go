@@ -56,19 +56,31 @@ func TestChartCache_boundVerificationAndDigests(t *testing.T) {
 	g.Expect(n).To(Equal(1))
 }
 
-// testRepo is an HTTP chart repository a test publishes to, counting the
-// downloads of each package.
+// testRepo is an HTTP chart repository a test publishes to (net/http's
+// file server: Last-Modified, If-Modified-Since, no ETag), counting the
+// downloads of each package and the answers to index reads by status.
 type testRepo struct {
 	dir string
 	srv *httptest.Server
+	// published is the index's modification time as of the last publish:
+	// an hour ago plus a second per publish, so that each publish has a
+	// Last-Modified of its own, older than any answer's Date by more than
+	// a second (a strong validator).
+	published time.Time
+	// etags makes the repository send an ETag for the index (the first 16
+	// hex digits of its SHA-256), which net/http's file server then checks
+	// against If-None-Match.
+	etags bool
 
 	mu        sync.Mutex
 	downloads map[string]int
+	indexes   map[int]int // index.yaml answers by status code
 }
 
 func newTestRepo(t *testing.T) *testRepo {
 	t.Helper()
-	r := &testRepo{dir: t.TempDir(), downloads: map[string]int{}}
+	r := &testRepo{dir: t.TempDir(), downloads: map[string]int{}, indexes: map[int]int{},
+		published: time.Now().Add(-time.Hour).Truncate(time.Second)}
 	files := http.FileServer(http.Dir(r.dir))
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasSuffix(req.URL.Path, ".tgz") {
@@ -76,10 +88,59 @@ func newTestRepo(t *testing.T) *testRepo {
 			r.downloads[strings.TrimPrefix(req.URL.Path, "/")]++
 			r.mu.Unlock()
 		}
+		if strings.HasSuffix(req.URL.Path, "/index.yaml") {
+			if r.etags {
+				data, err := os.ReadFile(filepath.Join(r.dir, "index.yaml"))
+				if err == nil {
+					w.Header().Set("ETag", `"`+hexDigest(data)[:16]+`"`)
+				}
+			}
+			rec := &statusRecorder{ResponseWriter: w}
+			files.ServeHTTP(rec, req)
+			r.mu.Lock()
+			r.indexes[rec.status]++
+			r.mu.Unlock()
+			return
+		}
 		files.ServeHTTP(w, req)
 	}))
 	t.Cleanup(r.srv.Close)
 	return r
+}
+
+// statusRecorder notes the status code a handler answers.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// indexAnswers returns how many reads of the index were answered 200 and
+// how many 304.
+func (r *testRepo) indexAnswers() (full, notModified int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.indexes[http.StatusOK], r.indexes[http.StatusNotModified]
+}
+
+// backdate sets the index's modification time to at, as a repository
+// whose Last-Modified does not change when its index does.
+func (r *testRepo) backdate(t *testing.T, at time.Time) {
+	t.Helper()
+	if err := os.Chtimes(filepath.Join(r.dir, "index.yaml"), at, at); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // publish packages ch into the repository (replacing a package of the
@@ -97,6 +158,8 @@ func (r *testRepo) publish(t *testing.T, ch *chart.Chart) {
 	if err := index.WriteFile(filepath.Join(r.dir, "index.yaml"), 0o600); err != nil {
 		t.Fatalf("writing the index: %v", err)
 	}
+	r.published = r.published.Add(time.Second)
+	r.backdate(t, r.published)
 }
 
 func (r *testRepo) downloadsOf(pkg string) int {

@@ -34,15 +34,16 @@ var ErrAbandoned = errors.New("actions: abandoned before it was carried out")
 // spoke's limits. It is safe for concurrent use, but two actions on the same
 // release must not run at once (the Poller serializes them).
 type Executor struct {
-	rest   *rest.Config
-	client client.Client // uncached: HelmReleases and the credentials Secret
-	limits *limitsSource
-	opts   Options
-	log    logr.Logger
-	http   *http.Client
-	now    func() time.Time
-	apis   *apis       // what the spoke serves, shared by every action
-	charts *chartCache // nil: none kept
+	rest    *rest.Config
+	client  client.Client // uncached: HelmReleases and the credentials Secret
+	limits  *limitsSource
+	opts    Options
+	log     logr.Logger
+	http    *http.Client
+	now     func() time.Time
+	apis    *apis       // what the spoke serves, shared by every action
+	charts  *chartCache // nil: none kept
+	indexes *indexCache // nil: none kept
 }
 
 // NewExecutor returns an Executor for the cluster cfg reaches.
@@ -63,16 +64,21 @@ func NewExecutor(cfg *rest.Config, opts Options, log logr.Logger) (*Executor, er
 	if opts.ChartCacheSize > 0 {
 		charts = newChartCache(opts.ChartCacheSize)
 	}
+	var indexes *indexCache
+	if opts.IndexCacheSize > 0 {
+		indexes = newIndexCache(opts.IndexCacheSize)
+	}
 	return &Executor{
-		apis:   apis,
-		charts: charts,
-		rest:   rest.CopyConfig(cfg),
-		client: c,
-		limits: &limitsSource{flags: opts.Limits, path: opts.LimitsFile},
-		opts:   opts,
-		log:    log,
-		http:   &http.Client{Transport: transport, Timeout: chartFetchTimeout},
-		now:    time.Now,
+		apis:    apis,
+		charts:  charts,
+		indexes: indexes,
+		rest:    rest.CopyConfig(cfg),
+		client:  c,
+		limits:  &limitsSource{flags: opts.Limits, path: opts.LimitsFile},
+		opts:    opts,
+		log:     log,
+		http:    &http.Client{Transport: transport, Timeout: chartFetchTimeout},
+		now:     time.Now,
 	}, nil
 }
 

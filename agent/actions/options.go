@@ -92,6 +92,10 @@ type Options struct {
 	// ChartCacheSize bounds, in bytes, the packaged charts kept between
 	// actions (0: none are kept).
 	ChartCacheSize int64
+	// IndexCacheSize bounds, in bytes of their index.yaml files, the HTTP
+	// repository indexes kept between actions and read again through a
+	// conditional GET (0: none are kept).
+	IndexCacheSize int64
 }
 
 // NewOptions returns the defaults: enabled, and refusing everything until
@@ -108,6 +112,7 @@ func NewOptions() Options {
 		MinPollInterval: DefaultMinPollInterval,
 		MaxConcurrent:   DefaultMaxConcurrent,
 		ChartCacheSize:  DefaultChartCacheSize,
+		IndexCacheSize:  DefaultIndexCacheSize,
 	}
 }
 
@@ -142,6 +147,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"How long a release kept pending by another operation may delay an action before it fails.")
 	fs.Int64Var(&o.ChartCacheSize, "actions-chart-cache-size", o.ChartCacheSize,
 		"Bytes of packaged charts kept between actions, by repository, chart, version and the digest the repository gives (0: none). A chart is downloaded again when its digest changes, and an entry is checked against its SHA-256 before each use.")
+	fs.Int64Var(&o.IndexCacheSize, "actions-index-cache-size", o.IndexCacheSize,
+		"Bytes of HTTP chart repository indexes (index.yaml) kept between actions (0: none). A kept index is used only after the repository answers a conditional GET (ETag or Last-Modified) with 304 Not Modified; one whose server sends neither is read in full every time.")
 }
 
 // Validate reports every invalid option, joined.
@@ -182,6 +189,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ChartCacheSize < 0 {
 		add("--actions-chart-cache-size must not be negative, got %d", o.ChartCacheSize)
+	}
+	if o.IndexCacheSize < 0 {
+		add("--actions-index-cache-size must not be negative, got %d", o.IndexCacheSize)
 	}
 	if o.MaxConcurrent < 1 {
 		add("actions concurrency must be at least 1")
