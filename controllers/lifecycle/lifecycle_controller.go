@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/statuspatch"
 )
 
 // Reasons of a Lifecycle's Ready condition.
@@ -53,30 +52,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, lc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	orig := lc.DeepCopy()
+	patcher := statuspatch.New(lc, r.Client)
 	now := r.Now()
-	cond := metav1.Condition{Type: tugboatv1alpha1.ReadyCondition.String(), ObservedGeneration: lc.Generation}
-	var res ctrl.Result
+	var (
+		status  metav1.ConditionStatus
+		reason  tugboatv1alpha1.ConditionReason
+		message string
+		res     ctrl.Result
+	)
 	switch t := lc.Status.LastClaimedAt; {
 	case Claimed(lc, now):
-		cond.Status, cond.Reason = metav1.ConditionTrue, ClaimedReason.String()
-		cond.Message = fmt.Sprintf("claimed by %s at %s", lc.Status.ClaimedBy, t.UTC().Format(time.RFC3339))
+		status, reason = metav1.ConditionTrue, ClaimedReason
+		message = fmt.Sprintf("claimed by %s at %s", lc.Status.ClaimedBy, t.UTC().Format(time.RFC3339))
 		res.RequeueAfter = max(t.Add(ClaimWindow).Sub(now), time.Second)
 	case t == nil:
-		cond.Status, cond.Reason = metav1.ConditionFalse, NotClaimedReason.String()
-		cond.Message = fmt.Sprintf("no controller has claimed lifecycle %s: the external steps naming it wait for nobody and time out (its controller claims it through lifecycles/status: docs/lifecycle.md)", lc.Name)
+		status, reason = metav1.ConditionFalse, NotClaimedReason
+		message = fmt.Sprintf("no controller has claimed lifecycle %s: the external steps naming it wait for nobody and time out (its controller claims it through lifecycles/status: docs/lifecycle.md)", lc.Name)
 	default:
-		cond.Status, cond.Reason = metav1.ConditionFalse, ClaimExpiredReason.String()
-		cond.Message = fmt.Sprintf("last claimed by %s at %s, more than %s ago: is its controller running? The external steps naming it time out meanwhile",
+		status, reason = metav1.ConditionFalse, ClaimExpiredReason
+		message = fmt.Sprintf("last claimed by %s at %s, more than %s ago: is its controller running? The external steps naming it time out meanwhile",
 			lc.Status.ClaimedBy, t.UTC().Format(time.RFC3339), ClaimWindow)
 	}
-	apimeta.SetStatusCondition(&lc.Status.Conditions, cond)
-	lc.Status.ObservedGeneration = lc.Generation
-	if equality.Semantic.DeepEqual(orig.Status, lc.Status) {
-		return res, nil
-	}
-	if err := r.Client.Status().Patch(ctx, lc, client.MergeFrom(orig)); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	statuspatch.Set(lc, tugboatv1alpha1.ReadyCondition, status, reason, message)
+	if err := patcher.Patch(ctx, lc, true, nil); err != nil {
+		return ctrl.Result{}, err
 	}
 	return res, nil
 }

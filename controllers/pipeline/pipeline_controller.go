@@ -7,9 +7,7 @@ import (
 	"strings"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -24,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/statuspatch"
 )
 
 // Reconciler reconciles Pipelines.
@@ -239,21 +237,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if !p.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	orig := p.DeepCopy()
+	// Nothing changed (most reconciles: heartbeats reconcile every
+	// Pipeline of a Spoke): the patcher sends no request.
+	patcher := statuspatch.New(p, r.Client)
+	heldBefore := slices.Clone(p.Status.HeldEnvironments)
 	defer func() {
-		if retErr == nil {
-			p.Status.ObservedGeneration = p.Generation
-		}
-		if apiequality.Semantic.DeepEqual(orig.Status, p.Status) {
-			return // nothing changed: no request (heartbeats reconcile every Pipeline of a Spoke)
-		}
-		if err := r.Client.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil {
+		if err := patcher.Patch(ctx, p, retErr == nil, nil); err != nil {
 			if retErr == nil {
-				retErr = client.IgnoreNotFound(err)
+				retErr = err
 			}
 			return
 		}
-		recordHolds(r.Recorder, p, orig.Status.HeldEnvironments, p.Status.HeldEnvironments)
+		recordHolds(r.Recorder, p, heldBefore, p.Status.HeldEnvironments)
 	}()
 
 	// 1. A configuration error is terminal: Stalled, no requeue (a Spoke
@@ -266,7 +261,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.setStalled(p, err)
 		return ctrl.Result{RequeueAfter: err.requeue}, nil
 	}
-	apimeta.RemoveStatusCondition(&p.Status.Conditions, tugboatv1alpha1.StalledCondition.String())
+	statuspatch.Delete(p, tugboatv1alpha1.StalledCondition)
 
 	// 2. Where each environment stands.
 	promos, err := r.promotions(ctx, p)
@@ -303,14 +298,9 @@ func (r *Reconciler) promotions(ctx context.Context, p *tugboatv1alpha1.Pipeline
 }
 
 func (r *Reconciler) setStalled(p *tugboatv1alpha1.Pipeline, err *specError) {
-	set := func(t tugboatv1alpha1.ConditionType, s metav1.ConditionStatus) {
-		apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
-			Type: t.String(), Status: s, Reason: err.reason.String(), Message: err.Error(), ObservedGeneration: p.Generation,
-		})
-	}
-	set(tugboatv1alpha1.StalledCondition, metav1.ConditionTrue)
-	set(tugboatv1alpha1.ReadyCondition, metav1.ConditionFalse)
-	apimeta.RemoveStatusCondition(&p.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
+	statuspatch.Set(p, tugboatv1alpha1.StalledCondition, metav1.ConditionTrue, err.reason, err.Error())
+	statuspatch.Set(p, tugboatv1alpha1.ReadyCondition, metav1.ConditionFalse, err.reason, err.Error())
+	statuspatch.Delete(p, tugboatv1alpha1.ReconcilingCondition)
 }
 
 // setFailed reports an error that stopped the decision in Ready=False
@@ -318,9 +308,5 @@ func (r *Reconciler) setStalled(p *tugboatv1alpha1.Pipeline, err *specError) {
 // next one that gets through sets Ready again.
 func (r *Reconciler) setFailed(p *tugboatv1alpha1.Pipeline, err error) {
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ") // errors.Join's lines
-	msg = clip.String(msg, 1024)
-	apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
-		Type: tugboatv1alpha1.ReadyCondition.String(), Status: metav1.ConditionFalse,
-		Reason: tugboatv1alpha1.ReconciliationFailedReason.String(), Message: msg, ObservedGeneration: p.Generation,
-	})
+	statuspatch.Set(p, tugboatv1alpha1.ReadyCondition, metav1.ConditionFalse, tugboatv1alpha1.ReconciliationFailedReason, msg)
 }

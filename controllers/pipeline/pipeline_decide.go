@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/chartversion"
+	"tugboat.dev/tugboat/controllers/statuspatch"
 )
 
 // step is one Promotion plan decided: version from src into dst, whose
@@ -313,8 +313,12 @@ func (r *Reconciler) prune(ctx context.Context, p *tugboatv1alpha1.Pipeline, pro
 
 // setReady summarizes the Pipeline in its Ready condition.
 func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
-	cond := metav1.Condition{Type: tugboatv1alpha1.ReadyCondition.String(), ObservedGeneration: p.Generation}
-	var active, suspended []string
+	var (
+		status            metav1.ConditionStatus
+		reason            tugboatv1alpha1.ConditionReason
+		message           string
+		active, suspended []string
+	)
 	for _, ev := range v.envs {
 		if ev.active != "" {
 			active = append(active, ev.active)
@@ -326,22 +330,18 @@ func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
 	}
 	switch {
 	case len(v.problems) > 0:
-		cond.Status, cond.Reason = metav1.ConditionFalse, tugboatv1alpha1.TargetNotFoundReason.String()
-		cond.Message = strings.Join(v.problems, "; ")
+		status, reason, message = metav1.ConditionFalse, tugboatv1alpha1.TargetNotFoundReason, strings.Join(v.problems, "; ")
 	case len(p.Status.HeldEnvironments) > 0:
 		h := p.Status.HeldEnvironments[0]
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, holdReason(h).String(), HoldMessage(p.Name, h)
+		status, reason, message = metav1.ConditionTrue, holdReason(h), HoldMessage(p.Name, h)
 	case len(suspended) > 0:
-		cond.Status, cond.Reason = metav1.ConditionTrue, tugboatv1alpha1.SuspendedReason.String()
-		cond.Message = strings.Join(suspended, "; ")
+		status, reason, message = metav1.ConditionTrue, tugboatv1alpha1.SuspendedReason, strings.Join(suspended, "; ")
 	case len(active) > 0:
-		cond.Status, cond.Reason = metav1.ConditionTrue, tugboatv1alpha1.PromotionInProgressReason.String()
-		cond.Message = "promoting: " + strings.Join(active, ", ")
+		status, reason, message = metav1.ConditionTrue, tugboatv1alpha1.PromotionInProgressReason, "promoting: "+strings.Join(active, ", ")
 	default:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, tugboatv1alpha1.SucceededReason.String(), "every target reports"
+		status, reason, message = metav1.ConditionTrue, tugboatv1alpha1.SucceededReason, "every target reports"
 	}
-	cond.Message = clip.String(cond.Message, 1024)
-	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
+	statuspatch.Set(p, tugboatv1alpha1.ReadyCondition, status, reason, message)
 }
 
 // holdReason is the Ready reason of a hold.

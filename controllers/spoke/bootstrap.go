@@ -24,6 +24,7 @@ import (
 	"tugboat.dev/tugboat/config"
 	"tugboat.dev/tugboat/controllers/egress"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/spokeaccess"
+	"tugboat.dev/tugboat/controllers/statuspatch"
 )
 
 // Where the hub installs a spoke's agent: the chart's namespace, and the
@@ -75,7 +76,7 @@ func (e bootstrapRefused) Error() string { return e.msg }
 // hub generated for this Spoke; the last two are Stalled.
 func (r *Reconciler) reconcileBootstrap(ctx context.Context, sp *tugboatv1alpha1.Spoke) time.Duration {
 	if sp.Spec.AgentBootstrap == nil {
-		apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.AgentInstalledCondition.String())
+		statuspatch.Delete(sp, tugboatv1alpha1.AgentInstalledCondition)
 		return 0
 	}
 	refused := func(err bootstrapRefused) time.Duration {

@@ -7,11 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +27,7 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/releasehistory"
+	"tugboat.dev/tugboat/controllers/statuspatch"
 )
 
 // Options configure the Spoke reconciler.
@@ -139,24 +140,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if !sp.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	orig := sp.DeepCopy()
+	// Every status write on the Spoke (a change of readiness, a refresh of
+	// lastSeen) brings it here; most reconciles change nothing, and the
+	// patcher then sends no request.
+	patcher := statuspatch.New(sp, r.Client)
+	before := slices.Clone(sp.Status.Conditions)
 	defer func() {
-		if apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.StalledCondition.String()) ||
-			!apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String()) {
-			sp.Status.ObservedGeneration = sp.Generation
-		}
-		// Every heartbeat and snapshot time written on the Spoke brings it
-		// here; most change nothing, and an empty patch is still a request.
-		if apiequality.Semantic.DeepEqual(orig.Status, sp.Status) {
-			return
-		}
-		if err := r.Client.Status().Patch(ctx, sp, client.MergeFrom(orig)); err != nil {
+		observed := apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.StalledCondition.String()) ||
+			!apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
+		if err := patcher.Patch(ctx, sp, observed, nil); err != nil {
 			if retErr == nil {
-				retErr = client.IgnoreNotFound(err)
+				retErr = err
 			}
 			return
 		}
-		recordReadiness(r.Recorder, sp, orig.Status.Conditions)
+		recordReadiness(r.Recorder, sp, before)
 	}()
 
 	agentless, err := r.reconcileKeySecret(ctx, sp)
@@ -175,8 +173,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, err
 	}
-	apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.StalledCondition.String())
-	apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
+	statuspatch.Delete(sp, tugboatv1alpha1.StalledCondition)
+	statuspatch.Delete(sp, tugboatv1alpha1.ReconcilingCondition)
 	requeue := time.Duration(0)
 	if agentless && sp.Status.LastSeen == nil {
 		r.reconcileFluxReady(sp)
@@ -358,7 +356,7 @@ func (r *Reconciler) reconcileReady(ctx context.Context, sp *tugboatv1alpha1.Spo
 				fmt.Sprintf("agent %s speaks protocol v%d, the hub v%d: it still reports, but upgrade it (helm upgrade tugboat-agent, or tugboat install agent)",
 					sp.Status.AgentVersion, v, wire.ProtocolVersion))
 		} else {
-			apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.AgentOutdatedCondition.String())
+			statuspatch.Delete(sp, tugboatv1alpha1.AgentOutdatedCondition)
 		}
 	}
 	wasReady := apimeta.IsStatusConditionTrue(sp.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
@@ -411,11 +409,9 @@ func (r *Reconciler) reconcileFluxReady(sp *tugboatv1alpha1.Spoke) {
 func (r *Reconciler) setStalled(sp *tugboatv1alpha1.Spoke, reason tugboatv1alpha1.ConditionReason, msg string) {
 	r.setCondition(sp, tugboatv1alpha1.StalledCondition, metav1.ConditionTrue, reason, msg)
 	r.setCondition(sp, tugboatv1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg)
-	apimeta.RemoveStatusCondition(&sp.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
+	statuspatch.Delete(sp, tugboatv1alpha1.ReconcilingCondition)
 }
 
 func (r *Reconciler) setCondition(sp *tugboatv1alpha1.Spoke, t tugboatv1alpha1.ConditionType, s metav1.ConditionStatus, reason tugboatv1alpha1.ConditionReason, msg string) {
-	apimeta.SetStatusCondition(&sp.Status.Conditions, metav1.Condition{
-		Type: t.String(), Status: s, Reason: reason.String(), Message: msg, ObservedGeneration: sp.Generation,
-	})
+	statuspatch.Set(sp, t, s, reason, msg)
 }

@@ -19,7 +19,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
@@ -34,6 +33,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/spoke"
+	"tugboat.dev/tugboat/controllers/statuspatch"
 )
 
 // KeySecretSuffix names a class Spoke's key Secret: <cluster>-tugboat-key
@@ -123,17 +123,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if !class.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	orig := class.DeepCopy()
+	patcher := statuspatch.New(class, r.Client)
 	defer func() {
 		if retErr != nil {
 			r.setReady(class, metav1.ConditionFalse, ReconcileFailedReason, retErr.Error())
 		}
-		if equality.Semantic.DeepEqual(orig.Status, class.Status) {
-			return
-		}
-		if err := r.patchStatus(ctx, class, orig); err != nil && retErr == nil {
-			retErr = err
-		}
+		retErr = patcher.Patch(ctx, class, retErr == nil, retErr)
 	}()
 	selector, err := metav1.LabelSelectorAsSelector(&class.Spec.ClusterSelector)
 	if err != nil {
@@ -200,7 +195,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	default:
 		r.setReady(class, metav1.ConditionTrue, SpokesReadyReason, fmt.Sprintf("%d Clusters selected, each with its Spoke", len(selected)))
 	}
-	class.Status.ObservedGeneration = class.Generation
 	return ctrl.Result{}, nil
 }
 
@@ -285,14 +279,5 @@ func ownedBy(sp *tugboatv1alpha1.Spoke, class *tugboatv1alpha1.SpokeClass, clust
 }
 
 func (r *Reconciler) setReady(class *tugboatv1alpha1.SpokeClass, status metav1.ConditionStatus, reason tugboatv1alpha1.ConditionReason, msg string) {
-	apimeta.SetStatusCondition(&class.Status.Conditions, metav1.Condition{
-		Type: tugboatv1alpha1.ReadyCondition.String(), Status: status, Reason: reason.String(), Message: msg, ObservedGeneration: class.Generation,
-	})
-}
-
-func (r *Reconciler) patchStatus(ctx context.Context, class, orig *tugboatv1alpha1.SpokeClass) error {
-	if err := r.Client.Status().Patch(ctx, class, client.MergeFrom(orig)); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	return nil
+	statuspatch.Set(class, tugboatv1alpha1.ReadyCondition, status, reason, msg)
 }
