@@ -36,9 +36,10 @@ func newDoctorCommand() *cobra.Command {
 		Long: `doctor reads the hub with your kubeconfig and checks, one line per finding
 (ok, warning or error, with a hint for each problem):
 
-  crds            the tugboat.dev CRDs (Spoke, ReleaseHistory, Pipeline, Promotion)
-                  are installed, established and serve v1alpha1, the version this
-                  CLI speaks
+  crds            the tugboat.dev CRDs (Spoke, ReleaseHistory, Pipeline, Promotion,
+                  PromotionPreview, Lifecycle, LifecycleEvent, SpokeClass) are
+                  installed, established and serve v1alpha1, the version this CLI
+                  speaks
   hub             the hub runs: Spokes' heartbeats arrive (status.lastSeen within
                   --stale-after plus --heartbeat-refresh, the hub's refresh of
                   lastSeen) and its controllers reconcile (Spokes' and

@@ -112,6 +112,8 @@ type tugboatKind struct{ plural, kind string }
 // tugboatKinds are the CRDs this CLI speaks, in the order doctor names them.
 var tugboatKinds = []tugboatKind{
 	{"spokes", "Spoke"}, {"releasehistories", "ReleaseHistory"}, {"pipelines", "Pipeline"}, {"promotions", "Promotion"},
+	{"promotionpreviews", "PromotionPreview"}, {"lifecycles", "Lifecycle"}, {"lifecycleevents", "LifecycleEvent"},
+	{"spokeclasses", "SpokeClass"},
 }
 
 // defaultPromotionTimeout is the hub's timeout of a Promotion whose
