@@ -22,6 +22,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -239,6 +240,11 @@ type promotion struct {
 	secret   map[string]string // nil: no Secret at all
 	// rollbackFrom makes the request a rollback from that version.
 	rollbackFrom string
+	// preview, when set, is the Promotion's preview: its summary goes into
+	// status.preview and the PromotionPreview into the hub.
+	preview *tugboatv1alpha1.PromotionPreview
+	// summary is status.preview (with preview, or alone).
+	summary *tugboatv1alpha1.PreviewSummary
 }
 
 const (
@@ -267,6 +273,7 @@ func (p promotion) request() strategy.Request {
 		},
 	}
 	prom.Status.Strategy = &st
+	prom.Status.Preview = p.summary
 	return strategy.Request{
 		Promotion:    prom,
 		Pipeline:     pl,
@@ -279,7 +286,13 @@ func (p promotion) request() strategy.Request {
 }
 
 func (p promotion) hub() client.Reader {
-	b := fake.NewClientBuilder().WithScheme(scheme.Scheme)
+	sch := runtime.NewScheme()
+	_ = scheme.AddToScheme(sch)
+	_ = tugboatv1alpha1.AddToScheme(sch)
+	b := fake.NewClientBuilder().WithScheme(sch)
+	if p.preview != nil {
+		b = b.WithObjects(p.preview)
+	}
 	if p.secret != nil {
 		data := map[string][]byte{}
 		for k, v := range p.secret {
