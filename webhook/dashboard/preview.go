@@ -77,7 +77,7 @@ func (s *Server) previewOf(ctx context.Context, pr *tugboatv1alpha1.Promotion) *
 	v.OtherChanges = pp.Status.OtherChanges
 	for i := range pp.Status.Groups {
 		g := previewGroup{PreviewGroup: pp.Status.Groups[i], N: i + 1}
-		g.MoreSpokes = max(0, g.Targets-int32(len(g.Spokes))) //nolint:gosec // at most 20 spokes
+		g.MoreSpokes = max(0, g.Targets-int32(len(g.Spokes)))          //nolint:gosec // at most 20 spokes
 		g.MoreObjects = max(0, g.ObjectsChanged-int32(len(g.Objects))) //nolint:gosec // at most 50 objects
 		for _, o := range g.Objects {
 			switch o.Change {

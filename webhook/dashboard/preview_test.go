@@ -164,7 +164,9 @@ func TestBrowser_promotionPageShowsThePreview(t *testing.T) {
 	g.Expect(eval[bool](ctx, `document.getElementById("pv-1-0").open`)).To(BeFalse())
 	g.Expect(eval[bool](ctx, `document.querySelector("#pv-1-0 pre").checkVisibility()`)).To(BeFalse())
 	click(t, ctx, "#pv-1-0 summary")
-	g.Eventually(func() (bool, error) { return eval[bool](ctx, `document.querySelector("#pv-1-0 pre").checkVisibility()`) }, 5*time.Second, 20*time.Millisecond).Should(BeTrue())
+	g.Eventually(func() (bool, error) {
+		return eval[bool](ctx, `document.querySelector("#pv-1-0 pre").checkVisibility()`)
+	}, 5*time.Second, 20*time.Millisecond).Should(BeTrue())
 	g.Expect(text(`document.querySelector("#pv-1-0 pre").textContent`)).To(Equal(deploymentDiff))
 	g.Expect(eval[[]string](ctx, `Array.from(document.querySelectorAll("#pv-1-0 pre span")).map(s => s.className)`)).To(Equal([]string{
 		"d-file", "d-file", "d-hunk", "d-ctx", "d-del", "d-add", "d-add", "d-add", "d-add", "d-add"}))
@@ -176,7 +178,9 @@ func TestBrowser_promotionPageShowsThePreview(t *testing.T) {
 	g.Expect(text(`document.querySelector("#pv-1-0 pre span:last-child").textContent`)).To(Equal(scriptLine + "\n"))
 
 	click(t, ctx, "#pv-1-values summary")
-	g.Eventually(func() (string, error) { return eval[string](ctx, `document.querySelector("#pv-1-values pre").innerText`) }, 5*time.Second, 20*time.Millisecond).
+	g.Eventually(func() (string, error) {
+		return eval[string](ctx, `document.querySelector("#pv-1-values pre").innerText`)
+	}, 5*time.Second, 20*time.Millisecond).
 		Should(And(ContainSubstring("+  tag: 2.2.0"), ContainSubstring("password: <redacted>")))
 	g.Expect(eval[[]string](ctx, auditJS)).To(BeEmpty())
 	screenshot(t, ctx, "dashboard-preview")
