@@ -11,7 +11,7 @@ import (
 )
 
 func bigPreview(objects, diffBytes int) *preview {
-	g := tugboatv1alpha1.PreviewGroup{Digest: strings.Repeat("ab", 32), Targets: 3, Spokes: []string{"a", "b"}, ObjectsChanged: int32(objects + 7), LinesChanged: 9000} //nolint:gosec // small
+	g := tugboatv1alpha1.PreviewGroup{Digest: strings.Repeat("ab", 32), Targets: 3, Spokes: []string{"a", "b"}, ObjectsChanged: int32(objects + 7), LinesChanged: 9000}
 	for i := range objects {
 		g.Objects = append(g.Objects, tugboatv1alpha1.PreviewObject{Kind: "ConfigMap", Namespace: "apps", Name: "cm-" + strings.Repeat("x", i%5),
 			Change: tugboatv1alpha1.PreviewChanged, Diff: "@@ -1 +1 @@\n" + strings.Repeat("+line of a diff\n", diffBytes/16)})
