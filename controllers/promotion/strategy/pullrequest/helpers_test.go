@@ -49,6 +49,9 @@ func TestMain(m *testing.M) {
 	if giteaServer != nil {
 		giteaServer.Stop()
 	}
+	if hubCluster != nil {
+		_ = hubCluster.Stop()
+	}
 	os.Exit(code)
 }
 
@@ -245,6 +248,9 @@ type promotion struct {
 	preview *tugboatv1alpha1.PromotionPreview
 	// summary is status.preview (with preview, or alone).
 	summary *tugboatv1alpha1.PreviewSummary
+	// reader, when set, is the hub the strategy reads (instead of a
+	// client holding secret and preview).
+	reader client.Reader
 }
 
 const (
@@ -325,7 +331,11 @@ func (p promotion) run(t *testing.T) (strategy.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	work := t.TempDir()
-	s := pullrequest.New(p.hub(),
+	hub := p.reader
+	if hub == nil {
+		hub = p.hub()
+	}
+	s := pullrequest.New(hub,
 		pullrequest.WithWorkDir(work),
 		// The test's Gitea serves git over plain http on loopback.
 		pullrequest.WithAllowHTTP(true),

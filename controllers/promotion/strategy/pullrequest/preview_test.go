@@ -1,12 +1,14 @@
 package pullrequest_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
@@ -38,14 +40,23 @@ func previewOf(p promotion) (*tugboatv1alpha1.PromotionPreview, *tugboatv1alpha1
 
 // A pullRequest Promotion with a preview opens a pull request whose body
 // carries the preview: its summary, the objects, the diffs collapsed, the
-// Secret only as changed.
+// Secret only as changed. The strategy reads the PromotionPreview from a
+// real API server as the hub's ServiceAccount, with the RBAC we ship.
 func TestPromote_gitea_pullRequestBodyCarriesThePreview(t *testing.T) {
 	g := NewWithT(t)
 	srv := gitea(t)
 	repo := newRepo(t, srv, seedFiles())
 	p := promotion{provider: tugboatv1alpha1.GitProviderGitea, url: repo.url, path: "clusters", version: "1.3.0",
 		secret: map[string]string{"token": srv.Token}}
-	p.preview, p.summary = previewOf(p)
+	pp, sum := previewOf(p)
+	hub := realHub(t, namespace, p.secret)
+	status := pp.Status
+	pp.Status = tugboatv1alpha1.PromotionPreviewStatus{}
+	g.Expect(hub.Create(context.Background(), pp)).To(Succeed())
+	orig := pp.DeepCopy()
+	pp.Status = status
+	g.Expect(hub.Status().Patch(context.Background(), pp, client.MergeFrom(orig))).To(Succeed())
+	p.reader, p.summary = hub, sum
 
 	_, err := p.run(t)
 	g.Expect(err).NotTo(HaveOccurred())
