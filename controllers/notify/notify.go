@@ -72,7 +72,10 @@ type Promotion struct {
 	ApprovalsRequired int
 	// Preview is the one-line summary of the Promotion's preview (issue
 	// 26: what it would change, never a secret), with how to see it all.
-	Preview       string
+	Preview string
+	// DashboardURL is the Promotion's page on the hub's dashboard, when the
+	// hub knows the dashboard's public address (--dashboard-url).
+	DashboardURL  string
 	Created       time.Time
 	Started, Done *time.Time
 }

@@ -124,6 +124,7 @@ func Facts(n Notice) []Fact {
 		add("Requested by", requester(p))
 		add("Approvals", Approvals(*p))
 		add("Preview", p.Preview)
+		add("Dashboard", p.DashboardURL)
 		add("Approved by", p.ApprovedBy)
 		add("Rejected by", p.RejectedBy)
 		add("Link", p.URL)

@@ -17,8 +17,9 @@
 // and a form field, plus net/http's cross-origin protection on
 // Sec-Fetch-Site and Origin), every answer carries a strict
 // Content-Security-Policy, and a Host check refuses DNS rebinding. The
-// dashboard reads Pipelines, Promotions, ReleaseHistories and Spokes only;
-// it never reads a Secret.
+// dashboard reads Pipelines, Promotions, PromotionPreviews (a Promotion's
+// diffs, shown escaped), ReleaseHistories and Spokes only; it never reads a
+// Secret.
 //
 // It is not an API: scripts use the CRDs or the hub's CI API.
 package dashboard

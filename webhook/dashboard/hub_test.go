@@ -49,6 +49,12 @@ func TestHub_servesTheDashboardReadOnly(t *testing.T) {
 	g.Expect(body).To(ContainSubstring("This dashboard is read-only"))
 	g.Expect(body).NotTo(ContainSubstring("<button"))
 
+	// The preview's diffs, read through the hub's cache with its
+	// ServiceAccount's RBAC.
+	seedPreview(t, f.NS, f.Waiting, tugboatv1alpha1.PreviewReady, "")
+	g.Eventually(func() string { _, body := get("promotions/" + f.Waiting); return body }, 10*time.Second, 100*time.Millisecond).
+		Should(And(ContainSubstring(`id="pv-1"`), ContainSubstring("&#43;      tolerations:"), Not(ContainSubstring(`id="preview-unread"`))))
+
 	// The page's event stream passes through the receiver.
 	events := streamAt(t, base+"events?kinds=promotion")
 	g.Eventually(events).Should(Receive(Equal(": connected")))

@@ -39,6 +39,8 @@ type promotionPage struct {
 	// Targets and Succeeded count the rollout's targets, for its progress
 	// bar (status.rollout; zero without one).
 	Targets, Succeeded int32
+	// Preview is what the Promotion would change (nil without one).
+	Preview *previewView
 }
 
 // entry is one step of a Promotion's timeline.
@@ -97,6 +99,7 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 		p.Targets, p.Succeeded = r.Counts()
 	}
 	p.Decide = s.decideView(ctx, pl, pr)
+	p.Preview = s.previewOf(ctx, pr)
 	s.render(w, "promotion", http.StatusOK, p)
 }
 

@@ -107,6 +107,9 @@ var funcs = template.FuncMap{
 	"tsv":       func(t metav1.Time) string { return ts(&t) },
 	"rfc3339v":  func(t metav1.Time) string { return rfc3339(&t) },
 	"int32":     func(i int) int32 { return int32(i) }, // a wave index, at most 22
+	"diffLines": diffLines,
+	"changeCls": changeClass,
+	"pvCls":     previewPhaseClass,
 }
 
 // age renders how long ago t was, e.g. 3m12s, 5h, 2d.

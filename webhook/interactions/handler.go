@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -149,6 +150,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in, err := Parse(r.Header.Get("Content-Type"), body)
+	if errors.Is(err, ErrLinkClick) {
+		// Acknowledged, so Slack shows no error beside the button; it
+		// changes nothing, so it needs no signature.
+		respond(w, http.StatusOK, answer{Result: "link opened"})
+		return
+	}
 	if err != nil {
 		respond(w, http.StatusBadRequest, answer{Error: err.Error()})
 		return

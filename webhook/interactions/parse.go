@@ -35,6 +35,11 @@ type Interaction struct {
 	Message []slack.Block
 }
 
+// ErrLinkClick is Parse's answer to a click on the link button to the
+// dashboard: Slack opened the page and tells the endpoint, which has
+// nothing to record.
+var ErrLinkClick = errors.New("a click on the dashboard link: nothing to record")
+
 // Parse decodes an interaction request's body: a form with a "payload"
 // field holding a block_actions interaction whose one tugboat action is an
 // Approve or Reject button. The error names what is wrong.
@@ -71,6 +76,11 @@ func Parse(contentType string, body []byte) (*Interaction, error) {
 		}
 	}
 	if found == nil {
+		for _, a := range cb.ActionCallback.BlockActions {
+			if a != nil && a.ActionID == notifyslack.ActionOpenDashboard {
+				return nil, ErrLinkClick
+			}
+		}
 		return nil, errors.New("payload.actions: no " + notifyslack.ActionApprove + " or " + notifyslack.ActionReject + " action")
 	}
 	in := &Interaction{Decision: tugboatv1alpha1.DecisionApprove, UserID: cb.User.ID, UserName: cb.User.Name, ResponseURL: cb.ResponseURL,

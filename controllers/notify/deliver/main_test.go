@@ -126,7 +126,8 @@ type notice struct {
 			User        string `json:"user"`
 			DisplayName string `json:"displayName"`
 		} `json:"votes"`
-		Preview string `json:"preview"`
+		Preview      string `json:"preview"`
+		DashboardURL string `json:"dashboardURL"`
 	} `json:"promotion"`
 }
 

@@ -34,6 +34,7 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 	if s.Preview != nil {
 		info.Preview = s.Preview.Line() + " (tugboat diff " + pr.Name + ")"
 	}
+	info.DashboardURL = r.opts.promotionPage(pr)
 	if s.Approval != nil {
 		info.ApprovedBy, info.RejectedBy = s.Approval.ApprovedBy, s.Approval.RejectedBy
 	}

@@ -2,8 +2,13 @@ package deliver
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/notify"
 )
@@ -20,6 +25,12 @@ type Options struct {
 	// the notifier first sees it (a notifier added to a Pipeline with a long
 	// history, a hub down for days) is recorded but not sent.
 	MaxAge time.Duration
+	// DashboardURL is the public address of the hub's read-only dashboard
+	// (its base, ending in "/"), which shows DashboardNamespace: notices
+	// about a Promotion of that namespace link to its page. Empty: no link.
+	DashboardURL string
+	// DashboardNamespace is the namespace the dashboard shows.
+	DashboardNamespace string
 }
 
 // NewOptions returns the defaults.
@@ -74,4 +85,44 @@ func modeOf(n *tugboatv1alpha1.Notifier) tugboatv1alpha1.NotifyMode {
 		return tugboatv1alpha1.NotifySummary
 	}
 	return tugboatv1alpha1.NotifyInstant
+}
+
+// promotionPage is the address of pr's page on the dashboard, or "" when
+// the dashboard's address is not known or it does not show pr's namespace.
+func (o Options) promotionPage(pr *tugboatv1alpha1.Promotion) string {
+	if o.DashboardURL == "" || o.DashboardNamespace != pr.Namespace {
+		return ""
+	}
+	return strings.TrimSuffix(o.DashboardURL, "/") + "/promotions/" + url.PathEscape(pr.Name)
+}
+
+// MaxDashboardURL is the longest DashboardURL: with "promotions/" and a
+// Promotion's name (at most 253 characters) a page's address stays within
+// the 3,000 characters of a Slack button's url.
+const MaxDashboardURL = 2048
+
+// ValidateDashboardURL checks a dashboard's public address: an absolute
+// http(s) URL without credentials, query or fragment, at most
+// MaxDashboardURL long. Empty is valid (no links).
+func ValidateDashboardURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	if len(raw) > MaxDashboardURL {
+		return fmt.Errorf("must be at most %d characters, got %d", MaxDashboardURL, len(raw))
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not a URL: %w", err)
+	case u.Scheme != "https" && u.Scheme != "http":
+		return fmt.Errorf("must be an http:// or https:// address, got scheme %q", clip.String(u.Scheme, 20))
+	case u.Host == "":
+		return errors.New("must name a host")
+	case u.User != nil:
+		return errors.New("must not carry credentials")
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(raw, "?") || strings.HasSuffix(raw, "#"):
+		return errors.New("must not carry a query or fragment")
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
+	"tugboat.dev/tugboat/controllers/notify/deliver"
 )
 
 // The approval notice carries the summary of the Promotion's preview
@@ -32,4 +33,52 @@ func TestDeliver_approvalNoticeCarriesThePreviewSummary(t *testing.T) {
 	g.Expect(n.Promotion).NotTo(BeNil())
 	g.Expect(n.Promotion.Preview).To(Equal("Ready: 3 objects and 7 lines change (2 targets previewed) (tugboat diff web-production-1.4.0)"))
 	g.Expect(rcv.notices()[0].Promotion.Preview).To(BeEmpty(), "no preview yet when created")
+}
+
+// With the dashboard's public address, a notice about a Promotion of the
+// namespace the dashboard shows links to its page; of another namespace,
+// not.
+func TestDeliver_noticeLinksToTheDashboard(t *testing.T) {
+	g := NewWithT(t)
+	shown, other := "notify-dash", "notify-dash-other"
+	rcv, url := newReceiver(t)
+	fixture(t, shown, webhookNotifier("hook", url, ""))
+	fixture(t, other, webhookNotifier("hook", url, ""))
+	opts := fastOptions()
+	opts.DashboardURL, opts.DashboardNamespace = "https://tugboat.example.com/ui/", shown
+	startDeliverer(t, opts)
+	newPromotion(t, shown)
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(HaveLen(1))
+	g.Expect(rcv.notices()[0].Promotion.DashboardURL).To(Equal("https://tugboat.example.com/ui/promotions/web-production-1.4.0"))
+	newPromotion(t, other)
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(HaveLen(2))
+	g.Expect(rcv.notices()[1].Promotion.DashboardURL).To(BeEmpty())
+}
+
+func TestValidateDashboardURL(t *testing.T) {
+	for _, tc := range []struct {
+		url, err string
+	}{
+		{"", ""},
+		{"https://tugboat.example.com/ui/", ""},
+		{"http://127.0.0.1:8443/ui/", ""},
+		{"ftp://tugboat.example.com/ui/", `scheme "ftp"`},
+		{"/ui/", `scheme ""`},
+		{"https:///ui/", "must name a host"},
+		{"https://user:pass@tugboat.example.com/ui/", "credentials"},
+		{"https://tugboat.example.com/ui/?token=x", "query or fragment"},
+		{"https://tugboat.example.com/ui/#x", "query or fragment"},
+		{"https://tugboat.example.com/%zz", "not a URL"},
+		{"https://tugboat.example.com/" + strings.Repeat("a", deliver.MaxDashboardURL), "at most 2048 characters"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			g := NewWithT(t)
+			err := deliver.ValidateDashboardURL(tc.url)
+			if tc.err == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.err)))
+		})
+	}
 }

@@ -93,6 +93,8 @@ func TestEmail_summaryOverSTARTTLSWithAuth(t *testing.T) {
 
 	n := notifytest.Promotion(tugboatv1alpha1.EventPromotionSucceeded)
 	n.Timeline = append(n.Timeline, notify.Step{Time: notifytest.Now, Source: "hub", Text: "note <script>alert(1)</script> & done"})
+	n.Promotion.Preview = "Ready: 3 objects and 7 lines change (tugboat diff web-production-1.4.0)"
+	n.Promotion.DashboardURL = "https://tugboat.example.com/ui/promotions/web-production-1.4.0"
 	_, err := e.Notify(context.Background(), n, "")
 	g.Expect(err).NotTo(HaveOccurred())
 
@@ -129,6 +131,10 @@ func TestEmail_summaryOverSTARTTLSWithAuth(t *testing.T) {
 	g.Expect(html).NotTo(ContainSubstring("<script>"))
 	g.Expect(html).To(ContainSubstring("note &lt;script&gt;alert(1)&lt;/script&gt; &amp; done"))
 	g.Expect(html).To(ContainSubstring(`<a href="https://git.example.com/org/fleet/pulls/42">`))
+	// The preview's summary, and the link to its page on the dashboard.
+	g.Expect(text).To(ContainSubstring("Preview: Ready: 3 objects and 7 lines change"))
+	g.Expect(text).To(ContainSubstring("Dashboard: https://tugboat.example.com/ui/promotions/web-production-1.4.0"))
+	g.Expect(html).To(ContainSubstring(`<a href="https://tugboat.example.com/ui/promotions/web-production-1.4.0">`))
 }
 
 func TestEmail_loginWhenOnlyThatIsOffered(t *testing.T) {

@@ -60,7 +60,7 @@ func renderHTML(w io.Writer, n notify.Notice) error {
 	}{Title: notify.Title(n), Event: string(n.Event), Failure: notify.IsFailure(n)}
 	for _, f := range notify.Facts(n) {
 		h := htmlFact{Label: f.Label, Value: f.Value}
-		if f.Label == "Link" {
+		if f.Label == "Link" || f.Label == "Dashboard" {
 			// html/template drops URLs with unsafe schemes.
 			h.URL = f.Value
 		}

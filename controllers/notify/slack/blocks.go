@@ -27,6 +27,10 @@ const (
 	MaxFieldText     = 2000
 	// MaxButtonValue is the longest button value.
 	MaxButtonValue = 2000
+	// MaxButtonText is the longest button text; MaxButtonURL the longest
+	// url of a link button.
+	MaxButtonText = 75
+	MaxButtonURL  = 3000
 )
 
 // Block ids of the blocks the hub's interaction endpoint looks for.
@@ -36,11 +40,16 @@ const (
 	DecisionBlockID = "tugboat_decision"
 	// OutcomeBlockID is the section DecisionMessage adds.
 	OutcomeBlockID = "tugboat_outcome"
+	// LinksBlockID is the actions block with the link to the Promotion's
+	// page on the dashboard (kept when DecisionMessage removes the
+	// decision buttons).
+	LinksBlockID = "tugboat_links"
 )
 
-// facts that get a section of their own rather than a field.
+// facts that get a section of their own rather than a field (Dashboard: a
+// button of its own).
 var ownSection = map[string]bool{
-	"Approvals": true, "Link": true, "Reason": true, "Message": true, "Description": true, "Time": true,
+	"Approvals": true, "Link": true, "Dashboard": true, "Reason": true, "Message": true, "Description": true, "Time": true,
 }
 
 // Blocks is n as Block Kit blocks: a header (the title), the facts as
@@ -86,6 +95,11 @@ func Blocks(n notify.Notice, buttons bool) []slack.Block {
 				label = "Pull request"
 			}
 			blocks = append(blocks, section("*"+label+"*\n"+link))
+		}
+	}
+	if p := n.Promotion; p != nil && p.DashboardURL != "" {
+		if links := dashboardBlock(*p); links != nil {
+			blocks = append(blocks, links)
 		}
 	}
 	if len(n.Targets) > 0 {
@@ -195,6 +209,24 @@ func decisionBlock(a notify.ApprovalRequest) *slack.ActionBlock {
 			plain("Cancel"),
 		).WithStyle(slack.StyleDanger))
 	return slack.NewActionBlock(DecisionBlockID, approve, reject)
+}
+
+// dashboardBlock is an actions block with a link button to the
+// Promotion's page on the dashboard (its preview, when it has one); nil
+// when the address is not an absolute http(s) URL of at most MaxButtonURL
+// characters.
+func dashboardBlock(p notify.Promotion) *slack.ActionBlock {
+	u, err := url.Parse(p.DashboardURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(p.DashboardURL) > MaxButtonURL {
+		return nil
+	}
+	text := "Open in the dashboard"
+	if p.Preview != "" {
+		text = "See what changes (dashboard)"
+	}
+	b := slack.NewButtonBlockElement(ActionOpenDashboard, "", plain(notify.Truncate(text, MaxButtonText)))
+	b.URL = p.DashboardURL
+	return slack.NewActionBlock(LinksBlockID, b)
 }
 
 func plain(s string) *slack.TextBlockObject {

@@ -15,6 +15,10 @@ import (
 const (
 	ActionApprove = "tugboat_approve"
 	ActionReject  = "tugboat_reject"
+	// ActionOpenDashboard is the link button to the Promotion's page on
+	// the dashboard: Slack opens the page, and tells the interaction
+	// endpoint, which has nothing to do.
+	ActionOpenDashboard = "tugboat_open_dashboard"
 )
 
 // Action is what a button's value names: the Promotion, and the notifier

@@ -290,6 +290,11 @@ func validateMessage(text string, blocks []map[string]any) []string {
 					bad("%s: value of %d characters, at most 2000", ew, len(v))
 				}
 				textObj(ew, el["text"], 75, "plain_text")
+				if u, ok := el["url"].(string); ok {
+					if pu, err := url.Parse(u); err != nil || len(u) > 3000 || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
+						bad("%s: url of %d characters, want an absolute http(s) URL of at most 3000", ew, len(u))
+					}
+				}
 				if s, ok := el["style"]; ok && s != "primary" && s != "danger" {
 					bad("%s: style %v", ew, s)
 				}

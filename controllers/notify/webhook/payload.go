@@ -80,13 +80,16 @@ type Promotion struct {
 	ApprovalsRequired int `json:"approvalsRequired,omitempty"`
 	// Preview summarizes what the Promotion would change (issue 26);
 	// `tugboat diff <name>` shows the diffs. Never a secret.
-	Preview    string     `json:"preview,omitempty"`
-	Votes      []Vote     `json:"votes,omitempty"`
-	ApprovedBy string     `json:"approvedBy,omitempty"`
-	RejectedBy string     `json:"rejectedBy,omitempty"`
-	Created    *time.Time `json:"created,omitempty"`
-	Started    *time.Time `json:"started,omitempty"`
-	Done       *time.Time `json:"done,omitempty"`
+	Preview string `json:"preview,omitempty"`
+	// DashboardURL is the Promotion's page on the hub's dashboard (its
+	// preview), when the hub knows the dashboard's address.
+	DashboardURL string     `json:"dashboardURL,omitempty"`
+	Votes        []Vote     `json:"votes,omitempty"`
+	ApprovedBy   string     `json:"approvedBy,omitempty"`
+	RejectedBy   string     `json:"rejectedBy,omitempty"`
+	Created      *time.Time `json:"created,omitempty"`
+	Started      *time.Time `json:"started,omitempty"`
+	Done         *time.Time `json:"done,omitempty"`
 }
 
 // Vote is one authenticated approval decision.
@@ -173,7 +176,7 @@ func NewPayload(n notify.Notice) Payload {
 			Name: pr.Name, From: pr.From, To: pr.To, Version: pr.Version, Phase: string(pr.Phase),
 			Message: pr.Message, URL: pr.URL, Strategy: string(pr.Strategy),
 			RequestedBy: string(pr.RequestedBy), Requester: pr.Requester,
-			ApprovalsRequired: pr.ApprovalsRequired, Preview: pr.Preview, ApprovedBy: pr.ApprovedBy, RejectedBy: pr.RejectedBy,
+			ApprovalsRequired: pr.ApprovalsRequired, Preview: pr.Preview, DashboardURL: pr.DashboardURL, ApprovedBy: pr.ApprovedBy, RejectedBy: pr.RejectedBy,
 			Created: timePtr(pr.Created), Started: utc(pr.Started), Done: utc(pr.Done),
 		}
 		for _, v := range pr.Votes {

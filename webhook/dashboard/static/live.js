@@ -1,7 +1,7 @@
 // tugboat dashboard: live updates. The pages are complete without this
 // script; with it, a change on the hub (a Server-Sent Event from /events)
-// fetches the page again and swaps its <main>, keeping focus and what was
-// typed. Soak countdowns tick every second.
+// fetches the page again and swaps its <main>, keeping focus, what was
+// typed and the details (diffs) that were open. Soak countdowns tick every second.
 (function () {
   "use strict";
   var eventsURL = document.body.getAttribute("data-events");
@@ -32,10 +32,16 @@
         if (next.innerHTML === main.innerHTML) { done(); return; }
         var focused = document.activeElement && document.activeElement.id;
         var fields = fieldsOf(main);
+        var open = Array.prototype.map.call(main.querySelectorAll("details[id][open]"), function (el) { return el.id; });
         main.replaceChildren.apply(main, Array.prototype.slice.call(next.childNodes).map(function (n) { return document.importNode(n, true); }));
         Object.keys(fields).forEach(function (id) {
           var el = document.getElementById(id);
           if (el) { el.value = fields[id]; }
+        });
+        // A diff someone opened stays open.
+        open.forEach(function (id) {
+          var el = document.getElementById(id);
+          if (el && el.tagName === "DETAILS") { el.open = true; }
         });
         if (focused) {
           var f = document.getElementById(focused);

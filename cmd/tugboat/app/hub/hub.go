@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/dora/gauges"
 	"tugboat.dev/tugboat/controllers/egress"
@@ -202,6 +203,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"agent chart values (dotted paths, comma-separated) a Spoke's spec.agentBootstrap.values or a SpokeClass's spec.agent.values may set; "+
 			"a Spoke setting another is Stalled and gets no install (empty: none; spoke and hub are the hub's own)")
 	fs.StringVar(&o.DashboardNamespace, "dashboard-namespace", o.DashboardNamespace, "serve the dashboard of this namespace read-only under /ui/ on the receiver's address (off when empty)")
+	fs.StringVar(&o.Notify.DashboardURL, "dashboard-url", o.Notify.DashboardURL, "public address of the dashboard --dashboard-namespace serves (e.g. https://tugboat.example.com/ui/): notices about its Promotions link to their pages (Slack: a button to the preview)")
 	o.Receiver.BindFlags(fs)
 	o.History.BindFlags(fs)
 	o.Spoke.BindFlags(fs)
@@ -212,7 +214,22 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
-	return errors.Join(o.validateLeaderElection(), o.validatePipelineAPI(), spoke.ValidateAllowedValues(o.BootstrapAllowedValues), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.validateHeartbeats(), o.SpokeKeys.Validate(), o.DORA.Validate())
+	return errors.Join(o.validateLeaderElection(), o.validatePipelineAPI(), o.validateDashboardURL(), spoke.ValidateAllowedValues(o.BootstrapAllowedValues), o.Receiver.Validate(), o.History.Validate(), o.Spoke.Validate(), o.validateHeartbeats(), o.SpokeKeys.Validate(), o.DORA.Validate())
+}
+
+// validateDashboardURL checks --dashboard-url: a public address of the
+// dashboard the hub serves.
+func (o *Options) validateDashboardURL() error {
+	if o.Notify.DashboardURL == "" {
+		return nil
+	}
+	if o.DashboardNamespace == "" {
+		return errors.New("--dashboard-url: needs --dashboard-namespace (the dashboard whose address it is)")
+	}
+	if err := deliver.ValidateDashboardURL(o.Notify.DashboardURL); err != nil {
+		return fmt.Errorf("--dashboard-url=%s: %w", clip.String(o.Notify.DashboardURL, 100), err)
+	}
+	return nil
 }
 
 // validateHeartbeats checks the digests' options (New caps the interval at
@@ -398,7 +415,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 			NotificationControllerAddress: opts.NotificationControllerAddress,
 		})
 	}
-	if err := (&deliver.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Builder: builder, Options: opts.Notify}).SetupWithManager(mgr); err != nil {
+	notifyOpts := opts.Notify
+	notifyOpts.DashboardNamespace = opts.DashboardNamespace
+	if err := (&deliver.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Builder: builder, Options: notifyOpts}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	ropts := opts.Receiver

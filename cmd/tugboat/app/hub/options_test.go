@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -145,4 +146,38 @@ func TestOptions_heartbeatDigestFlags(t *testing.T) {
 	g.Expect(o.Heartbeats.ResolveNamespace(o.LeaderElectionNamespace)).To(Equal("beats"))
 	g.Expect(fs.Parse([]string{"--heartbeat-digest-interval=-1s"})).To(Succeed())
 	g.Expect(o.Validate()).To(MatchError(ContainSubstring("--heartbeat-digest-interval must not be negative")))
+}
+
+// TestOptions_dashboardURL parses --dashboard-url as `tugboat hub` does:
+// the public address of the dashboard the hub serves, so it needs
+// --dashboard-namespace, and an address Slack can link to.
+func TestOptions_dashboardURL(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "off", args: nil},
+		{name: "with its namespace", args: []string{"--dashboard-namespace=fleet", "--dashboard-url=https://tugboat.example.com/ui/"}},
+		{name: "without a dashboard", args: []string{"--dashboard-url=https://tugboat.example.com/ui/"}, want: "--dashboard-url: needs --dashboard-namespace"},
+		{name: "not http", args: []string{"--dashboard-namespace=fleet", "--dashboard-url=javascript:alert(1)"}, want: `--dashboard-url=javascript:alert(1): must be an http:// or https:// address, got scheme "javascript"`},
+		{name: "relative", args: []string{"--dashboard-namespace=fleet", "--dashboard-url=/ui/"}, want: "must be an http:// or https:// address"},
+		{name: "credentials", args: []string{"--dashboard-namespace=fleet", "--dashboard-url=https://a:b@tugboat.example.com/ui/"}, want: "must not carry credentials"},
+		{name: "query", args: []string{"--dashboard-namespace=fleet", "--dashboard-url=https://tugboat.example.com/ui/?x=1"}, want: "must not carry a query or fragment"},
+		{name: "too long", args: []string{"--dashboard-namespace=fleet", "--dashboard-url=https://tugboat.example.com/" + strings.Repeat("a", 2048)}, want: "must be at most 2048 characters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			o := NewOptions()
+			fs := pflag.NewFlagSet("hub", pflag.ContinueOnError)
+			o.BindFlags(fs)
+			g.Expect(fs.Parse(tc.args)).To(Succeed())
+			err := o.Validate()
+			if tc.want == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.want)))
+		})
+	}
 }

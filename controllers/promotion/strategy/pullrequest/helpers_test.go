@@ -22,6 +22,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +48,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if giteaServer != nil {
 		giteaServer.Stop()
+	}
+	if hubCluster != nil {
+		_ = hubCluster.Stop()
 	}
 	os.Exit(code)
 }
@@ -239,6 +243,14 @@ type promotion struct {
 	secret   map[string]string // nil: no Secret at all
 	// rollbackFrom makes the request a rollback from that version.
 	rollbackFrom string
+	// preview, when set, is the Promotion's preview: its summary goes into
+	// status.preview and the PromotionPreview into the hub.
+	preview *tugboatv1alpha1.PromotionPreview
+	// summary is status.preview (with preview, or alone).
+	summary *tugboatv1alpha1.PreviewSummary
+	// reader, when set, is the hub the strategy reads (instead of a
+	// client holding secret and preview).
+	reader client.Reader
 }
 
 const (
@@ -267,6 +279,7 @@ func (p promotion) request() strategy.Request {
 		},
 	}
 	prom.Status.Strategy = &st
+	prom.Status.Preview = p.summary
 	return strategy.Request{
 		Promotion:    prom,
 		Pipeline:     pl,
@@ -279,7 +292,13 @@ func (p promotion) request() strategy.Request {
 }
 
 func (p promotion) hub() client.Reader {
-	b := fake.NewClientBuilder().WithScheme(scheme.Scheme)
+	sch := runtime.NewScheme()
+	_ = scheme.AddToScheme(sch)
+	_ = tugboatv1alpha1.AddToScheme(sch)
+	b := fake.NewClientBuilder().WithScheme(sch)
+	if p.preview != nil {
+		b = b.WithObjects(p.preview)
+	}
 	if p.secret != nil {
 		data := map[string][]byte{}
 		for k, v := range p.secret {
@@ -312,7 +331,11 @@ func (p promotion) run(t *testing.T) (strategy.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	work := t.TempDir()
-	s := pullrequest.New(p.hub(),
+	hub := p.reader
+	if hub == nil {
+		hub = p.hub()
+	}
+	s := pullrequest.New(hub,
 		pullrequest.WithWorkDir(work),
 		// The test's Gitea serves git over plain http on loopback.
 		pullrequest.WithAllowHTTP(true),

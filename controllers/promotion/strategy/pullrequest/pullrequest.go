@@ -153,12 +153,18 @@ func (s *Strategy) Promote(ctx context.Context, req strategy.Request) (strategy.
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
-	res, err := s.promote(ctx, cfg, creds, apiURL)
+	var pv *preview
+	if cfg.rollbackFrom == "" {
+		// A rollback reverts to what ran before: the preview was of the
+		// version rolled back from.
+		pv = readPreview(ctx, hub, req.Promotion)
+	}
+	res, err := s.promote(ctx, cfg, creds, apiURL, pv)
 	res.Message = scrub.string(res.Message)
 	return res, scrub.error(err)
 }
 
-func (s *Strategy) promote(ctx context.Context, cfg settings, creds Credentials, apiURL string) (strategy.Result, error) {
+func (s *Strategy) promote(ctx context.Context, cfg settings, creds Credentials, apiURL string, pv *preview) (strategy.Result, error) {
 	logger := log.FromContext(ctx).WithValues("repository", redactURL(cfg.repoURL), "branch", cfg.branch)
 
 	provider, err := s.providers(ProviderConfig{
@@ -239,7 +245,7 @@ func (s *Strategy) promote(ctx context.Context, cfg settings, creds Credentials,
 		Head:  cfg.branch,
 		Base:  cfg.base,
 		Title: pullRequestTitle(cfg),
-		Body:  pullRequestBody(cfg, scan.Fields),
+		Body:  withPreview(pullRequestBody(cfg, scan.Fields), pv),
 	})
 	if err != nil {
 		err = fmt.Errorf("opening the pull request from %s into %s: %w", cfg.branch, cfg.base, err)

@@ -110,6 +110,8 @@ func TestPromote_gitea_opensOnePullRequestChangingOnlyTheMarkedFields(t *testing
 	g.Expect(pr.Title).To(Equal("Promote web to 1.3.0 in production"))
 	g.Expect(pr.Body).To(And(ContainSubstring("`apps/web`"), ContainSubstring("`web-production-1-3-0`"),
 		ContainSubstring("`1.3.0`"), ContainSubstring("`prod-eu: web/web`"), ContainSubstring("clusters/production/web/release.yaml")))
+	// A Promotion without a preview: nothing about one.
+	g.Expect(pr.Body).NotTo(ContainSubstring("Preview"))
 
 	// The pushed branch differs from main only at the marked fields,
 	// byte for byte.
