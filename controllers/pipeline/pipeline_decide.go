@@ -171,6 +171,11 @@ func activeRunning(promos []tugboatv1alpha1.Promotion, env string) string {
 	return ""
 }
 
+// FieldOwner is the field manager of the Pipeline reconciler's writes on
+// Promotions (superseding one), so that kubectl get promotion
+// --show-managed-fields tells them from the Promotion reconciler's.
+const FieldOwner = "tugboat-pipeline"
+
 // supersede aborts Promotions into env that have not started (Pending or
 // WaitingApproval) for a version older than version.
 func (r *Reconciler) supersede(ctx context.Context, promos []tugboatv1alpha1.Promotion, env, version string) error {
@@ -192,7 +197,12 @@ func (r *Reconciler) supersede(ctx context.Context, promos []tugboatv1alpha1.Pro
 			Reason: tugboatv1alpha1.AbortedReason.String(), Message: "superseded by version " + version,
 			ObservedGeneration: pr.Generation,
 		})
-		if err := r.Client.Status().Patch(ctx, pr, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+		// With the resourceVersion read: a Promotion that moved on since
+		// (the Promotion reconciler started it, from a fresher copy than
+		// this cache's) is not aborted under its strategy; the conflict
+		// brings the Pipeline back, and the fresh copy is left alone.
+		patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+		if err := r.Client.Status().Patch(ctx, pr, patch, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("superseding promotion %s: %w", pr.Name, err)
 		}
 		promotionsTotal.WithLabelValues(string(tugboatv1alpha1.PromotionAborted)).Inc()
