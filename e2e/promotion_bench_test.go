@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -94,6 +97,7 @@ func BenchmarkPromotion_endToEnd(b *testing.B) {
 	tl := newTimeline(to)
 	proxy := startObservingProxy(b, hp.addr, tl, source, dest, ns)
 	agentArgs := append([]string{"--hub-state-interval", "30s"}, strings.Fields(os.Getenv(envE2EAgentArgs))...)
+	var destMetrics string // the destination agent's metrics address
 	for _, sp := range []struct {
 		name  string
 		c     *harness.Cluster
@@ -104,7 +108,11 @@ func BenchmarkPromotion_endToEnd(b *testing.B) {
 	} {
 		keyFile := filepath.Join(b.TempDir(), sp.name+".key")
 		g.Expect(os.WriteFile(keyFile, registerBenchSpoke(ctx, g, hubCluster, hubNS, sp.name), 0o600)).To(Succeed())
-		cmd, _ := startAgentProcess(b, bin, sp.c.KubeconfigPath, sp.name, proxy.url(), keyFile, freeAddr(b), append(sp.extra, agentArgs...)...)
+		metricsAddr := freeAddr(b)
+		if sp.name == dest {
+			destMetrics = metricsAddr
+		}
+		cmd, _ := startAgentProcess(b, bin, sp.c.KubeconfigPath, sp.name, proxy.url(), keyFile, metricsAddr, append(sp.extra, agentArgs...)...)
 		b.Logf("agent %s: %s", sp.name, strings.Join(cmd.Args[1:], " "))
 		// The agent registers its webhooks once its informers have synced.
 		g.Eventually(func() error {
@@ -165,6 +173,49 @@ func BenchmarkPromotion_endToEnd(b *testing.B) {
 		b.Logf("%d agent requests could not reach the hub (retried by the agents): %s", len(errs), strings.Join(errs, "; "))
 	}
 	reportStages(b, tl, releases)
+	reportAgentStages(b, destMetrics)
+}
+
+// reportAgentStages reads the destination agent's
+// tugboat_agent_action_stage_seconds and reports the mean of each stage of
+// its upgrades: where the time between an action and the new revision
+// goes.
+func reportAgentStages(b *testing.B, metricsAddr string) {
+	b.Helper()
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		b.Logf("reading the agent's metrics: %v", err)
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		b.Logf("parsing the agent's metrics: %v", err)
+		return
+	}
+	f := families["tugboat_agent_action_stage_seconds"]
+	if f == nil {
+		b.Logf("the agent recorded no action stages")
+		return
+	}
+	var line []string
+	for _, m := range f.GetMetric() {
+		h := m.GetHistogram()
+		if h.GetSampleCount() == 0 {
+			continue
+		}
+		stage := ""
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "stage" {
+				stage = l.GetValue()
+			}
+		}
+		mean := h.GetSampleSum() / float64(h.GetSampleCount()) * 1000
+		b.ReportMetric(mean, "ms/agent-"+stage)
+		line = append(line, fmt.Sprintf("%s %.1f ms", stage, mean))
+	}
+	b.Logf("the destination agent's upgrade stages (mean of %d actions): %s", f.GetMetric()[0].GetHistogram().GetSampleCount(), strings.Join(line, ", "))
 }
 
 // startPromotionClusters starts the hub control plane and the two full

@@ -38,11 +38,15 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 	if _, err := semver.NewVersion(a.Version); err != nil {
 		return "", 0, fmt.Errorf("version %q is not a semantic version", a.Version)
 	}
+	clock := newStageClock(e.now)
+	defer clock.log(log)
 	cfg, err := e.helmConfig(a.Namespace, a.Release)
 	if err != nil {
 		return "", 0, err
 	}
+	clock.mark(stageConfig)
 	last, err := e.settle(ctx, log, cfg, a)
+	clock.mark(stageSettle)
 	if errors.Is(err, errNotInstalled) && e.opts.InstallMissing {
 		return e.install(ctx, log, cfg, a)
 	}
@@ -72,6 +76,8 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 	if ctx.Err() != nil {
 		return "", 0, abandoned(ctx)
 	}
+	clock.mark(stageChart)
+	cfg.Releases.Driver = &createClock{Driver: cfg.Releases.Driver, onCreate: func() { clock.mark(stageRender) }}
 
 	up := action.NewUpgrade(cfg)
 	up.Namespace = a.Namespace
@@ -134,6 +140,7 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 			}
 			return "", rev, fmt.Errorf("upgrading release %s to %s %s: %w", key, a.Chart.Name, a.Version, err)
 		}
+		clock.mark(stageApply)
 		return fmt.Sprintf("upgraded release %s to %s %s (revision %d)", key, a.Chart.Name, a.Version, rel.Version), rel.Version, nil
 	}
 }
