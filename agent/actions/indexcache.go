@@ -1,9 +1,6 @@
 package actions
 
 import (
-	"container/list"
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"helm.sh/helm/v3/pkg/repo"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -33,16 +30,11 @@ type indexEntry struct {
 // index whose server sends neither validator is not kept. Safe for
 // concurrent use.
 type indexCache struct {
-	max int64
-
-	mu      sync.Mutex
-	size    int64
-	order   *list.List // of *indexEntry, most recently used first
-	entries map[string]*list.Element
+	kept *lru[string, *indexEntry]
 }
 
 func newIndexCache(maxBytes int64) *indexCache {
-	return &indexCache{max: maxBytes, order: list.New(), entries: map[string]*list.Element{}}
+	return &indexCache{kept: newLRU[string, *indexEntry](maxBytes)}
 }
 
 // get returns the entry kept for the repository base.
@@ -50,14 +42,7 @@ func (c *indexCache) get(base string) (*indexEntry, bool) {
 	if c == nil {
 		return nil, false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.entries[base]
-	if !ok {
-		return nil, false
-	}
-	c.order.MoveToFront(el)
-	return el.Value.(*indexEntry), true
+	return c.kept.get(base)
 }
 
 // put keeps e, replacing the entry of its repository. Without a validator,
@@ -67,45 +52,22 @@ func (c *indexCache) put(e *indexEntry) {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[e.base]; ok {
-		c.remove(el)
-	}
-	if (e.etag == "" && e.lastModified == "") || e.size > c.max {
+	if e.etag == "" && e.lastModified == "" {
+		c.kept.drop(e.base)
 		return
 	}
-	c.entries[e.base] = c.order.PushFront(e)
-	c.size += e.size
-	for c.size > c.max {
-		c.remove(c.order.Back())
-	}
+	c.kept.put(e.base, e, e.size)
 }
 
 // drop forgets the index of the repository base.
 func (c *indexCache) drop(base string) {
-	if c == nil {
-		return
+	if c != nil {
+		c.kept.drop(base)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[base]; ok {
-		c.remove(el)
-	}
-}
-
-func (c *indexCache) remove(el *list.Element) {
-	e := c.order.Remove(el).(*indexEntry)
-	delete(c.entries, e.base)
-	c.size -= e.size
 }
 
 // len is the number of entries and their bytes.
-func (c *indexCache) len() (int, int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries), c.size
-}
+func (c *indexCache) len() (int, int64) { return c.kept.len() }
 
 // indexReads counts the reads of repository indexes by outcome: downloaded
 // (and parsed), or notModified (the kept index reused on a 304).
