@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"os"
@@ -237,6 +238,12 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
+// kwokStages are the Pod stages kwok runs: its own defaults, and Helm test
+// Pods that succeed, or fail when annotated tugboat.dev/test-result: fail.
+//
+//go:embed kwok-stages.yaml
+var kwokStages []byte
+
 // startNodeComponents runs the controller manager, the scheduler and kwok,
 // and registers one fake node that kwok keeps Ready.
 func (c *Cluster) startNodeComponents(ctx context.Context, bin func(string) string) error {
@@ -262,8 +269,15 @@ func (c *Cluster) startNodeComponents(ctx context.Context, bin func(string) stri
 	if err != nil {
 		return err
 	}
+	stages := filepath.Join(c.Dir, "kwok-stages.yaml")
+	if err := os.WriteFile(stages, kwokStages, 0o600); err != nil {
+		return fmt.Errorf("writing kwok's stages: %w", err)
+	}
 	if err := c.run(ProcessKwok, bin(bins.Kwok), []string{
 		kubeconfig,
+		// kwok's default Pod stages, and Helm test Pods that finish
+		// (kwok-stages.yaml).
+		"--config=" + stages,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--disregard-status-with-annotation-selector=kwok.x-k8s.io/status=custom",
