@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 	"tugboat.dev/tugboat/controllers/promotion/request"
+	"tugboat.dev/tugboat/e2e/harness"
 )
 
 // smokeChart is a chart with a Helm test hook: a Pod that kwok finishes
@@ -71,8 +73,8 @@ spec:
 // succeeds (kwok's stage), and the Promotion succeeds with the step's
 // message naming the test. Promoting 1.2.0, whose test Pod fails, the
 // step fails: the Promotion fails (StepFailed) naming the target and the
-// failing test Pod, and saying why its log is unavailable (kwok's node
-// serves no logs), and a StepFailed Event tells it.
+// failing test Pod, with the end of its log (kwok serves a stand-in log
+// as the node's kubelet), and a StepFailed Event tells it.
 func TestHelmTestStep_theAgentRunsTheChartsTestsAfterTheUpgrade(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -155,8 +157,9 @@ func TestHelmTestStep_theAgentRunsTheChartsTestsAfterTheUpgrade(t *testing.T) {
 	g.Expect([]any{st.Phase, st.Attempts}).To(Equal([]any{tugboatv1alpha1.StepFailed, int32(1)}))
 	g.Expect(st.Message).To(HavePrefix("helm test failed on staging-ht/apps/smoke: helm test of release apps/smoke (revision 3): test pod smoke-test failed: "))
 	t.Logf("the failed step's message: %s", st.Message)
-	// kwok's node serves no logs: the excerpt is replaced by why.
-	g.Expect(st.Message).To(ContainSubstring("its log is unavailable: "))
+	// The end of the test Pod's log, read through the API server: kwok
+	// serves the harness's stand-in log as the node's kubelet.
+	g.Expect(st.Message).To(HaveSuffix("test pod smoke-test failed: log (last lines): " + strings.TrimSpace(harness.KwokPodLog)))
 	ready := apimeta.FindStatusCondition(got.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
 	g.Expect(ready).NotTo(BeNil())
 	g.Expect(ready.Reason).To(Equal("StepFailed"))

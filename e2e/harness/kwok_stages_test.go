@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/e2e/harness"
@@ -62,4 +63,31 @@ func TestHarness_kwokFinishesHelmTestPods(t *testing.T) {
 	g.Expect(failed.Status.ContainerStatuses).To(HaveLen(1))
 	g.Expect(failed.Status.ContainerStatuses[0].State.Terminated).NotTo(BeNil())
 	g.Expect(failed.Status.ContainerStatuses[0].State.Terminated.ExitCode).To(Equal(int32(1)))
+}
+
+// TestHarness_kwokServesPodLogs: a Pod's log, read through the API server
+// (pods/log, as kubectl logs and Helm do), is KwokPodLog, served by kwok as
+// the node's kubelet.
+func TestHarness_kwokServesPodLogs(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c, err := harness.Start(ctx, harness.Options{Name: "kwok-logs"})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs kept in %s", c.LogDir)
+		}
+		_ = c.StopKeepLogs()
+	})
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "talker"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/talker:1"}}},
+	}
+	g.Expect(c.Client.Create(ctx, p)).To(Succeed())
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() (string, error) {
+		b, err := cs.CoreV1().Pods("default").GetLogs("talker", &corev1.PodLogOptions{}).DoRaw(ctx)
+		return string(b), err
+	}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Equal(harness.KwokPodLog))
 }
