@@ -57,7 +57,7 @@ func TestHarness_kwokFinishesHelmTestPods(t *testing.T) {
 		"app": corev1.PodRunning, "test-pass": corev1.PodSucceeded, "test-success": corev1.PodSucceeded, "test-fail": corev1.PodFailed,
 	}
 	g.Eventually(phases).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Equal(want))
-	g.Consistently(phases).WithTimeout(2 * time.Second).WithPolling(200 * time.Millisecond).Should(Equal(want), "the phases stay")
+	g.Consistently(phases).WithTimeout(2*time.Second).WithPolling(200*time.Millisecond).Should(Equal(want), "the phases stay")
 	var failed corev1.Pod
 	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "test-fail"}, &failed)).To(Succeed())
 	g.Expect(failed.Status.ContainerStatuses).To(HaveLen(1))
