@@ -59,6 +59,14 @@ func stepsWith(name string, mutate func(s *tugboatv1.Steps)) client.Object {
 	})
 }
 
+// helmStepsWith is stepsWith in an environment whose strategy is helm.
+func helmStepsWith(name string, mutate func(s *tugboatv1.Steps)) client.Object {
+	p := stepsWith(name, mutate).(*tugboatv1.Pipeline)
+	p.Spec.Environments[1].Promotion = &tugboatv1.PromotionStrategy{Type: tugboatv1.StrategyHelm,
+		Helm: &tugboatv1.HelmStrategy{Repository: "https://charts.example.com", Chart: "web"}}
+	return p
+}
+
 func minimalLifecycle(name string) *tugboatv1.Lifecycle {
 	return &tugboatv1.Lifecycle{ObjectMeta: meta(name), Spec: tugboatv1.LifecycleSpec{EventKey: "db-migrate"}}
 }
@@ -82,9 +90,30 @@ func testStepsRejectsInvalid(ctx context.Context, t *testing.T, c client.Client)
 		want []string
 	}{
 		{
-			name: "a helmTest step, not built yet",
-			obj:  stepsWith("step-helmtest", func(s *tugboatv1.Steps) { s.Post[0] = tugboatv1.Step{Name: "smoke", Type: tugboatv1.StepHelmTest} }),
-			want: []string{"spec.environments[1].steps.post[0].type", "step types helmTest and metrics are not available yet: use webhook or external"},
+			name: "a helmTest step in an environment whose strategy is not helm",
+			obj:  stepsWith("step-helmtest-kube", func(s *tugboatv1.Steps) { s.Post[0] = tugboatv1.Step{Name: "smoke", Type: tugboatv1.StepHelmTest} }),
+			want: []string{"spec.environments", "a helmTest step needs the environment's strategy to be helm"},
+		},
+		{
+			name: "a helmTest pre step",
+			obj: helmStepsWith("step-helmtest-pre", func(s *tugboatv1.Steps) {
+				s.Pre[0] = tugboatv1.Step{Name: "smoke", Type: tugboatv1.StepHelmTest}
+			}),
+			want: []string{"spec.environments[1].steps.pre", "a helmTest step runs as a post step only"},
+		},
+		{
+			name: "helmTest configuration on a webhook step",
+			obj: helmStepsWith("step-helmtest-webhook", func(s *tugboatv1.Steps) {
+				s.Post[0].HelmTest = &tugboatv1.HelmTestStep{Waves: tugboatv1.HelmTestAll}
+			}),
+			want: []string{"spec.environments[1].steps.post[0].helmTest", "helmTest is allowed only when type is helmTest"},
+		},
+		{
+			name: "an unknown helmTest waves",
+			obj: helmStepsWith("step-helmtest-waves", func(s *tugboatv1.Steps) {
+				s.Post[0] = tugboatv1.Step{Name: "smoke", Type: tugboatv1.StepHelmTest, HelmTest: &tugboatv1.HelmTestStep{Waves: "Each"}}
+			}),
+			want: []string{"spec.environments[1].steps.post[0].helmTest.waves", `Unsupported value: "Each"`},
 		},
 		{
 			name: "a metrics step, not built yet",
@@ -240,6 +269,20 @@ func testStepsRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 		p := stepsWith("steps-roundtrip", func(s *tugboatv1.Steps) {
 			s.Pre[0].Timeout, s.Pre[0].Retries = &metav1.Duration{Duration: 15 * time.Minute}, 2
 			s.Post[0].Webhook.SecretRef = &tugboatv1.LocalSecretReference{Name: "qa-hook"}
+		}).(*tugboatv1.Pipeline)
+		want := p.Spec.Environments[1].Steps.DeepCopy()
+		g.Expect(c.Create(ctx, p)).To(Succeed())
+		t.Cleanup(func() { _ = c.Delete(ctx, p) })
+		got := &tugboatv1.Pipeline{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		g.Expect(got.Spec.Environments[1].Steps).To(Equal(want))
+	})
+	t.Run("Pipeline with a helmTest step", func(t *testing.T) {
+		g := NewWithT(t)
+		p := helmStepsWith("steps-helmtest-roundtrip", func(s *tugboatv1.Steps) {
+			s.Post = append(s.Post,
+				tugboatv1.Step{Name: "smoke", Type: tugboatv1.StepHelmTest, Timeout: &metav1.Duration{Duration: 5 * time.Minute}},
+				tugboatv1.Step{Name: "smoke-all", Type: tugboatv1.StepHelmTest, HelmTest: &tugboatv1.HelmTestStep{Waves: tugboatv1.HelmTestAll}})
 		}).(*tugboatv1.Pipeline)
 		want := p.Spec.Environments[1].Steps.DeepCopy()
 		g.Expect(c.Create(ctx, p)).To(Succeed())

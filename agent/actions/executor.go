@@ -128,6 +128,8 @@ func (e *Executor) execute(ctx context.Context, log logr.Logger, a wire.Action) 
 	switch {
 	case a.TypeOf() == wire.ActionRollback:
 		msg, rev, err = e.rollback(ctx, log, limits, a)
+	case a.TypeOf() == wire.ActionHelmTest:
+		msg, rev, err = e.helmTest(ctx, log, limits, a)
 	case a.HelmRelease != nil:
 		msg, err = e.setHelmReleaseVersion(ctx, log, limits, a)
 	default:
@@ -150,8 +152,10 @@ func checkAction(a wire.Action) error {
 	case wire.ActionUpgrade:
 	case wire.ActionRollback:
 		return checkRollback(a)
+	case wire.ActionHelmTest:
+		return checkHelmTest(a)
 	default:
-		return fmt.Errorf("this agent does not carry out %q actions (it knows: %s, %s)", t, wire.ActionUpgrade, wire.ActionRollback)
+		return fmt.Errorf("this agent does not carry out %q actions (it knows: %s, %s, %s)", t, wire.ActionUpgrade, wire.ActionRollback, wire.ActionHelmTest)
 	}
 	var errs []error
 	if a.Namespace == "" || a.Release == "" {
@@ -173,6 +177,9 @@ func checkAction(a wire.Action) error {
 	}
 	if a.Rollback != nil {
 		errs = append(errs, errors.New("rollback is set only on a rollback action"))
+	}
+	if a.HelmTest != nil {
+		errs = append(errs, errors.New("helmTest is set only on a helm test action"))
 	}
 	return errors.Join(errs...)
 }

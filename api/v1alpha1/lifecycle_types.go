@@ -55,7 +55,7 @@ type StepType string
 
 const (
 	// StepHelmTest has the destination's agents run the release's Helm
-	// test hooks. Not built yet: the API refuses it.
+	// test hooks (a post step of a helm-strategy environment only).
 	StepHelmTest StepType = "helmTest"
 	// StepMetrics evaluates a PromQL query against a Prometheus. Not built
 	// yet: the API refuses it.
@@ -81,6 +81,7 @@ const (
 // Steps are the lifecycle steps of an environment: checks run for every
 // Promotion into it. Names are unique across both stages.
 // +kubebuilder:validation:XValidation:rule="!has(self.pre) || !has(self.post) || self.pre.all(a, !self.post.exists(b, b.name == a.name))",message="step names must be unique across pre and post"
+// +kubebuilder:validation:XValidation:rule="!has(self.pre) || self.pre.all(s, s.type != 'helmTest')",message="a helmTest step runs as a post step only: before the strategy acts, the promoted version is not installed, so there is nothing of it to test",fieldPath=".pre"
 type Steps struct {
 	// pre steps run, in order, before the strategy acts on any target. A
 	// failed pre step fails the Promotion before anything changed.
@@ -102,7 +103,8 @@ type Steps struct {
 
 // Step is one lifecycle step: a type and, for that type only, its
 // configuration.
-// +kubebuilder:validation:XValidation:rule="self.type != 'helmTest' && self.type != 'metrics'",message="step types helmTest and metrics are not available yet: use webhook or external",fieldPath=".type"
+// +kubebuilder:validation:XValidation:rule="self.type != 'metrics'",message="step type metrics is not available yet: use webhook, external or helmTest",fieldPath=".type"
+// +kubebuilder:validation:XValidation:rule="self.type == 'helmTest' || !has(self.helmTest)",message="helmTest is allowed only when type is helmTest",fieldPath=".helmTest"
 // +kubebuilder:validation:XValidation:rule="self.type == 'external' ? has(self.external) : !has(self.external)",message="external is required when type is external, and forbidden otherwise",fieldPath=".external"
 // +kubebuilder:validation:XValidation:rule="self.type == 'webhook' ? has(self.webhook) : !has(self.webhook)",message="webhook is required when type is webhook, and forbidden otherwise",fieldPath=".webhook"
 type Step struct {
@@ -114,14 +116,17 @@ type Step struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// type is webhook (a signed HTTP POST that must answer 2xx) or external
-	// (a LifecycleEvent that another controller finishes). helmTest and
-	// metrics are reserved for kinds not built yet.
+	// type is webhook (a signed HTTP POST that must answer 2xx), external
+	// (a LifecycleEvent that another controller finishes) or helmTest (the
+	// destination's agents run the release's Helm test hooks; post steps
+	// of a helm-strategy environment only). metrics is reserved for a kind
+	// not built yet.
 	// +required
 	Type StepType `json:"type"`
 
 	// timeout bounds one attempt of the step. Defaults to the Lifecycle's
-	// spec.timeout for an external step, else 10m.
+	// spec.timeout for an external step, else 10m. A helmTest step's agents
+	// also bound the test hooks with it (helm test --timeout).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
@@ -143,6 +148,34 @@ type Step struct {
 	// webhook configures a webhook step; required for it.
 	// +optional
 	Webhook *WebhookStep `json:"webhook,omitempty"`
+
+	// helmTest configures a helmTest step; optional for it, forbidden
+	// otherwise.
+	// +optional
+	HelmTest *HelmTestStep `json:"helmTest,omitempty"`
+}
+
+// HelmTestWaves says which targets a helmTest step tests.
+// +kubebuilder:validation:Enum=Canary;All
+type HelmTestWaves string
+
+const (
+	// HelmTestCanary tests the targets of the rollout's first wave (the
+	// canary) only; without a rollout, every target.
+	HelmTestCanary HelmTestWaves = "Canary"
+	// HelmTestAll tests every target.
+	HelmTestAll HelmTestWaves = "All"
+)
+
+// HelmTestStep configures a helmTest step: the agent of each tested target
+// runs the release's Helm test hooks (helm test) on the revision the
+// Promotion's upgrade made.
+type HelmTestStep struct {
+	// waves is Canary (the default: with a rollout, only the targets of its
+	// first wave are tested; without one, every target) or All (every
+	// target).
+	// +optional
+	Waves HelmTestWaves `json:"waves,omitempty"`
 }
 
 // ExternalStep names the Lifecycle whose controller finishes the step's

@@ -7,6 +7,7 @@ import (
 // PipelineSpec is an ordered list of environments a release's chart version is
 // promoted through, how, and who is told.
 // +kubebuilder:validation:XValidation:rule="self.environments.all(e, !has(e.rollout) || !has(e.rollout.onFailure) || e.rollout.onFailure != 'Rollback' || (has(e.promotion) ? e.promotion.type : self.promotion.type) in ['helm', 'kubernetes', 'pullRequest'])",message="rollout.onFailure Rollback needs the environment's strategy to be helm, kubernetes or pullRequest: tugboat cannot roll back what a webhook or notification strategy's external actor changed (use onFailure Pause)",fieldPath=".environments"
+// +kubebuilder:validation:XValidation:rule="self.environments.all(e, !has(e.steps) || !has(e.steps.post) || (has(e.promotion) ? e.promotion.type : self.promotion.type) == 'helm' || e.steps.post.all(s, s.type != 'helmTest'))",message="a helmTest step needs the environment's strategy to be helm: the destination's agents run the tests on the release they installed",fieldPath=".environments"
 type PipelineSpec struct {
 	// release is the Helm release name the Pipeline promotes; a target may
 	// override it.

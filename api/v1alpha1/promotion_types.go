@@ -183,6 +183,13 @@ type PromotionTargetStatus struct {
 	// with a rollout, once the target's wave was acted on).
 	// +optional
 	Rollout *TargetRollout `json:"rollout,omitempty"`
+
+	// helmTest is the agent action of the running (or last) attempt of a
+	// helmTest step on this target: the release's Helm test hooks, run on
+	// the revision action made. Its message names the failing test Pod
+	// and holds an excerpt of its log.
+	// +optional
+	HelmTest *TargetAction `json:"helmTest,omitempty"`
 }
 
 // TargetRollout records when and in which wave a rollout acted on a

@@ -3,6 +3,7 @@ package wire
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"time"
 )
@@ -103,6 +104,9 @@ type Action struct {
 	// Preview is what a preview action renders (type ActionPreview only;
 	// see preview.go).
 	Preview *PreviewAction `json:"preview,omitempty"`
+	// HelmTest says which revision a helm test action tests (type
+	// ActionHelmTest only).
+	HelmTest *HelmTestAction `json:"helmTest,omitempty"`
 	// Created is when the hub queued the action.
 	Created time.Time `json:"created"`
 }
@@ -138,6 +142,29 @@ type RollbackAction struct {
 // of promotion (its UID) for one target: distinct from its upgrade's.
 func NewRollbackActionID(promotionUID, spoke, namespace, release string) string {
 	return NewActionID(promotionUID+"/"+ActionRollback, spoke, namespace, release)
+}
+
+// HelmTestAction is what a helm test action tests: the release's test
+// hooks are run only while its latest revision is the one the promotion's
+// upgrade produced (Revision, at chart Version), never on a change made
+// since. Its outcome is Succeeded when every test hook passed, Failed with
+// the failing test Pod and an excerpt of its log otherwise.
+type HelmTestAction struct {
+	// Revision is the Helm revision the promotion produced or found at
+	// Version.
+	Revision int `json:"revision"`
+	// Version is the chart version Revision runs.
+	Version string `json:"version"`
+	// TimeoutSeconds bounds the test hooks (helm test --timeout); the
+	// agent's own bound applies when it is shorter, or when this is 0.
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+}
+
+// NewHelmTestActionID returns the deterministic id of attempt attempt of
+// the helmTest step step of promotion (its UID) for one target: distinct
+// from its upgrade's and rollback's, and from every other attempt's.
+func NewHelmTestActionID(promotionUID, step string, attempt int32, spoke, namespace, release string) string {
+	return NewActionID(fmt.Sprintf("%s/%s/%s/%d", promotionUID, ActionHelmTest, step, attempt), spoke, namespace, release)
 }
 
 // ActionList is the answer to a poll.

@@ -10,7 +10,8 @@ package promotion
 // is read from the Pipeline when an attempt starts.
 //
 // An external step is a LifecycleEvent (lifecycle_event.go) that another
-// controller finishes; a webhook step is a signed POST (step_webhook.go).
+// controller finishes; a webhook step is a signed POST (step_webhook.go); a
+// helmTest step is an agent action per tested target (step_helmtest.go).
 // Both are safe across a hub restart: an attempt's LifecycleEvent has a
 // deterministic name and a webhook attempt a deterministic delivery id, so
 // a reconcile that repeats an attempt finds the same event (or sends the
@@ -175,6 +176,8 @@ func (r *Reconciler) advanceStep(ctx context.Context, pr *tugboatv1alpha1.Promot
 			out, err = r.externalAttempt(ctx, pr, p, spec, st)
 		case tugboatv1alpha1.StepWebhook:
 			out, err = r.webhookAttempt(ctx, pr, p, spec, st)
+		case tugboatv1alpha1.StepHelmTest:
+			out, err = r.helmTestAttempt(ctx, pr, spec, st)
 		default:
 			out = attemptResult{done: true, message: fmt.Sprintf("step type %s is not available yet", st.Type)}
 		}

@@ -125,6 +125,7 @@ func (r *Reconciler) observe(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 			ts.LastTransitionTime = &now
 		}
 		ts.Rollout = prev[id].Rollout
+		ts.HelmTest = prev[id].HelmTest
 		if pr.StrategyType() == tugboatv1alpha1.StrategyHelm && (!hasRollout(pr) || ts.Rollout != nil) {
 			r.trackAction(pr, prev[id].Action, &ts)
 		}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"os"
@@ -217,7 +218,7 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 
 	if !opts.ControlPlaneOnly {
-		if err := c.startNodeComponents(ctx, bin); err != nil {
+		if err := c.startNodeComponents(ctx, bin, certs); err != nil {
 			return nil, err
 		}
 	}
@@ -237,9 +238,33 @@ func start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
+// kwokStages are the Pod stages kwok runs: its own defaults, and Helm test
+// Pods that succeed, or fail when annotated tugboat.dev/test-result: fail.
+//
+//go:embed kwok-stages.yaml
+var kwokStages []byte
+
+// KwokPodLog is what every Pod's log says on a harness cluster (kubectl
+// logs, pods/log): kwok serves this file as the log of every container,
+// since no container runs on its node.
+const KwokPodLog = "kwok: no container ran on this node; this stands in for the container's log\n"
+
+// kwokClusterLogs is kwok's ClusterLogs configuration that serves file as
+// the log of every Pod's containers.
+func kwokClusterLogs(file string) string {
+	return fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: tugboat-pod-logs
+spec:
+  logs:
+  - logsFile: %q
+`, file)
+}
+
 // startNodeComponents runs the controller manager, the scheduler and kwok,
 // and registers one fake node that kwok keeps Ready.
-func (c *Cluster) startNodeComponents(ctx context.Context, bin func(string) string) error {
+func (c *Cluster) startNodeComponents(ctx context.Context, bin func(string) string, certs *pki) error {
 	kubeconfig := "--kubeconfig=" + c.KubeconfigPath
 	if err := c.run(ProcessKubeControllerManager, bin(bins.KubeControllerManager), []string{
 		kubeconfig,
@@ -262,13 +287,31 @@ func (c *Cluster) startNodeComponents(ctx context.Context, bin func(string) stri
 	if err != nil {
 		return err
 	}
+	stages := filepath.Join(c.Dir, "kwok-stages.yaml")
+	podLog := filepath.Join(c.Dir, "kwok-pod.log")
+	logs := fmt.Sprintf("---\n%s\n", kwokClusterLogs(podLog))
+	if err := os.WriteFile(stages, append(append([]byte{}, kwokStages...), logs...), 0o600); err != nil {
+		return fmt.Errorf("writing kwok's stages: %w", err)
+	}
+	// In the CRI log format, which kwok reads as a kubelet does.
+	cri := "2026-01-01T00:00:00.000000000Z stdout F " + KwokPodLog
+	if err := os.WriteFile(podLog, []byte(cri), 0o600); err != nil {
+		return fmt.Errorf("writing kwok's pod log: %w", err)
+	}
 	if err := c.run(ProcessKwok, bin(bins.Kwok), []string{
 		kubeconfig,
+		// kwok's default Pod stages, and Helm test Pods that finish
+		// (kwok-stages.yaml).
+		"--config=" + stages,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--disregard-status-with-annotation-selector=kwok.x-k8s.io/status=custom",
 		"--cidr=10.0.0.1/24",
-		"--node-ip=10.0.0.1",
+		// The node's kubelet endpoint is kwok's own server, so the API
+		// server reaches it for a Pod's log (pods/log: kwokClusterLogs).
+		"--node-ip=127.0.0.1",
+		fmt.Sprintf("--node-port=%d", kwokPort[0]),
+		"--tls-cert-file=" + certs.ServingCert, "--tls-private-key-file=" + certs.ServingKey,
 		"--node-lease-duration-seconds=40",
 		fmt.Sprintf("--server-address=127.0.0.1:%d", kwokPort[0]),
 	}); err != nil {

@@ -94,7 +94,7 @@ func indexSpokes(o client.Object) []string {
 	}
 	var spokes []string
 	for _, t := range pr.Status.Targets {
-		if (t.Action != nil || rollbackOf(&t) != nil) && !slices.Contains(spokes, t.Spoke) {
+		if (t.Action != nil || rollbackOf(&t) != nil || t.HelmTest != nil) && !slices.Contains(spokes, t.Spoke) {
 			spokes = append(spokes, t.Spoke)
 		}
 	}
@@ -108,7 +108,8 @@ func (s *Store) observe(o any) {
 		return
 	}
 	for _, t := range pr.Status.Targets {
-		if a := offeredAction(pr, &t); a != nil && a.Phase == tugboatv1alpha1.ActionPending {
+		if a := offeredAction(pr, &t); a != nil && a.Phase == tugboatv1alpha1.ActionPending ||
+			openHelmTest(pr, &t) && t.HelmTest.Phase == tugboatv1alpha1.ActionPending {
 			// A Pipeline's targets are Spokes of its own namespace.
 			s.notify(ingest.Spoke{Namespace: pr.Namespace, Name: t.Spoke})
 		}
@@ -178,7 +179,7 @@ func (s *Store) Pending(ctx context.Context, who ingest.Spoke) ([]wire.Action, e
 		pr := &promos[i]
 		if !offered(pr) || !slices.ContainsFunc(pr.Status.Targets, func(t tugboatv1alpha1.PromotionTargetStatus) bool {
 			a := offeredAction(pr, &t)
-			return t.Spoke == spoke && a != nil && open(a.Phase)
+			return t.Spoke == spoke && (a != nil && open(a.Phase) || openHelmTest(pr, &t))
 		}) {
 			continue
 		}
@@ -221,6 +222,11 @@ func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke str
 					acts = append(acts, a)
 				}
 				continue
+			}
+			if t.Spoke == spoke {
+				if a, ok := s.deliverHelmTest(ctx, pr, p, t, now); ok {
+					acts = append(acts, a)
+				}
 			}
 			if t.Spoke != spoke || t.Action == nil || !open(t.Action.Phase) ||
 				t.Action.ID != wire.NewActionID(string(pr.UID), t.Spoke, t.Namespace, t.Release) {

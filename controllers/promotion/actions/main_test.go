@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
@@ -21,6 +23,8 @@ import (
 var (
 	cluster *harness.Cluster
 	hubURL  string
+	// stopHub stops the running hub (restartHub starts another).
+	stopHub func()
 )
 
 // pollTimeout is the hub's long-poll timeout in these tests.
@@ -39,9 +43,30 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		defer stop()
+		stopHub = stop
+		defer func() { stopHub() }()
 		return m.Run()
 	}))
+}
+
+// restartHub starts a new hub after stopHub stopped the last one, as a
+// hub process that restarts: nothing but the API server's state carries
+// over.
+func restartHub(t *testing.T) {
+	t.Helper()
+	stop, err := startHub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopHub = stop
+	// Until its receiver listens, an agent's requests are refused.
+	NewWithT(t).Eventually(func() error {
+		c, err := net.Dial("tcp", strings.TrimPrefix(hubURL, "http://"))
+		if err == nil {
+			_ = c.Close()
+		}
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 }
 
 // startHub runs the whole hub (receiver, recorder, Spoke, Pipeline and
@@ -55,6 +80,8 @@ func startHub() (stop func(), err error) {
 	_ = l.Close()
 	opts := hub.NewOptions()
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress, opts.LeaderElection = "0", "0", false
+	// restartHub runs a second hub in the process.
+	opts.SkipControllerNameValidation = true
 	opts.Receiver.BindAddress = addr
 	opts.Receiver.ActionPollTimeout = pollTimeout
 	opts.Promotion.PreviewTimeout = previewTimeout

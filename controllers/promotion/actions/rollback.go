@@ -38,8 +38,12 @@ func offeredAction(pr *tugboatv1alpha1.Promotion, t *tugboatv1alpha1.PromotionTa
 	return t.Action
 }
 
-// actionByID returns t's upgrade or rollback whose id is id, or nil.
+// actionByID returns t's upgrade, rollback or helm test whose id is id,
+// or nil.
 func actionByID(t *tugboatv1alpha1.PromotionTargetStatus, id string) *tugboatv1alpha1.TargetAction {
+	if t.HelmTest != nil && t.HelmTest.ID == id {
+		return t.HelmTest
+	}
 	if t.Action != nil && t.Action.ID == id {
 		return t.Action
 	}
