@@ -84,7 +84,14 @@ func TestActions_previewBeforeApproval(t *testing.T) {
 	g.Expect(pp.Spec.Targets[0].Spokes).To(Equal([]string{"staging-p1", "staging-p2"}))
 	g.Expect(pp.Spec.Targets[1].Spoke).To(Equal("staging-p3"))
 	g.Expect(pp.Spec.TotalTargets).To(BeEquivalentTo(3))
-	pr := getPromotion(g, ns, name)
+	// The reconciler creates the preview, then writes the Promotion's
+	// status: wait, with a bound, for that write (reading the Promotion
+	// at once sometimes found it before its status was written).
+	var pr *tugboatv1alpha1.Promotion
+	g.Eventually(func(g Gomega) {
+		pr = getPromotion(g, ns, name)
+		g.Expect(pr.Status.Preview).NotTo(BeNil())
+	}).WithTimeout(10 * time.Second).Should(Succeed())
 	g.Expect(pp.OwnerReferences).To(ContainElement(HaveField("UID", pr.UID)))
 	g.Expect(pr.Status.Phase).To(Equal(tugboatv1alpha1.PromotionPending))
 	g.Expect(pr.Status.Preview).To(Equal(&tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewPending, Name: name}))
