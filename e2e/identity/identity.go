@@ -190,6 +190,13 @@ func GrantAbort(ctx context.Context, admin client.Client, namespace, user string
 	return grant(ctx, admin, namespace, user, "abort", environments)
 }
 
+// GrantVerb is Grant with verb (e.g. pause or resume, what `tugboat
+// rollout pause|resume` needs) instead of approve; its Role is named
+// "<verb>er-<user>".
+func GrantVerb(ctx context.Context, admin client.Client, namespace, user, verb string, environments ...string) error {
+	return grant(ctx, admin, namespace, user, verb, environments)
+}
+
 func grant(ctx context.Context, admin client.Client, namespace, user, verb string, environments []string) error {
 	prefix := "approver-"
 	if verb != "approve" {
