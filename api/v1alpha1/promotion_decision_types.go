@@ -35,6 +35,15 @@ type NotificationDelivery struct {
 	// +required
 	Event NotifyEvent `json:"event"`
 
+	// occurrence is, for an event that recurs (PromotionWaveCompleted,
+	// PromotionPaused, PromotionResumed), which occurrence the record is
+	// about, from 1: the wave's number, or the rollout's n-th pause or
+	// resume. The hub tells each occurrence once, in order, and reuses the
+	// record for the next one. 0 for the other events.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Occurrence int32 `json:"occurrence,omitempty"`
+
 	// DeliveryState is where the delivery stands, inlined.
 	DeliveryState `json:",inline"`
 

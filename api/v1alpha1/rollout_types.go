@@ -306,6 +306,18 @@ type RolloutStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	AcceptedFailures int32 `json:"acceptedFailures,omitempty"`
 
+	// pauses counts the times the rollout was paused, by people or by its
+	// failure budget; resumes the times a person resumed it. The notices
+	// PromotionPaused and PromotionResumed are told once per count.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Pauses int32 `json:"pauses,omitempty"`
+
+	// resumes counts the times a person resumed the rollout.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Resumes int32 `json:"resumes,omitempty"`
+
 	// rollbackStartedAt is when the rollout stopped to roll back (phase
 	// RollingBack); the rollback has the rollout's progressDeadline from
 	// then.

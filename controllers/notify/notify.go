@@ -72,7 +72,13 @@ type Promotion struct {
 	ApprovalsRequired int
 	// Preview is the one-line summary of the Promotion's preview (issue
 	// 26: what it would change, never a secret), with how to see it all.
-	Preview       string
+	Preview string
+	// Rollout is the rollout's progress in one line, for a Promotion that
+	// rolls out in waves ("wave 2/3 (wave-1), 3/10 succeeded, ...").
+	Rollout string
+	// Wave names the wave a PromotionWaveCompleted notice is about, with
+	// its counts ("canary (1 of 3): 1 of 1 targets succeeded").
+	Wave          string
 	Created       time.Time
 	Started, Done *time.Time
 }

@@ -404,6 +404,9 @@ func completedMessage(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan) string 
 // and how to go on.
 func (r *Reconciler) pause(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observation, now time.Time) {
 	st := pr.Status.Rollout
+	if pr.Status.Phase != tugboatv1alpha1.PromotionPaused {
+		st.Pauses++ // not when the budget is spent while a person paused it
+	}
 	st.Phase, st.PausedBy = tugboatv1alpha1.RolloutPaused, ""
 	msg := pausedMessage(pr, plan)
 	st.Message = clip.String(msg, 1024)

@@ -44,6 +44,7 @@ func steer(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observation,
 	switch {
 	case req.Action == tugboatv1alpha1.RolloutActionPause && !paused:
 		st.Phase, st.PausedBy = tugboatv1alpha1.RolloutPaused, req.User
+		st.Pauses++
 		recordPlan(pr, plan, obs, now)
 		msg := clip.String(userPausedMessage(pr, plan, req), 1024)
 		st.Message = msg
@@ -55,6 +56,7 @@ func steer(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observation,
 		apimeta.RemoveStatusCondition(&pr.Status.Conditions, tugboatv1alpha1.ReconcilingCondition.String())
 	case req.Action == tugboatv1alpha1.RolloutActionResume && paused:
 		st.Phase, st.PausedBy = tugboatv1alpha1.RolloutProgressing, ""
+		st.Resumes++
 		st.AcceptedFailures = max(st.AcceptedFailures, count32(plan.Budget.Used))
 		// Running until advance says where the rollout stands; the Ready
 		// condition follows.

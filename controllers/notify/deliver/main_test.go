@@ -127,7 +127,11 @@ type notice struct {
 			DisplayName string `json:"displayName"`
 		} `json:"votes"`
 		Preview string `json:"preview"`
+		Message string `json:"message"`
+		Wave    string `json:"wave"`
+		Rollout string `json:"rollout"`
 	} `json:"promotion"`
+	Title string `json:"title"`
 }
 
 func newReceiver(t *testing.T, codes ...int) (*receiver, string) {

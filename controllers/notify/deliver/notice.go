@@ -101,6 +101,44 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 	return n
 }
 
+// rolloutNotice completes n, a notice of recurring event e about pr's
+// rollout, for its occurrence-th occurrence: the wave that qualified, who
+// paused or resumed, and the rollout's progress. Its time is the wave's
+// completion, or the request's.
+func rolloutNotice(n *notify.Notice, pr *tugboatv1alpha1.Promotion, e tugboatv1alpha1.NotifyEvent, occurrence int32) {
+	st, info := pr.Status.Rollout, n.Promotion
+	info.Rollout = st.Progress()
+	req := pr.Status.RolloutRequest
+	switch e {
+	case tugboatv1alpha1.EventPromotionWaveCompleted:
+		if i := int(occurrence) - 1; i >= 0 && i < len(st.Waves) {
+			w := st.Waves[i]
+			info.Wave = fmt.Sprintf("%s (%d of %d)", w.Name, i+1, len(st.Waves))
+			info.Message = fmt.Sprintf("wave %s qualified: %d of %d targets succeeded, %d failed", w.Name, w.Succeeded, w.Targets, w.Failed)
+			if w.CompletedAt != nil {
+				n.Time = w.CompletedAt.Time
+			}
+		}
+	case tugboatv1alpha1.EventPromotionPaused:
+		if pr.Status.Phase != tugboatv1alpha1.PromotionPaused || occurrence < st.Pauses {
+			// Resumed since: the Ready message no longer says why.
+			info.Message = fmt.Sprintf("the rollout of %s into %s was paused (pause %d); it has been resumed since", pr.Spec.Version, pr.Spec.To, occurrence)
+		}
+		if req != nil && req.Action == tugboatv1alpha1.RolloutActionPause && st.PausedBy == req.User && occurrence == st.Pauses {
+			n.Time = req.Time.Time
+		}
+	case tugboatv1alpha1.EventPromotionResumed:
+		info.Message = fmt.Sprintf("the rollout of %s into %s was resumed", pr.Spec.Version, pr.Spec.To)
+		if req != nil && req.Action == tugboatv1alpha1.RolloutActionResume && occurrence == st.Resumes {
+			info.Message = fmt.Sprintf("the rollout of %s into %s was resumed by %s", pr.Spec.Version, pr.Spec.To, req.User)
+			if req.Message != "" {
+				info.Message += ": " + req.Message
+			}
+			n.Time = req.Time.Time
+		}
+	}
+}
+
 // helmReleaseOf returns the Flux HelmRelease the Pipeline names for a
 // target, with its namespace defaulted, or nil.
 func helmReleaseOf(p *tugboatv1alpha1.Pipeline, spoke, namespace, release string) *tugboatv1alpha1.ObjectReference {

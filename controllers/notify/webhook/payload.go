@@ -80,7 +80,12 @@ type Promotion struct {
 	ApprovalsRequired int `json:"approvalsRequired,omitempty"`
 	// Preview summarizes what the Promotion would change (issue 26);
 	// `tugboat diff <name>` shows the diffs. Never a secret.
-	Preview    string     `json:"preview,omitempty"`
+	Preview string `json:"preview,omitempty"`
+	// Rollout is the rollout's progress in one line, for a Promotion that
+	// rolls out in waves; Wave the wave a PromotionWaveCompleted notice is
+	// about ("canary (1 of 3)").
+	Rollout    string     `json:"rollout,omitempty"`
+	Wave       string     `json:"wave,omitempty"`
 	Votes      []Vote     `json:"votes,omitempty"`
 	ApprovedBy string     `json:"approvedBy,omitempty"`
 	RejectedBy string     `json:"rejectedBy,omitempty"`
@@ -173,7 +178,7 @@ func NewPayload(n notify.Notice) Payload {
 			Name: pr.Name, From: pr.From, To: pr.To, Version: pr.Version, Phase: string(pr.Phase),
 			Message: pr.Message, URL: pr.URL, Strategy: string(pr.Strategy),
 			RequestedBy: string(pr.RequestedBy), Requester: pr.Requester,
-			ApprovalsRequired: pr.ApprovalsRequired, Preview: pr.Preview, ApprovedBy: pr.ApprovedBy, RejectedBy: pr.RejectedBy,
+			ApprovalsRequired: pr.ApprovalsRequired, Preview: pr.Preview, Rollout: pr.Rollout, Wave: pr.Wave, ApprovedBy: pr.ApprovedBy, RejectedBy: pr.RejectedBy,
 			Created: timePtr(pr.Created), Started: utc(pr.Started), Done: utc(pr.Done),
 		}
 		for _, v := range pr.Votes {
