@@ -237,6 +237,24 @@ func (r *deliverer) promotionTimeline(ctx context.Context, p *tugboatv1alpha1.Pi
 			add(t.LastTransitionTime.Time, source, "%s", state)
 		}
 	}
+	if st := s.Rollout; st != nil {
+		for i, w := range st.Waves {
+			if w.CompletedAt != nil {
+				add(w.CompletedAt.Time, "hub", "wave %s (%d of %d) qualified: %d of %d targets succeeded, %d failed", w.Name, i+1, len(st.Waves), w.Succeeded, w.Targets, w.Failed)
+			}
+		}
+	}
+	if req := s.RolloutRequest; req != nil && s.Rollout != nil && req.Sequence <= s.Rollout.ObservedRequest {
+		verb := "paused"
+		if req.Action == tugboatv1alpha1.RolloutActionResume {
+			verb = "resumed"
+		}
+		msg := ""
+		if req.Message != "" {
+			msg = ": " + req.Message
+		}
+		add(req.Time.Time, "hub", "rollout %s by %s%s", verb, req.User, msg) // the last request only: status keeps one
+	}
 	if s.CompletedAt != nil {
 		msg := string(s.Phase)
 		if c := apimeta.FindStatusCondition(s.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil && c.Message != "" {

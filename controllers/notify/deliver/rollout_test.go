@@ -91,3 +91,35 @@ func TestDeliver_tellsEachWaveAndEachPauseAndResumeOnce(t *testing.T) {
 	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal(want))
 	g.Consistently(rcv.events, time.Second, 100*time.Millisecond).Should(Equal(want), "each once")
 }
+
+// TestDeliver_summaryListsTheWaves: a summary notifier (email's default)
+// tells a rollout once, at its end, with each wave that qualified in its
+// timeline.
+func TestDeliver_summaryListsTheWaves(t *testing.T) {
+	g := NewWithT(t)
+	ns := "notify-waves-summary"
+	rcv, url := newReceiver(t)
+	fixture(t, ns, webhookNotifier("digest", url, tugboatv1alpha1.NotifySummary))
+	startDeliverer(t, fastOptions())
+	pr := newPromotion(t, ns)
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	setStatus(g, ns, pr.Name, func(s *tugboatv1alpha1.PromotionStatus) {
+		s.Phase, s.StartedAt, s.CompletedAt = tugboatv1alpha1.PromotionSucceeded, &now, &now
+		s.Rollout = &tugboatv1alpha1.RolloutStatus{Phase: tugboatv1alpha1.RolloutCompleted, CurrentWave: 2,
+			Resolved: &tugboatv1alpha1.Rollout{Canary: &tugboatv1alpha1.CanaryWave{Count: ptr[int32](1)}},
+			Waves: []tugboatv1alpha1.WaveStatus{
+				{Name: "canary", Targets: 1, Succeeded: 1, StartedAt: &now, CompletedAt: &now},
+				{Name: "final", Targets: 9, Succeeded: 9, StartedAt: &now, CompletedAt: &now},
+			}}
+		s.Conditions = ready(metav1.ConditionTrue, tugboatv1alpha1.SucceededReason, "every target runs 1.4.0")
+	})
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"PromotionSucceeded"}))
+	var lines []string
+	for _, s := range rcv.notices()[0].Timeline {
+		lines = append(lines, s.Text)
+	}
+	g.Expect(lines).To(ContainElements(
+		"wave canary (1 of 2) qualified: 1 of 1 targets succeeded, 0 failed",
+		"wave final (2 of 2) qualified: 9 of 9 targets succeeded, 0 failed"))
+	g.Consistently(rcv.events, time.Second, 100*time.Millisecond).Should(HaveLen(1), "no wave notice of its own")
+}
