@@ -78,7 +78,7 @@ func TestBrowser_pausesResumesAndAbortsARolloutAsTheUser(t *testing.T) {
 	waitLive(t, bctx)
 	g.Expect(eval[string](bctx, `document.getElementById("steer-user").textContent`)).To(Equal("alice"))
 	g.Expect(eval[bool](bctx, `document.getElementById("resume") === null`)).To(BeTrue(), "a running rollout offers no Resume")
-	g.Expect(eval[[]string](bctx, auditJS)).To(BeEmpty(), "readable and labelled")
+	g.Expect(eval[[]string](bctx, auditJS)).To(BeEmpty(), "readable and labeled")
 	do(t, bctx, chromedp.SendKeys(chromedp.ID("steer-message"), "checking the dashboards"))
 	screenshot(t, bctx, "dashboard-rollout-steer")
 	click(t, bctx, "#pause")
@@ -94,7 +94,9 @@ func TestBrowser_pausesResumesAndAbortsARolloutAsTheUser(t *testing.T) {
 		pr.Status.Phase = tugboatv1alpha1.PromotionPaused
 		pr.Status.Rollout.Phase, pr.Status.Rollout.PausedBy, pr.Status.Rollout.ObservedRequest = tugboatv1alpha1.RolloutPaused, "alice", 1
 	})
-	g.Eventually(func() (string, error) { return eval[string](bctx, `document.getElementById("rollout-progress").textContent`) }, 5*time.Second, 50*time.Millisecond).
+	g.Eventually(func() (string, error) {
+		return eval[string](bctx, `document.getElementById("rollout-progress").textContent`)
+	}, 5*time.Second, 50*time.Millisecond).
 		Should(HavePrefix("Paused by alice: wave 1/2 (canary)"))
 	g.Expect(eval[bool](bctx, `document.getElementById("pause") === null`)).To(BeTrue(), "a paused rollout offers no Pause")
 	click(t, bctx, "#resume")

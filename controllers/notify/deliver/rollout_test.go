@@ -23,7 +23,10 @@ func TestDeliver_tellsEachWaveAndEachPauseAndResumeOnce(t *testing.T) {
 	pr := newPromotion(t, ns)
 	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"PromotionCreated"}))
 
-	at := func(d time.Duration) *metav1.Time { t := metav1.NewTime(time.Now().Add(d).Truncate(time.Second)); return &t }
+	at := func(d time.Duration) *metav1.Time {
+		t := metav1.NewTime(time.Now().Add(d).Truncate(time.Second))
+		return &t
+	}
 	setStatus(g, ns, pr.Name, func(s *tugboatv1alpha1.PromotionStatus) {
 		s.Approval = &tugboatv1alpha1.Approval{ApprovedBy: "alice", Time: *at(0)}
 		s.Phase, s.StartedAt = tugboatv1alpha1.PromotionRunning, at(0)

@@ -778,7 +778,7 @@ func TestSlack_repliesPerWaveInThePromotionsThread(t *testing.T) {
 	}
 	g.Expect(replies).To(HaveLen(3), "one reply per notice, none per target")
 	for _, c := range replies {
-		g.Expect(c.Channel + "/" + c.TS).To(Equal(ref), "thread_ts is the promotion's first message")
+		g.Expect(c.Channel+"/"+c.TS).To(Equal(ref), "thread_ts is the promotion's first message")
 	}
 	g.Expect(replies[0].Text).To(Equal("web 1.4.0 → production: wave canary (1 of 3) completed"))
 	g.Expect(replies[1].Text).To(Equal("web 1.4.0 → production: wave wave-1 (2 of 3) completed"))
