@@ -37,6 +37,8 @@ type rolloutFixture struct {
 
 	// name is the Promotion the test steers (steer_test.go).
 	name string
+	// stopHub stops the hub; startHub starts another (a restart).
+	stopHub, startHub func()
 
 	mu       sync.Mutex
 	calls    [][]string
@@ -120,7 +122,8 @@ func newRolloutFixture(t *testing.T, typ tugboatv1alpha1.StrategyType, with ...f
 	})
 	opts := hubtest.Options()
 	opts.Strategies = strategy.Registry{typ: record}
-	hubtest.Start(t, identity.HubConfig(cluster.RESTConfig), opts)
+	_, f.stopHub = hubtest.Start(t, identity.HubConfig(cluster.RESTConfig), opts)
+	f.startHub = func() { _, f.stopHub = hubtest.Start(t, identity.HubConfig(cluster.RESTConfig), opts) }
 	return f
 }
 

@@ -2,6 +2,7 @@ package promotion_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +152,45 @@ func TestReconciler_resumesABudgetPauseAcceptingItsFailures(t *testing.T) {
 	g.Expect(waves(pr)).To(Equal("Paused current=1 [canary 1 0 0 0 1; final 2 0 1 0 1] failed=2/1"))
 	g.Expect(findCondition(pr, tugboatv1alpha1.ReadyCondition).Reason).To(Equal(tugboatv1alpha1.RolloutPausedReason.String()))
 	g.Expect(pr.Status.Rollout.PausedBy).To(BeEmpty())
+}
+
+// TestReconciler_honorsEachRolloutRequestOnceAcrossHubRestarts: a pause
+// honored before the hub stops stays honored; a resume written while no
+// hub runs is honored by the next one, whose final wave is acted on once;
+// another restart repeats neither the resume nor the action.
+func TestReconciler_honorsEachRolloutRequestOnceAcrossHubRestarts(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f := newRolloutFixture(t, tugboatv1alpha1.StrategyNotification)
+	g.Expect(identity.GrantVerb(ctx, cluster.Client, f.ns, "alice", "pause", "web/production")).To(Succeed())
+	g.Expect(identity.GrantVerb(ctx, cluster.Client, f.ns, "alice", "resume", "web/production")).To(Succeed())
+	f.name = f.promote("1.4.0")
+	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}}))
+	_, err := f.steerAs("alice", tugboatv1alpha1.RolloutActionPause, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(f.phase).WithTimeout(10 * time.Second).Should(Equal(tugboatv1alpha1.PromotionPaused))
+
+	f.stopHub()
+	f.report("prod-a", 4, "1.4.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)
+	_, err = f.steerAs("alice", tugboatv1alpha1.RolloutActionResume, "")
+	g.Expect(err).NotTo(HaveOccurred(), "the API server checks the request; no hub needs to run")
+	g.Consistently(f.phase).WithTimeout(time.Second).Should(Equal(tugboatv1alpha1.PromotionPaused), "no hub, nothing honored")
+
+	f.startHub()
+	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}, {webB, webC}}))
+	g.Eventually(func() int64 { return f.get(f.name).Status.Rollout.ObservedRequest }).WithTimeout(10 * time.Second).Should(Equal(int64(2)))
+
+	f.stopHub()
+	f.startHub()
+	g.Consistently(f.acted).WithTimeout(3*time.Second).Should(HaveLen(2), "no action repeated")
+	pr := f.get(f.name)
+	g.Expect(pr.Status.Phase).To(Equal(tugboatv1alpha1.PromotionVerifying))
+	g.Expect([]int32{pr.Status.Rollout.Pauses, pr.Status.Rollout.Resumes}).To(Equal([]int32{1, 1}))
+	resumed := 0
+	for _, e := range promotionEvents(g, f.ns, f.name) {
+		if strings.HasPrefix(e, "Normal RolloutResumed") {
+			resumed++
+		}
+	}
+	g.Expect(resumed).To(Equal(1), "one Event for one resume")
 }
