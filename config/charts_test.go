@@ -177,7 +177,7 @@ func TestHubChart_shipsTheApprovalPolicyForItsOwnServiceAccount(t *testing.T) {
 
 	var role rbacv1.ClusterRole
 	decode(t, objs["ClusterRole//tugboat-approver"], &role)
-	g.Expect(role.Rules).To(ContainElement(rbacv1.PolicyRule{APIGroups: []string{"tugboat.dev"}, Resources: []string{"environments"}, Verbs: []string{"approve", "abort"}}))
+	g.Expect(role.Rules).To(ContainElement(rbacv1.PolicyRule{APIGroups: []string{"tugboat.dev"}, Resources: []string{"environments"}, Verbs: []string{"approve", "abort", "pause", "resume"}}))
 
 	off := render(t, config.HubChart, "ops", map[string]any{"approvals": map[string]any{"policy": false, "approverRole": false}})
 	g.Expect(off).NotTo(HaveKey("ValidatingAdmissionPolicy//tugboat-approvals"))

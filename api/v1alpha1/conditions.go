@@ -181,6 +181,11 @@ const (
 	// or abort it.
 	RolloutPausedReason ConditionReason = "RolloutPaused"
 
+	// PausedByUserReason: a person paused the rollout (tugboat rollout
+	// pause, status.rolloutRequest); nothing more is acted on until they,
+	// or another person with the verb resume, resume it.
+	PausedByUserReason ConditionReason = "PausedByUser"
+
 	// RollingBackReason: a rollout's failure budget was spent with
 	// onFailure Rollback; the targets it changed are being returned to the
 	// revisions they ran before.

@@ -5,8 +5,8 @@ import (
 )
 
 // The Promotion's notices and decisions: delivery records (written by the
-// hub's notifier), and the votes and abort request people write through the
-// admission policy tugboat-approvals.
+// hub's notifier), and the votes, abort and rollout requests people write
+// through the admission policy tugboat-approvals.
 
 // NotificationPhase is whether a notification has been delivered.
 // +kubebuilder:validation:Enum=Pending;Delivered;Failed
@@ -34,6 +34,15 @@ type NotificationDelivery struct {
 	// the event that completed the promotion.
 	// +required
 	Event NotifyEvent `json:"event"`
+
+	// occurrence is, for an event that recurs (PromotionWaveCompleted,
+	// PromotionPaused, PromotionResumed), which occurrence the record is
+	// about, from 1: the wave's number, or the rollout's n-th pause or
+	// resume. The hub tells each occurrence once, in order, and reuses the
+	// record for the next one. 0 for the other events.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Occurrence int32 `json:"occurrence,omitempty"`
 
 	// DeliveryState is where the delivery stands, inlined.
 	DeliveryState `json:",inline"`
@@ -166,6 +175,54 @@ type AbortRequest struct {
 	User string `json:"user"`
 
 	// time is when the abort was requested.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// message says why, if the person said.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// RolloutAction is what a person asks of a rollout in progress.
+// +kubebuilder:validation:Enum=Pause;Resume
+type RolloutAction string
+
+// Rollout actions.
+const (
+	// RolloutActionPause stops the rollout at the next wave boundary: no
+	// target not acted on yet is acted on; those acted on are still
+	// verified.
+	RolloutActionPause RolloutAction = "Pause"
+	// RolloutActionResume lets a paused rollout go on, whether a person or
+	// the failure budget paused it.
+	RolloutActionResume RolloutAction = "Resume"
+)
+
+// RolloutRequest is an authenticated request to pause or resume a
+// Promotion's rollout (tugboat rollout pause|resume). Each new request
+// replaces the one before and takes the next sequence number; the hub
+// records the last one it honored in status.rollout.observedRequest, so
+// that pause, resume and pause again each act once, across restarts.
+type RolloutRequest struct {
+	// action is Pause or Resume.
+	// +required
+	Action RolloutAction `json:"action"`
+
+	// sequence numbers the Promotion's rollout requests from 1: a new
+	// request takes the number of the one it replaces plus one.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Sequence int64 `json:"sequence"`
+
+	// user is the Kubernetes user name the API server authenticated for
+	// the request (request.userInfo.username).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	User string `json:"user"`
+
+	// time is when the request was made.
 	// +required
 	Time metav1.Time `json:"time"`
 

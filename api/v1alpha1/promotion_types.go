@@ -80,7 +80,8 @@ const (
 	// the version, healthy.
 	PromotionVerifying PromotionPhase = "Verifying"
 	// PromotionPaused: a rollout stopped because its failure budget was
-	// spent (onFailure Pause); nothing is acted on until a person resumes
+	// spent (onFailure Pause, reason RolloutPaused) or a person paused it
+	// (reason PausedByUser); nothing is acted on until a person resumes
 	// or aborts it. Not terminal: it still holds the environment.
 	PromotionPaused PromotionPhase = "Paused"
 	// PromotionRollingBack: a rollout stopped because its failure budget
@@ -378,6 +379,16 @@ type PromotionStatus struct {
 	// Promotion. The hub then moves the Promotion to Aborted.
 	// +optional
 	AbortRequest *AbortRequest `json:"abortRequest,omitempty"`
+
+	// rolloutRequest asks the hub to pause or resume the Promotion's
+	// rollout (tugboat rollout pause|resume). A person writes it, under the
+	// user name the API server authenticated: the ValidatingAdmissionPolicy
+	// tugboat-approvals refuses one that names anyone else, one from a user
+	// without the RBAC verb "pause" or "resume" on the environment, one
+	// whose sequence is not the next, and one on a Promotion without a
+	// rollout in progress (Running, Verifying or Paused).
+	// +optional
+	RolloutRequest *RolloutRequest `json:"rolloutRequest,omitempty"`
 
 	// startedAt is when the Promotion left Pending.
 	// +optional

@@ -14,7 +14,8 @@ func (r *RolloutStatus) Counts() (targets, succeeded int32) {
 
 // Progress is the rollout in one line, as the CLI and the dashboard show
 // it: "wave 2/3 (wave-1), 3/10 succeeded, 1 failed of 2 allowed", led by
-// the phase when the rollout is not progressing ("Paused: ...").
+// the phase when the rollout is not progressing ("Paused: ...", or "Paused
+// by alice: ..." when a person paused it).
 func (r *RolloutStatus) Progress() string {
 	targets, succeeded := r.Counts()
 	s := ""
@@ -26,7 +27,10 @@ func (r *RolloutStatus) Progress() string {
 		s = fmt.Sprintf("wave %d/%d (%s), ", cur+1, n, r.Waves[cur].Name)
 	}
 	s += fmt.Sprintf("%d/%d succeeded, %d failed of %d allowed", succeeded, targets, r.Failed, r.MaxFailures)
-	if r.Phase != "" && r.Phase != RolloutProgressing {
+	switch {
+	case r.Phase == RolloutPaused && r.PausedBy != "":
+		s = "Paused by " + r.PausedBy + ": " + s
+	case r.Phase != "" && r.Phase != RolloutProgressing:
 		s = string(r.Phase) + ": " + s
 	}
 	return s

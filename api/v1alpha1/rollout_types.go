@@ -285,6 +285,39 @@ type RolloutStatus struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
 
+	// observedRequest is the sequence of the last status.rolloutRequest
+	// the hub honored; a request with a higher one is new.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedRequest int64 `json:"observedRequest,omitempty"`
+
+	// pausedBy is the user whose request paused the rollout (phase Paused,
+	// reason PausedByUser); empty when the failure budget paused it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	PausedBy string `json:"pausedBy,omitempty"`
+
+	// acceptedFailures is how many failing targets the last resume
+	// accepted: a resume does not refill the failure budget, it accepts the
+	// failures it was resumed with. The rollout stops again as soon as more
+	// targets fail than maxFailures or acceptedFailures allows, whichever
+	// is more (a canary target failing again counts as one more).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	AcceptedFailures int32 `json:"acceptedFailures,omitempty"`
+
+	// pauses counts the times the rollout was paused, by people or by its
+	// failure budget; resumes the times a person resumed it. The notices
+	// PromotionPaused and PromotionResumed are told once per count.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Pauses int32 `json:"pauses,omitempty"`
+
+	// resumes counts the times a person resumed the rollout.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Resumes int32 `json:"resumes,omitempty"`
+
 	// rollbackStartedAt is when the rollout stopped to roll back (phase
 	// RollingBack); the rollback has the rollout's progressDeadline from
 	// then.

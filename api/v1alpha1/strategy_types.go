@@ -237,7 +237,7 @@ type Notifier struct {
 }
 
 // NotifyEvent names something a notifier can be told about.
-// +kubebuilder:validation:Enum=PromotionCreated;PromotionWaitingApproval;PromotionRunning;PromotionRollingBack;PromotionSucceeded;PromotionFailed;PromotionAborted;HoldStarted;HoldReleased;DeploymentStarted;DeploymentHealthy;DeploymentFailed;DeploymentDegraded
+// +kubebuilder:validation:Enum=PromotionCreated;PromotionWaitingApproval;PromotionRunning;PromotionWaveCompleted;PromotionPaused;PromotionResumed;PromotionRollingBack;PromotionSucceeded;PromotionFailed;PromotionAborted;HoldStarted;HoldReleased;DeploymentStarted;DeploymentHealthy;DeploymentFailed;DeploymentDegraded
 type NotifyEvent string
 
 // Notify events.
@@ -249,6 +249,17 @@ const (
 	// EventPromotionRunning: the strategy started (with its result, e.g. the
 	// pull request, once known).
 	EventPromotionRunning NotifyEvent = "PromotionRunning"
+	// EventPromotionWaveCompleted: a wave of a rollout qualified; told once
+	// per wave, in order (NotificationDelivery.occurrence is the wave's
+	// number, from 1).
+	EventPromotionWaveCompleted NotifyEvent = "PromotionWaveCompleted"
+	// EventPromotionPaused: a rollout was paused, by a person (tugboat
+	// rollout pause) or by its failure budget (onFailure Pause); told once
+	// per pause.
+	EventPromotionPaused NotifyEvent = "PromotionPaused"
+	// EventPromotionResumed: a person resumed a paused rollout (tugboat
+	// rollout resume); told once per resume.
+	EventPromotionResumed NotifyEvent = "PromotionResumed"
 	// EventPromotionRollingBack: a rollout spent its failure budget
 	// (onFailure Rollback) and the targets it changed are being rolled
 	// back; the outcome follows as PromotionFailed (reason RolloutFailed).

@@ -75,7 +75,13 @@ type Promotion struct {
 	Preview string
 	// DashboardURL is the Promotion's page on the hub's dashboard, when the
 	// hub knows the dashboard's public address (--dashboard-url).
-	DashboardURL  string
+	DashboardURL string
+	// Rollout is the rollout's progress in one line, for a Promotion that
+	// rolls out in waves ("wave 2/3 (wave-1), 3/10 succeeded, ...").
+	Rollout string
+	// Wave names the wave a PromotionWaveCompleted notice is about, with
+	// its counts ("canary (1 of 3): 1 of 1 targets succeeded").
+	Wave          string
 	Created       time.Time
 	Started, Done *time.Time
 }

@@ -29,6 +29,9 @@ func Title(n Notice) string {
 		name = n.Release
 	}
 	switch {
+	case n.Promotion != nil && n.Event == tugboatv1alpha1.EventPromotionWaveCompleted && n.Promotion.Wave != "":
+		p := n.Promotion
+		return OneLine(fmt.Sprintf("%s %s → %s: wave %s completed", name, p.Version, p.To, p.Wave))
 	case n.Promotion != nil && isPromotionEvent(n.Event):
 		p := n.Promotion
 		return OneLine(fmt.Sprintf("%s %s → %s: %s", name, p.Version, p.To, EventOutcome(n.Event)))
@@ -55,6 +58,12 @@ func EventOutcome(e tugboatv1alpha1.NotifyEvent) string {
 		return "Waiting for approval"
 	case tugboatv1alpha1.EventPromotionRunning:
 		return "Running"
+	case tugboatv1alpha1.EventPromotionWaveCompleted:
+		return "Wave completed"
+	case tugboatv1alpha1.EventPromotionPaused:
+		return "Paused"
+	case tugboatv1alpha1.EventPromotionResumed:
+		return "Resumed"
 	case tugboatv1alpha1.EventPromotionRollingBack:
 		return "Rolling back"
 	case tugboatv1alpha1.EventPromotionSucceeded:
@@ -125,6 +134,8 @@ func Facts(n Notice) []Fact {
 		add("Approvals", Approvals(*p))
 		add("Preview", p.Preview)
 		add("Dashboard", p.DashboardURL)
+		add("Wave", p.Wave)
+		add("Rollout", p.Rollout)
 		add("Approved by", p.ApprovedBy)
 		add("Rejected by", p.RejectedBy)
 		add("Link", p.URL)

@@ -21,6 +21,12 @@ const (
 	EventFailed             = "Failed"
 	EventAborted            = "Aborted"
 	EventPaused             = "Paused"
+	// EventRolloutPaused: a person paused the rollout (tugboat rollout
+	// pause); the note names them.
+	EventRolloutPaused = "RolloutPaused"
+	// EventRolloutResumed: a person resumed a paused rollout (tugboat
+	// rollout resume); the note names them.
+	EventRolloutResumed = "RolloutResumed"
 	// EventRollingBack: a rollout spent its budget (onFailure Rollback);
 	// the targets it changed are being rolled back.
 	EventRollingBack = "RollingBack"
@@ -55,12 +61,22 @@ func recordTransition(rec events.EventRecorder, pr *tugboatv1alpha1.Promotion, b
 	if pr.Status.Phase == before {
 		return
 	}
+	if req := pr.Status.RolloutRequest; req != nil && before == tugboatv1alpha1.PromotionPaused &&
+		(pr.Status.Phase == tugboatv1alpha1.PromotionRunning || pr.Status.Phase == tugboatv1alpha1.PromotionVerifying) {
+		emit(corev1.EventTypeNormal, EventRolloutResumed, "Resume",
+			"rollout of "+pr.Spec.Version+" into "+pr.Spec.To+" resumed by "+req.User+suffix(req.Message))
+		return
+	}
 	switch pr.Status.Phase {
 	case tugboatv1alpha1.PromotionWaitingApproval:
 		emit(corev1.EventTypeNormal, EventWaitingForApproval, "WaitForApproval", note)
 	case tugboatv1alpha1.PromotionRunning:
 		emit(corev1.EventTypeNormal, EventStarted, "Promote", note)
 	case tugboatv1alpha1.PromotionPaused:
+		if pr.Status.Rollout != nil && pr.Status.Rollout.PausedBy != "" {
+			emit(corev1.EventTypeNormal, EventRolloutPaused, "Pause", note)
+			return
+		}
 		emit(corev1.EventTypeWarning, EventPaused, "Pause", note)
 	case tugboatv1alpha1.PromotionSucceeded:
 		emit(corev1.EventTypeNormal, EventSucceeded, "Verify", note)

@@ -55,7 +55,10 @@ var errPlan = errors.New("rollout")
 // rollout is the Running, Verifying and Paused phases of a Promotion with
 // a rollout. Each reconcile plans the rollout from what the targets report
 // now, then:
-//   - a paused rollout stays paused (its counts kept true);
+//   - a person's request (status.rolloutRequest) pauses or resumes it
+//     (promotion_steer.go);
+//   - a paused rollout stays paused (its counts kept true), unless the
+//     budget is spent while a person paused it;
 //   - a spent budget pauses it (onFailure Pause), or stops it and rolls
 //     back what it changed (onFailure Rollback: promotion_rollback.go);
 //   - the current wave's targets not acted on yet are acted on, in one
@@ -92,13 +95,21 @@ func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	switch {
-	case pr.Status.Phase == tugboatv1alpha1.PromotionPaused:
+	if steer(pr, plan, obs, now) {
+		if plan, err = r.planRollout(ctx, pr, p, obs, now); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	spent := plan.Budget.Spent()
+	switch paused := pr.Status.Phase == tugboatv1alpha1.PromotionPaused; {
+	case paused && (!spent || pr.Status.Rollout.PausedBy == ""):
+		// Paused by a person, or by the budget: its counts kept true, the
+		// targets acted on still verified, nothing more acted on.
 		recordPlan(pr, plan, obs, now)
 		return ctrl.Result{}, nil
-	case plan.Budget.Spent() && rollsBack(pr):
+	case spent && rollsBack(pr):
 		return r.startRollback(ctx, pr, p, env, plan, obs, now)
-	case plan.Budget.Spent():
+	case spent:
 		r.pause(pr, plan, obs, now)
 		return ctrl.Result{}, nil
 	}
@@ -142,7 +153,7 @@ func (r *Reconciler) planRollout(ctx context.Context, pr *tugboatv1alpha1.Promot
 		return nil, err
 	}
 	st := pr.Status.Rollout
-	in := rollout.Input{Rollout: st.Resolved, Version: pr.Spec.Version, CompletedWaves: int(st.CurrentWave), Now: now}
+	in := rollout.Input{Rollout: st.Resolved, Version: pr.Spec.Version, CompletedWaves: int(st.CurrentWave), AcceptedFailures: int(st.AcceptedFailures), Now: now}
 	for _, o := range obs {
 		in.Targets = append(in.Targets, plannerTarget(o, labels[o.status.Spoke], now))
 	}
@@ -393,7 +404,10 @@ func completedMessage(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan) string 
 // and how to go on.
 func (r *Reconciler) pause(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observation, now time.Time) {
 	st := pr.Status.Rollout
-	st.Phase = tugboatv1alpha1.RolloutPaused
+	if pr.Status.Phase != tugboatv1alpha1.PromotionPaused {
+		st.Pauses++ // not when the budget is spent while a person paused it
+	}
+	st.Phase, st.PausedBy = tugboatv1alpha1.RolloutPaused, ""
 	msg := pausedMessage(pr, plan)
 	st.Message = clip.String(msg, 1024)
 	recordPlan(pr, plan, obs, now)
@@ -426,5 +440,6 @@ func pausedMessage(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan) string {
 	}
 	msg := fmt.Sprintf("rollout of %s into %s paused %s: the failure budget is spent (%s): %s. Nothing more is acted on",
 		pr.Spec.Version, pr.Spec.To, wave, why, strings.Join(failing, "; "))
-	return msg + fmt.Sprintf(". To go on, abort it (tugboat abort %s -n %s) and promote a fixed version", pr.Name, pr.Namespace)
+	return msg + fmt.Sprintf(". To go on, resume it (tugboat rollout resume %s -n %s: the failures seen are accepted, the budget is not refilled), "+
+		"or abort it (tugboat rollout abort %s -n %s) and promote a fixed version", pr.Name, pr.Namespace, pr.Name, pr.Namespace)
 }

@@ -35,6 +35,11 @@ type rolloutFixture struct {
 	p   *tugboatv1alpha1.Pipeline
 	typ tugboatv1alpha1.StrategyType
 
+	// name is the Promotion the test steers (steer_test.go).
+	name string
+	// stopHub stops the hub; startHub starts another (a restart).
+	stopHub, startHub func()
+
 	mu       sync.Mutex
 	calls    [][]string
 	at       []time.Time
@@ -117,7 +122,8 @@ func newRolloutFixture(t *testing.T, typ tugboatv1alpha1.StrategyType, with ...f
 	})
 	opts := hubtest.Options()
 	opts.Strategies = strategy.Registry{typ: record}
-	hubtest.Start(t, identity.HubConfig(cluster.RESTConfig), opts)
+	_, f.stopHub = hubtest.Start(t, identity.HubConfig(cluster.RESTConfig), opts)
+	f.startHub = func() { _, f.stopHub = hubtest.Start(t, identity.HubConfig(cluster.RESTConfig), opts) }
 	return f
 }
 
@@ -295,7 +301,8 @@ func TestReconciler_pausesARolloutWhoseCanaryFails(t *testing.T) {
 	g.Expect(ready.Reason).To(Equal(tugboatv1alpha1.RolloutPausedReason.String()))
 	g.Expect(ready.Message).To(Equal("rollout of 1.5.0 into production paused in wave canary: the failure budget is spent " +
 		"(a canary target failed, and the canary tolerates none): prod-a/apps/web (wave canary) ReleaseFailed: revision 4 failed. " +
-		"Nothing more is acted on. To go on, abort it (tugboat abort " + name + " -n " + f.ns + ") and promote a fixed version"))
+		"Nothing more is acted on. To go on, resume it (tugboat rollout resume " + name + " -n " + f.ns + ": the failures seen are accepted, the budget is not refilled), " +
+		"or abort it (tugboat rollout abort " + name + " -n " + f.ns + ") and promote a fixed version"))
 	g.Expect(pr.Status.Rollout.Message).To(Equal(ready.Message))
 	g.Expect(findCondition(pr, tugboatv1alpha1.ReconcilingCondition)).To(BeNil())
 

@@ -190,10 +190,21 @@ func GrantAbort(ctx context.Context, admin client.Client, namespace, user string
 	return grant(ctx, admin, namespace, user, "abort", environments)
 }
 
+// GrantVerb is Grant with verb (e.g. pause or resume, what `tugboat
+// rollout pause|resume` needs) instead of approve; its Role is named
+// after the verb and the user ("pauser-alice").
+func GrantVerb(ctx context.Context, admin client.Client, namespace, user, verb string, environments ...string) error {
+	return grant(ctx, admin, namespace, user, verb, environments)
+}
+
 func grant(ctx context.Context, admin client.Client, namespace, user, verb string, environments []string) error {
 	prefix := "approver-"
-	if verb != "approve" {
-		prefix = verb + "er-"
+	switch {
+	case verb == "approve":
+	case strings.HasSuffix(verb, "e"):
+		prefix = verb + "r-" // pauser, resumer
+	default:
+		prefix = verb + "er-" // aborter
 	}
 	name := prefix + strings.NewReplacer(":", "-", "@", "-", "/", "-").Replace(user)
 	rules := []rbacv1.PolicyRule{

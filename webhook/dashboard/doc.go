@@ -1,6 +1,8 @@
 // Package dashboard serves tugboat's web dashboard: the Pipelines, Promotion,
 // Release and Fleet pages, live through Server-Sent Events fed by watches,
-// and the Approve and Reject actions.
+// and the Approve and Reject actions, and a rollout's Pause, Resume and
+// Abort (recorded through request.SteerRollout and request.Abort, as
+// `tugboat rollout pause|resume|abort` records them).
 //
 // It talks to the hub's API server with the credentials it is given: run by
 // `tugboat ui`, the user's own kubeconfig identity, so a person sees what

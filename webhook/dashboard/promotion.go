@@ -22,7 +22,7 @@ import (
 )
 
 // promotionPage is one Promotion: its timeline and, for those allowed, the
-// Approve and Reject buttons.
+// Approve and Reject buttons, and a rollout's Pause, Resume and Abort.
 type promotionPage struct {
 	page
 	P *tugboatv1alpha1.Promotion
@@ -35,7 +35,9 @@ type promotionPage struct {
 	Tally    string
 	Missing  string
 	Decide   decideView
-	CSRF     string
+	// Steer is the rollout's Pause, Resume and Abort buttons.
+	Steer steerView
+	CSRF  string
 	// Targets and Succeeded count the rollout's targets, for its progress
 	// bar (status.rollout; zero without one).
 	Targets, Succeeded int32
@@ -100,6 +102,7 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Decide = s.decideView(ctx, pl, pr)
 	p.Preview = s.previewOf(ctx, pr)
+	p.Steer = s.steerView(ctx, pr)
 	s.render(w, "promotion", http.StatusOK, p)
 }
 
@@ -352,18 +355,7 @@ func (s *Server) serveDecision(w http.ResponseWriter, r *http.Request) {
 	}
 	vote := tugboatv1alpha1.ApprovalVote{Decision: decision, User: user, Source: tugboatv1alpha1.ApprovalSourceKubernetes, Message: message}
 	if _, err := request.Decide(ctx, s.client, s.opts.Namespace, name, vote); err != nil {
-		status := http.StatusBadGateway
-		switch {
-		case errors.Is(err, request.ErrInvalid):
-			status = http.StatusBadRequest
-		case errors.Is(err, request.ErrNotFound):
-			status = http.StatusNotFound
-		case errors.Is(err, request.ErrNotWaiting):
-			status = http.StatusConflict
-		case errors.Is(err, request.ErrNotAllowed):
-			status = http.StatusForbidden
-		}
-		s.fail(w, r, status, err.Error())
+		s.fail(w, r, requestStatus(err), err.Error())
 		return
 	}
 	http.Redirect(w, r, s.opts.BasePath+"promotions/"+name, http.StatusSeeOther) //nolint:gosec // not an open redirect: a fixed path and a validated name

@@ -169,6 +169,11 @@ func (s *Server) routes() http.Handler {
 		w.Header().Set("Allow", http.MethodPost)
 		s.fail(w, r, http.StatusMethodNotAllowed, "a decision is posted from the promotion's page")
 	})
+	mux.HandleFunc("POST /promotions/{name}/rollout", s.serveRollout)
+	mux.HandleFunc("/promotions/{name}/rollout", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		s.fail(w, r, http.StatusMethodNotAllowed, "a rollout request is posted from the promotion's page")
+	})
 	mux.HandleFunc("GET /releases/{name}", s.serveRelease)
 	mux.HandleFunc("GET /fleet", s.serveFleet)
 	mux.HandleFunc("GET /events", s.serveEvents)

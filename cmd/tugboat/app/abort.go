@@ -31,6 +31,8 @@ type promotionView struct {
 	Approvals    []tugboatv1alpha1.ApprovalVote `json:"approvals,omitempty"`
 	Approval     *tugboatv1alpha1.Approval      `json:"approval,omitempty"`
 	AbortRequest *tugboatv1alpha1.AbortRequest  `json:"abortRequest,omitempty"`
+	// RolloutRequest is the last pause or resume asked (tugboat rollout).
+	RolloutRequest *tugboatv1alpha1.RolloutRequest `json:"rolloutRequest,omitempty"`
 }
 
 func promotionViewOf(pr *tugboatv1alpha1.Promotion) promotionView {
@@ -38,6 +40,7 @@ func promotionViewOf(pr *tugboatv1alpha1.Promotion) promotionView {
 		Namespace: pr.Namespace, Name: pr.Name, Pipeline: pr.Spec.Pipeline, From: pr.Spec.From, To: pr.Spec.To, Version: pr.Spec.Version,
 		Phase: phaseOf(pr), RequestedBy: string(pr.Spec.RequestedBy), Requester: pr.Spec.Requester,
 		Approvals: pr.Status.Approvals, Approval: pr.Status.Approval, AbortRequest: pr.Status.AbortRequest,
+		RolloutRequest: pr.Status.RolloutRequest,
 	}
 	if c := apimeta.FindStatusCondition(pr.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil {
 		v.Message = c.Message
@@ -79,13 +82,19 @@ func actOnPromotion(cmd *cobra.Command, hf *hubFlags, out outputFlag, name strin
 }
 
 func newAbortCommand() *cobra.Command {
+	return abortCommand("abort <promotion>", `  tugboat abort web-production-1.4.0 -n fleet --message "wrong build"`)
+}
+
+// abortCommand is `tugboat abort`, and `tugboat rollout abort` (the same
+// request under another name).
+func abortCommand(use, example string) *cobra.Command {
 	var (
 		hf      hubFlags
 		out     outputFlag
 		message string
 	)
 	cmd := &cobra.Command{
-		Use:   "abort <promotion>",
+		Use:   use,
 		Short: "Stop a Promotion that has not finished",
 		Long: `abort asks the hub to stop a Promotion that has not finished (Pending,
 WaitingApproval, Running or Verifying). It records the request in the
@@ -101,7 +110,7 @@ tugboat-approvals): RBAC must allow you the verb "abort" on
 environments.tugboat.dev named <pipeline>/<environment> or <pipeline>/*. A
 finished Promotion cannot be aborted (exit code 5). Asking again changes
 nothing. See docs/approvals.md.`,
-		Example:           `  tugboat abort web-production-1.4.0 -n fleet --message "wrong build"`,
+		Example:           example,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePromotionNames(&hf, unfinished),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -17,6 +17,7 @@ func commands() []*cobra.Command {
 		newApproveCommand(),
 		newRejectCommand(),
 		newAbortCommand(),
+		newRolloutCommand(),
 		newDiffCommand(),
 		newLifecycleCommand(),
 		newResumeCommand(),

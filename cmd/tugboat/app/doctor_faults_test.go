@@ -359,7 +359,7 @@ var doctorFaults = []doctorFault{
 			Conditions: promotionCondition(metav1.ConditionFalse, "RolloutPaused", "rollout of 1.4.0 into production paused in wave canary: the failure budget is spent", ago(time.Hour))})
 	}), want: []want{{code: "promotion-rollout-paused", severity: "warning", object: "{ns}/web-production-1.4.0",
 		message: "1.4.0 into production of pipeline web is Paused: rollout of 1.4.0 into production paused in wave canary: the failure budget is spent",
-		hint:    "the Promotion holds production until it is aborted: tugboat abort web-production-1.4.0 -n {ns}"}}},
+		hint:    "the Promotion holds production until it is resumed and finishes (tugboat rollout resume web-production-1.4.0 -n {ns}) or is aborted (tugboat rollout abort web-production-1.4.0 -n {ns})"}}},
 	{name: "Promotion rolling back", inject: onFleet(func(t *testing.T, _ string, p *tugboatv1alpha1.Pipeline) {
 		started := ago(2 * time.Hour)
 		promotionIn(t, p, "production", "1.4.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionRollingBack, StartedAt: &started,

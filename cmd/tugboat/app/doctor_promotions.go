@@ -58,7 +58,8 @@ func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelin
 				msg += ": " + ready.Message
 			}
 			add(codePromotionRolloutPaused, severityWarning, obj, msg,
-				fmt.Sprintf("look at the failing targets (tugboat status %s -n %s); the Promotion holds %s until it is aborted: tugboat abort %s -n %s", pr.Spec.Pipeline, pr.Namespace, pr.Spec.To, pr.Name, pr.Namespace))
+				fmt.Sprintf("look at the failing targets (tugboat status %s -n %s); the Promotion holds %s until it is resumed and finishes (tugboat rollout resume %s -n %s) or is aborted (tugboat rollout abort %s -n %s)",
+					pr.Spec.Pipeline, pr.Namespace, pr.Spec.To, pr.Name, pr.Namespace, pr.Name, pr.Namespace))
 		case tugboatv1alpha1.PromotionRollingBack:
 			msg := what + " is RollingBack"
 			if ready != nil && ready.Message != "" {

@@ -19,6 +19,7 @@ type rolloutView struct {
 	Promotion      string                         `json:"promotion"`
 	Version        string                         `json:"version"`
 	Phase          tugboatv1alpha1.RolloutPhase   `json:"phase,omitempty"`
+	PausedBy       string                         `json:"pausedBy,omitempty"`
 	CurrentWave    int32                          `json:"currentWave"`
 	Waves          []tugboatv1alpha1.WaveStatus   `json:"waves,omitempty"`
 	MaxFailures    int32                          `json:"maxFailures"`
@@ -61,7 +62,7 @@ func addRollouts(ctx context.Context, c client.Reader, namespace string, views [
 func rolloutOf(pr *tugboatv1alpha1.Promotion) *rolloutView {
 	r := pr.Status.Rollout
 	return &rolloutView{
-		Promotion: pr.Name, Version: pr.Spec.Version, Phase: r.Phase, PromotionPhase: pr.Status.Phase,
+		Promotion: pr.Name, Version: pr.Spec.Version, Phase: r.Phase, PausedBy: r.PausedBy, PromotionPhase: pr.Status.Phase,
 		CurrentWave: r.CurrentWave, Waves: r.Waves, MaxFailures: r.MaxFailures, Failed: r.Failed,
 		FailedTargets: r.FailedTargets, Message: r.Message,
 	}
@@ -70,7 +71,7 @@ func rolloutOf(pr *tugboatv1alpha1.Promotion) *rolloutView {
 // progress is the rollout in one line (RolloutStatus.Progress).
 func (r *rolloutView) progress() string {
 	return (&tugboatv1alpha1.RolloutStatus{
-		Phase: r.Phase, CurrentWave: r.CurrentWave, Waves: r.Waves, MaxFailures: r.MaxFailures, Failed: r.Failed,
+		Phase: r.Phase, PausedBy: r.PausedBy, CurrentWave: r.CurrentWave, Waves: r.Waves, MaxFailures: r.MaxFailures, Failed: r.Failed,
 	}).Progress()
 }
 

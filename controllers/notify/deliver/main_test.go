@@ -128,7 +128,11 @@ type notice struct {
 		} `json:"votes"`
 		Preview      string `json:"preview"`
 		DashboardURL string `json:"dashboardURL"`
+		Message      string `json:"message"`
+		Wave         string `json:"wave"`
+		Rollout      string `json:"rollout"`
 	} `json:"promotion"`
+	Title string `json:"title"`
 }
 
 func newReceiver(t *testing.T, codes ...int) (*receiver, string) {

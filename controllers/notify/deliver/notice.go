@@ -102,6 +102,44 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 	return n
 }
 
+// rolloutNotice completes n, a notice of recurring event e about pr's
+// rollout, for its occurrence-th occurrence: the wave that qualified, who
+// paused or resumed, and the rollout's progress. Its time is the wave's
+// completion, or the request's.
+func rolloutNotice(n *notify.Notice, pr *tugboatv1alpha1.Promotion, e tugboatv1alpha1.NotifyEvent, occurrence int32) {
+	st, info := pr.Status.Rollout, n.Promotion
+	info.Rollout = st.Progress()
+	req := pr.Status.RolloutRequest
+	switch e {
+	case tugboatv1alpha1.EventPromotionWaveCompleted:
+		if i := int(occurrence) - 1; i >= 0 && i < len(st.Waves) {
+			w := st.Waves[i]
+			info.Wave = fmt.Sprintf("%s (%d of %d)", w.Name, i+1, len(st.Waves))
+			info.Message = fmt.Sprintf("wave %s qualified: %d of %d targets succeeded, %d failed", w.Name, w.Succeeded, w.Targets, w.Failed)
+			if w.CompletedAt != nil {
+				n.Time = w.CompletedAt.Time
+			}
+		}
+	case tugboatv1alpha1.EventPromotionPaused:
+		if pr.Status.Phase != tugboatv1alpha1.PromotionPaused || occurrence < st.Pauses {
+			// Resumed since: the Ready message no longer says why.
+			info.Message = fmt.Sprintf("the rollout of %s into %s was paused (pause %d); it has been resumed since", pr.Spec.Version, pr.Spec.To, occurrence)
+		}
+		if req != nil && req.Action == tugboatv1alpha1.RolloutActionPause && st.PausedBy == req.User && occurrence == st.Pauses {
+			n.Time = req.Time.Time
+		}
+	case tugboatv1alpha1.EventPromotionResumed:
+		info.Message = fmt.Sprintf("the rollout of %s into %s was resumed", pr.Spec.Version, pr.Spec.To)
+		if req != nil && req.Action == tugboatv1alpha1.RolloutActionResume && occurrence == st.Resumes {
+			info.Message = fmt.Sprintf("the rollout of %s into %s was resumed by %s", pr.Spec.Version, pr.Spec.To, req.User)
+			if req.Message != "" {
+				info.Message += ": " + req.Message
+			}
+			n.Time = req.Time.Time
+		}
+	}
+}
+
 // helmReleaseOf returns the Flux HelmRelease the Pipeline names for a
 // target, with its namespace defaulted, or nil.
 func helmReleaseOf(p *tugboatv1alpha1.Pipeline, spoke, namespace, release string) *tugboatv1alpha1.ObjectReference {
@@ -199,6 +237,24 @@ func (r *deliverer) promotionTimeline(ctx context.Context, p *tugboatv1alpha1.Pi
 			}
 			add(t.LastTransitionTime.Time, source, "%s", state)
 		}
+	}
+	if st := s.Rollout; st != nil {
+		for i, w := range st.Waves {
+			if w.CompletedAt != nil {
+				add(w.CompletedAt.Time, "hub", "wave %s (%d of %d) qualified: %d of %d targets succeeded, %d failed", w.Name, i+1, len(st.Waves), w.Succeeded, w.Targets, w.Failed)
+			}
+		}
+	}
+	if req := s.RolloutRequest; req != nil && s.Rollout != nil && req.Sequence <= s.Rollout.ObservedRequest {
+		verb := "paused"
+		if req.Action == tugboatv1alpha1.RolloutActionResume {
+			verb = "resumed"
+		}
+		msg := ""
+		if req.Message != "" {
+			msg = ": " + req.Message
+		}
+		add(req.Time.Time, "hub", "rollout %s by %s%s", verb, req.User, msg) // the last request only: status keeps one
 	}
 	if s.CompletedAt != nil {
 		msg := string(s.Phase)

@@ -34,6 +34,11 @@ func promotionEvents(pr *tugboatv1alpha1.Promotion, env *tugboatv1alpha1.Environ
 	if s.StrategyResult != nil || s.Phase == tugboatv1alpha1.PromotionVerifying {
 		events = append(events, tugboatv1alpha1.EventPromotionRunning)
 	}
+	for _, e := range recurring {
+		if occurrences(pr, e) > 0 {
+			events = append(events, e)
+		}
+	}
 	if s.Rollout != nil && s.Rollout.RollbackStartedAt != nil {
 		events = append(events, tugboatv1alpha1.EventPromotionRollingBack)
 	}
@@ -41,6 +46,47 @@ func promotionEvents(pr *tugboatv1alpha1.Promotion, env *tugboatv1alpha1.Environ
 		events = append(events, e)
 	}
 	return events
+}
+
+// recurring are the events told once per occurrence, in this order
+// within a pass: a rollout's waves, pauses and resumes.
+var recurring = []tugboatv1alpha1.NotifyEvent{
+	tugboatv1alpha1.EventPromotionWaveCompleted, tugboatv1alpha1.EventPromotionPaused, tugboatv1alpha1.EventPromotionResumed,
+}
+
+// occurrences is how many times recurring event e happened to pr: the
+// waves that qualified (in order: waves before the current one), the
+// pauses and the resumes of its rollout. 0 for another event.
+func occurrences(pr *tugboatv1alpha1.Promotion, e tugboatv1alpha1.NotifyEvent) int32 {
+	st := pr.Status.Rollout
+	if st == nil || st.Resolved == nil {
+		return 0
+	}
+	switch e {
+	case tugboatv1alpha1.EventPromotionWaveCompleted:
+		var n int32
+		for _, w := range st.Waves {
+			if w.CompletedAt == nil {
+				break
+			}
+			n++
+		}
+		return n
+	case tugboatv1alpha1.EventPromotionPaused:
+		return st.Pauses
+	case tugboatv1alpha1.EventPromotionResumed:
+		return st.Resumes
+	}
+	return 0
+}
+
+func isRecurring(e tugboatv1alpha1.NotifyEvent) bool {
+	for _, x := range recurring {
+		if x == e {
+			return true
+		}
+	}
+	return false
 }
 
 func terminalEvent(phase tugboatv1alpha1.PromotionPhase) (tugboatv1alpha1.NotifyEvent, bool) {
@@ -94,6 +140,14 @@ func (r promotionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			if !seen {
 				rec = tugboatv1alpha1.NotificationDelivery{Notifier: spec.Name, Event: e}
 			}
+			due := occurrences(pr, e)
+			if isRecurring(e) && rec.Occurrence < due && (!seen || rec.Phase == tugboatv1alpha1.NotificationDelivered || rec.Phase == tugboatv1alpha1.NotificationFailed) {
+				// The next occurrence (the next wave, pause or resume)
+				// reuses the record: one notice per occurrence, in order.
+				rec.Occurrence++
+				rec.DeliveryState = tugboatv1alpha1.DeliveryState{Phase: tugboatv1alpha1.NotificationPending}
+				seen = false
+			}
 			if stale && !seen {
 				r.skip(spec, e, &rec.DeliveryState, &out)
 				updated = append(updated, rec)
@@ -101,6 +155,9 @@ func (r promotionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			}
 			before := rec.DeliveryState
 			notice := r.promotionNotice(ctx, p, env, pr, spec, e)
+			if isRecurring(e) {
+				rolloutNotice(&notice, pr, e, rec.Occurrence)
+			}
 			if ref := r.attempt(ctx, p, spec, notice, thread, &rec.DeliveryState, &out); ref != "" && rec.Reference == "" {
 				rec.Reference = clip.String(ref, 256)
 				if thread == "" {
@@ -112,6 +169,12 @@ func (r promotionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			}
 			if rec.Phase != tugboatv1alpha1.NotificationDelivered && rec.Phase != tugboatv1alpha1.NotificationFailed {
 				// Keep the order of one notifier's notices: the next waits.
+				break
+			}
+			if rec.Occurrence < due {
+				// More occurrences to tell (waves that qualified at once):
+				// the next pass tells the next one, before later events.
+				out.after(time.Millisecond)
 				break
 			}
 		}

@@ -746,3 +746,48 @@ func TestParseActionValue(t *testing.T) {
 		g.Expect(err).To(HaveOccurred(), "%q", bad)
 	}
 }
+
+// TestSlack_repliesPerWaveInThePromotionsThread: with a bot token, each
+// wave of a rollout that qualifies is a reply in the thread of the
+// promotion's first message (thread_ts is its ts), naming the wave and the
+// rollout's progress; the first message shows the latest state.
+func TestSlack_repliesPerWaveInThePromotionsThread(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	fs, srv := newFakeSlack(t)
+	s := botNotifier(t, srv, token, "")
+
+	d, err := s.Notify(ctx, notifytest.Promotion(tugboatv1alpha1.EventPromotionRunning), "")
+	g.Expect(err).NotTo(HaveOccurred())
+	ref := d.Reference
+	for i, wave := range []string{"canary (1 of 3)", "wave-1 (2 of 3)"} {
+		n := notifytest.Promotion(tugboatv1alpha1.EventPromotionWaveCompleted)
+		n.Promotion.Wave = wave
+		n.Promotion.Rollout = fmt.Sprintf("wave %d/3, %d/10 succeeded, 0 failed of 1 allowed", i+2, 1+4*i)
+		d, err = s.Notify(ctx, n, ref)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d.Reference).To(Equal(ref))
+	}
+	paused := notifytest.Promotion(tugboatv1alpha1.EventPromotionPaused)
+	paused.Promotion.Message = "rollout of 1.4.0 into production paused by alice in wave final"
+	_, err = s.Notify(ctx, paused, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	calls, problems := fs.snapshot()
+	g.Expect(problems).To(BeEmpty())
+	var replies []call
+	for _, c := range calls {
+		if c.Method == "chat.postMessage" && c.TS != "" {
+			replies = append(replies, c)
+		}
+	}
+	g.Expect(replies).To(HaveLen(3), "one reply per notice, none per target")
+	for _, c := range replies {
+		g.Expect(c.Channel+"/"+c.TS).To(Equal(ref), "thread_ts is the promotion's first message")
+	}
+	g.Expect(replies[0].Text).To(Equal("web 1.4.0 → production: wave canary (1 of 3) completed"))
+	g.Expect(replies[1].Text).To(Equal("web 1.4.0 → production: wave wave-1 (2 of 3) completed"))
+	g.Expect(allText(replies[1].Blocks)).To(And(ContainSubstring("wave-1 (2 of 3)"), ContainSubstring("wave 3/3, 5/10 succeeded")))
+	g.Expect(replies[2].Text).To(Equal("web 1.4.0 → production: Paused"))
+	g.Expect(allText(replies[2].Blocks)).To(ContainSubstring("paused by alice"))
+}

@@ -83,13 +83,18 @@ type Promotion struct {
 	Preview string `json:"preview,omitempty"`
 	// DashboardURL is the Promotion's page on the hub's dashboard (its
 	// preview), when the hub knows the dashboard's address.
-	DashboardURL string     `json:"dashboardURL,omitempty"`
-	Votes        []Vote     `json:"votes,omitempty"`
-	ApprovedBy   string     `json:"approvedBy,omitempty"`
-	RejectedBy   string     `json:"rejectedBy,omitempty"`
-	Created      *time.Time `json:"created,omitempty"`
-	Started      *time.Time `json:"started,omitempty"`
-	Done         *time.Time `json:"done,omitempty"`
+	DashboardURL string `json:"dashboardURL,omitempty"`
+	// Rollout is the rollout's progress in one line, for a Promotion that
+	// rolls out in waves; Wave the wave a PromotionWaveCompleted notice is
+	// about ("canary (1 of 3)").
+	Rollout    string     `json:"rollout,omitempty"`
+	Wave       string     `json:"wave,omitempty"`
+	Votes      []Vote     `json:"votes,omitempty"`
+	ApprovedBy string     `json:"approvedBy,omitempty"`
+	RejectedBy string     `json:"rejectedBy,omitempty"`
+	Created    *time.Time `json:"created,omitempty"`
+	Started    *time.Time `json:"started,omitempty"`
+	Done       *time.Time `json:"done,omitempty"`
 }
 
 // Vote is one authenticated approval decision.
@@ -176,7 +181,8 @@ func NewPayload(n notify.Notice) Payload {
 			Name: pr.Name, From: pr.From, To: pr.To, Version: pr.Version, Phase: string(pr.Phase),
 			Message: pr.Message, URL: pr.URL, Strategy: string(pr.Strategy),
 			RequestedBy: string(pr.RequestedBy), Requester: pr.Requester,
-			ApprovalsRequired: pr.ApprovalsRequired, Preview: pr.Preview, DashboardURL: pr.DashboardURL, ApprovedBy: pr.ApprovedBy, RejectedBy: pr.RejectedBy,
+			ApprovalsRequired: pr.ApprovalsRequired, Preview: pr.Preview, DashboardURL: pr.DashboardURL, Rollout: pr.Rollout, Wave: pr.Wave,
+			ApprovedBy: pr.ApprovedBy, RejectedBy: pr.RejectedBy,
 			Created: timePtr(pr.Created), Started: utc(pr.Started), Done: utc(pr.Done),
 		}
 		for _, v := range pr.Votes {

@@ -124,6 +124,9 @@ type Input struct {
 	// CompletedWaves is how many waves the controller already recorded as
 	// done (status.rollout.currentWave).
 	CompletedWaves int
+	// AcceptedFailures is how many failing targets a person accepted by
+	// resuming the rollout (status.rollout.acceptedFailures): see Budget.
+	AcceptedFailures int
 	// Now is the time of the plan.
 	Now time.Time
 }
@@ -183,15 +186,22 @@ type Budget struct {
 	Used int
 	// CanaryFailed is true when a canary target fails.
 	CanaryFailed bool
+	// Accepted is how many failing targets a person accepted by resuming
+	// the rollout: a resume does not refill the budget, it accepts the
+	// failures it saw.
+	Accepted int
 }
 
 // Left is how many more targets may fail before the budget is spent (0
 // once spent).
-func (b Budget) Left() int { return max(b.Allowed-b.Used, 0) }
+func (b Budget) Left() int { return max(max(b.Allowed, b.Accepted)-b.Used, 0) }
 
 // Spent reports whether the rollout must stop: more targets fail than
-// allowed, or a canary target fails.
-func (b Budget) Spent() bool { return b.CanaryFailed || b.Used > b.Allowed }
+// allowed or accepted, whichever is more, or a canary target fails beyond
+// the failures accepted.
+func (b Budget) Spent() bool {
+	return b.CanaryFailed && b.Used > b.Accepted || b.Used > max(b.Allowed, b.Accepted)
+}
 
 // Plan is the planner's answer.
 type Plan struct {
@@ -311,7 +321,7 @@ func New(in Input) (*Plan, error) {
 		}
 	}
 	n := len(targets)
-	var budget Budget
+	budget := Budget{Accepted: max(in.AcceptedFailures, 0)}
 	if in.Rollout != nil {
 		if budget.Allowed, err = Allowed(in.Rollout.MaxFailures, n); err != nil {
 			return nil, err

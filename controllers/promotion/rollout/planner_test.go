@@ -245,6 +245,47 @@ func TestPlanner_plansWaves(t *testing.T) {
 			},
 		},
 		{
+			name: "a resume accepts the canary's failure: the next wave is acted on",
+			in: rollout.Input{
+				Rollout:          &tugboatv1alpha1.Rollout{Canary: &tugboatv1alpha1.CanaryWave{Count: ptr.To[int32](1)}},
+				Targets:          acted(numbered(3), "s01", 0, report(7, version, tugboatv1alpha1.ReleaseStatusFailed, tugboatv1alpha1.HealthUnknown)),
+				AcceptedFailures: 1,
+				Now:              t0.Add(time.Minute),
+			},
+			want: summary{
+				Waves: []string{"canary=[s01]", "final=[s02 s03]"}, States: []string{"s01:Failed"},
+				Current: 1, ActNow: []string{"s02", "s03"}, Used: 1, Failed: []string{"s01:ReleaseFailed"},
+			},
+		},
+		{
+			name: "a resume does not refill the budget: one failure more than accepted spends it",
+			in: rollout.Input{
+				Rollout: &tugboatv1alpha1.Rollout{Canary: &tugboatv1alpha1.CanaryWave{Count: ptr.To[int32](1)}, MaxFailures: ptr.To(intstr.FromInt32(1))},
+				Targets: acted(acted(numbered(3), "s01", 0, report(7, version, tugboatv1alpha1.ReleaseStatusFailed, tugboatv1alpha1.HealthUnknown)),
+					"s02", 1, report(7, version, tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthFailed)),
+				AcceptedFailures: 1,
+				CompletedWaves:   1,
+				Now:              t0.Add(time.Minute),
+			},
+			want: summary{
+				Waves: []string{"canary=[s01]", "final=[s02 s03]"}, States: []string{"s01:Failed", "s02:Failed"},
+				Current: 1, Allowed: 1, Used: 2, Spent: true, Failed: []string{"s01:ReleaseFailed", "s02:HealthFailed"},
+			},
+		},
+		{
+			name: "failures accepted within the budget change nothing",
+			in: rollout.Input{
+				Rollout:          &tugboatv1alpha1.Rollout{Waves: []tugboatv1alpha1.Wave{{Size: intstr.FromInt32(2)}}, MaxFailures: ptr.To(intstr.FromInt32(1))},
+				Targets:          acted(acted(numbered(4), "s01", 0, healthy(7)), "s02", 0, report(7, version, tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthFailed)),
+				AcceptedFailures: 1,
+				Now:              t0.Add(2 * time.Minute),
+			},
+			want: summary{
+				Waves: []string{"wave-1=[s01 s02]", "final=[s03 s04]"}, States: []string{"s01:Succeeded", "s02:Failed"},
+				Current: 1, ActNow: []string{"s03", "s04"}, Allowed: 1, Used: 1, Failed: []string{"s02:HealthFailed"},
+			},
+		},
+		{
 			name: "a failed target within the budget: its wave qualifies without it",
 			in: rollout.Input{
 				Rollout: &tugboatv1alpha1.Rollout{Waves: []tugboatv1alpha1.Wave{{Size: intstr.FromInt32(2)}}, MaxFailures: ptr.To(intstr.FromInt32(1))},
