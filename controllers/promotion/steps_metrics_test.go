@@ -4,16 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	promapi "github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -33,26 +29,11 @@ type errorRate struct {
 // newErrorRate serves the gauge at value and starts a Prometheus scraping
 // it; it returns once the Prometheus answers value for the query.
 func newErrorRate(t *testing.T, g Gomega, value float64) *errorRate {
-	reg := prometheus.NewRegistry()
 	e := &errorRate{gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "web_error_rate", Help: "Share of requests that failed."})}
-	reg.MustRegister(e.gauge)
 	e.gauge.Set(value)
-	target := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	t.Cleanup(target.Close)
-	e.prom = promtest.Start(t, strings.TrimPrefix(target.URL, "http://"))
-	c, err := promapi.NewClient(promapi.Config{Address: e.prom.URL})
-	g.Expect(err).NotTo(HaveOccurred())
-	api := promv1.NewAPI(c)
-	g.Eventually(func() string {
-		v, _, err := api.Query(context.Background(), "web_error_rate", time.Now())
-		if err != nil {
-			return err.Error()
-		}
-		if vec, ok := v.(model.Vector); ok && len(vec) == 1 {
-			return vec[0].Value.String()
-		}
-		return v.String()
-	}).WithTimeout(30*time.Second).Should(Equal(model.SampleValue(value).String()), "Prometheus scraped the target")
+	e.prom = promtest.Start(t, promtest.Target(t, e.gauge))
+	g.Eventually(func() (string, error) { return e.prom.Query(context.Background(), "web_error_rate") }).
+		WithTimeout(30*time.Second).Should(Equal(model.SampleValue(value).String()), "Prometheus scraped the target")
 	return e
 }
 

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/model"
 
 	"tugboat.dev/tugboat/e2e/bins"
 )
@@ -150,6 +157,38 @@ func (s *Server) Stop() {
 			<-s.done
 		}
 	})
+}
+
+// Target serves collectors on /metrics of a loopback HTTP server (promhttp)
+// until the test ends, and returns its host:port, for Start.
+func Target(t testing.TB, collectors ...prometheus.Collector) string {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors...)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// Query evaluates query now and returns its value as Prometheus writes it:
+// a scalar's or a single sample's value, else the whole result.
+func (s *Server) Query(ctx context.Context, query string) (string, error) {
+	c, err := promapi.NewClient(promapi.Config{Address: s.URL})
+	if err != nil {
+		return "", err
+	}
+	v, _, err := promv1.NewAPI(c).Query(ctx, query, time.Now())
+	if err != nil {
+		return "", err
+	}
+	switch res := v.(type) {
+	case *model.Scalar:
+		return res.Value.String(), nil
+	case model.Vector:
+		if len(res) == 1 {
+			return res[0].Value.String(), nil
+		}
+	}
+	return v.String(), nil
 }
 
 // Log is what the server logged.
