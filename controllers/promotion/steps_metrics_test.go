@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -115,22 +118,46 @@ func TestSteps_aMetricsStepWithABadValueFailsAtTheFailureLimit(t *testing.T) {
 
 // TestSteps_aMetricsStepAgainstAnUnreachablePrometheusFails: nothing
 // listens at the Secret's address: the measurement fails saying so, and
-// with no failure tolerated, the step and the Promotion fail.
+// with no failure tolerated the attempt fails; the retry (a fresh attempt,
+// its first measurement an interval later) fails the same way, and so do
+// the step and the Promotion. A Prometheus that accepts the connection but
+// never answers fails the measurement when the step's timeout is up.
 func TestSteps_aMetricsStepAgainstAnUnreachablePrometheusFails(t *testing.T) {
 	g := NewWithT(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
 	addr := l.Addr().String()
 	g.Expect(l.Close()).To(Succeed())
-	f := newStepsFixture(t, &tugboatv1alpha1.Steps{Pre: []tugboatv1alpha1.Step{metricsStep("errors", 3, 0, time.Second)}})
+	step := metricsStep("errors", 3, 0, 2*time.Second)
+	step.Retries = 1
+	f := newStepsFixture(t, &tugboatv1alpha1.Steps{Pre: []tugboatv1alpha1.Step{step}})
 	newSecret(g, f.ns, "prometheus", map[string][]byte{"address": []byte("http://" + addr)})
 	f.startHub()
 	name := f.promote("2.0.0")
-	g.Eventually(f.state(name)).WithTimeout(60 * time.Second).Should(Equal("Failed StepFailed: pre step errors (metrics) failed after 1 attempt(s): " +
-		"1 of 1 measurements failed, more than the failure limit 0; last: querying Prometheus http://" + addr + ": dial tcp " + addr + ": connect: connection refused"))
-	g.Expect(values(f.measurements(name, "errors"))).To(Equal([]string{
-		" false: querying Prometheus http://" + addr + ": dial tcp " + addr + ": connect: connection refused"}))
+	refused := "querying Prometheus http://" + addr + ": dial tcp " + addr + ": connect: connection refused"
+	g.Eventually(f.state(name)).WithTimeout(60 * time.Second).Should(Equal("Failed StepFailed: pre step errors (metrics) failed after 2 attempt(s): " +
+		"1 of 1 measurements failed, more than the failure limit 0; last: " + refused))
+	g.Expect(values(f.measurements(name, "errors"))).To(Equal([]string{" false: " + refused}), "the last attempt's measurements only")
+	st := f.get(name).Status.Steps[0]
+	// startedAt is to the second (rounded down): a retry that measured at
+	// once would show less than a second.
+	g.Expect(st.Metrics.Measurements[0].At.Sub(st.StartedAt.Time)).To(BeNumerically(">=", 2*time.Second), "the retry measured an interval after it started")
 	g.Expect(f.strategyCalls()).To(BeZero())
+
+	// A Prometheus that never answers: the query is bounded by the step's
+	// timeout.
+	hang := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hang }))
+	t.Cleanup(silent.Close)
+	t.Cleanup(func() { close(hang) })
+	step = metricsStep("errors", 1, 0, time.Second)
+	step.Timeout = &metav1.Duration{Duration: 2 * time.Second}
+	mute := newStepsFixture(t, &tugboatv1alpha1.Steps{Pre: []tugboatv1alpha1.Step{step}})
+	newSecret(g, mute.ns, "prometheus", map[string][]byte{"address": []byte(silent.URL)})
+	mute.startHub()
+	name = mute.promote("2.0.0")
+	g.Eventually(mute.state(name)).WithTimeout(60 * time.Second).Should(MatchRegexp(`^Failed StepFailed: pre step errors \(metrics\) failed after 1 attempt\(s\): ` +
+		`1 of 1 measurements failed, more than the failure limit 0; last: Prometheus ` + regexp.QuoteMeta(silent.URL) + ` did not answer within 1?\.?[0-9]+m?s$`))
 }
 
 // TestSteps_aMetricsStepObeysTheEgressPolicy: a hub that refuses loopback
