@@ -10,6 +10,7 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/egress"
@@ -78,4 +79,42 @@ func TestCompare_appliesEachOperator(t *testing.T) {
 	g.Expect(err).To(MatchError(`unknown operator "Between"`))
 	_, err = compare(1, tugboatv1alpha1.MetricCondition{Operator: tugboatv1alpha1.MetricEqual, Threshold: "one"})
 	g.Expect(err).To(MatchError(`threshold "one" is not a number`))
+}
+
+// TestMetricsAttempt_waitsForTheNextMeasurementAndTimesOut: between
+// measurements an attempt only says when the next is due (no query, no
+// Secret read); past its timeout, or when the next measurement would fall
+// after it, it times out saying how far it got. The timeout defaults to
+// interval × count + 1m.
+func TestMetricsAttempt_waitsForTheNextMeasurementAndTimesOut(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	r := &Reconciler{Now: func() time.Time { return now }} // no APIReader: a read would panic
+	spec := &tugboatv1alpha1.Step{Name: "errors", Type: tugboatv1alpha1.StepMetrics, Metrics: &tugboatv1alpha1.MetricsStep{
+		Query: "web_error_rate", Interval: &metav1.Duration{Duration: time.Minute}, Count: 3, FailureLimit: 1,
+		SuccessCondition: tugboatv1alpha1.MetricCondition{Operator: tugboatv1alpha1.MetricLessThan, Threshold: "0.01"},
+	}}
+	status := func(started time.Duration, last time.Duration) *tugboatv1alpha1.StepStatus {
+		at := metav1.NewTime(now.Add(-started))
+		return &tugboatv1alpha1.StepStatus{Name: "errors", Type: tugboatv1alpha1.StepMetrics, Phase: tugboatv1alpha1.StepRunning, Attempts: 1, StartedAt: &at,
+			Metrics: &tugboatv1alpha1.MetricsStepStatus{Taken: 1, Failed: 1, Measurements: []tugboatv1alpha1.Measurement{
+				{At: metav1.NewMicroTime(now.Add(-last)), Value: "0.5"}}}}
+	}
+
+	out, err := r.metricsAttempt(context.Background(), &tugboatv1alpha1.Promotion{}, spec, status(20*time.Second, 20*time.Second))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(Equal(attemptResult{requeue: 40 * time.Second,
+		wait: "1 of 3 measurements taken, 1 failed (failure limit 1); last: 0.5, not LessThan 0.01; next in 40s"}))
+
+	// The default timeout is 3 × 1m + 1m: at 4m it is up.
+	out, err = r.metricsAttempt(context.Background(), &tugboatv1alpha1.Promotion{}, spec, status(4*time.Minute, 3*time.Minute))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(Equal(attemptResult{done: true, timedOut: true, message: "timed out after 4m0s with 1 of 3 measurements taken, 1 failed"}))
+
+	// A timeout of 150s, 100s after the start: the next measurement, due
+	// 55s from now, would fall after it.
+	spec.Timeout = &metav1.Duration{Duration: 150 * time.Second}
+	out, err = r.metricsAttempt(context.Background(), &tugboatv1alpha1.Promotion{}, spec, status(100*time.Second, 5*time.Second))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(Equal(attemptResult{done: true, timedOut: true, message: "timed out after 2m30s with 1 of 3 measurements taken, 1 failed"}))
 }
