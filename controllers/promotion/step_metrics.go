@@ -110,7 +110,7 @@ func (r *Reconciler) metricsAttempt(ctx context.Context, pr *tugboatv1alpha1.Pro
 			timeout, ms.Taken, count, ms.Failed)}, nil
 	}
 	if wait := due.Sub(now); wait > 0 {
-		return attemptResult{wait: metricsProgress(cfg, ms, count, wait), requeue: wait}, nil
+		return attemptResult{wait: metricsProgress(cfg, ms, count, due), requeue: wait}, nil
 	}
 
 	api, shown, fail, err := r.prometheusAPI(ctx, pr, cfg, min(MaxMetricsQuery, deadline.Sub(now)))
@@ -140,16 +140,18 @@ func (r *Reconciler) metricsAttempt(ctx context.Context, pr *tugboatv1alpha1.Pro
 		return attemptResult{done: true, ok: true, message: fmt.Sprintf("%d measurements taken, %d failed (failure limit %d); last: %s",
 			ms.Taken, ms.Failed, cfg.FailureLimit, last)}, nil
 	}
-	return attemptResult{wait: metricsProgress(cfg, ms, count, interval), requeue: interval}, nil
+	return attemptResult{wait: metricsProgress(cfg, ms, count, m.At.Add(interval)), requeue: interval}, nil
 }
 
-// metricsProgress is what a running metrics step waits for.
-func metricsProgress(cfg *tugboatv1alpha1.MetricsStep, ms *tugboatv1alpha1.MetricsStepStatus, count int32, next time.Duration) string {
+// metricsProgress is what a running metrics step waits for. It names the
+// time the next measurement is due, not how long until then: the message
+// stays the same from one reconcile to the next, so waiting writes nothing.
+func metricsProgress(cfg *tugboatv1alpha1.MetricsStep, ms *tugboatv1alpha1.MetricsStepStatus, count int32, next time.Time) string {
 	msg := fmt.Sprintf("%d of %d measurements taken, %d failed (failure limit %d)", ms.Taken, count, ms.Failed, cfg.FailureLimit)
 	if n := len(ms.Measurements); n > 0 {
 		msg += "; last: " + describeMeasurement(cfg, ms.Measurements[n-1])
 	}
-	return msg + fmt.Sprintf("; next in %s", next.Round(time.Millisecond))
+	return msg + "; next at " + next.UTC().Format(time.RFC3339)
 }
 
 // describeMeasurement says what m measured, against the success condition.

@@ -104,7 +104,7 @@ func TestMetricsAttempt_waitsForTheNextMeasurementAndTimesOut(t *testing.T) {
 	out, err := r.metricsAttempt(context.Background(), &tugboatv1alpha1.Promotion{}, spec, status(20*time.Second, 20*time.Second))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(Equal(attemptResult{requeue: 40 * time.Second,
-		wait: "1 of 3 measurements taken, 1 failed (failure limit 1); last: 0.5, not LessThan 0.01; next in 40s"}))
+		wait: "1 of 3 measurements taken, 1 failed (failure limit 1); last: 0.5, not LessThan 0.01; next at 2026-11-28T10:00:40Z"}))
 
 	// The default timeout is 3 × 1m + 1m: at 4m it is up.
 	out, err = r.metricsAttempt(context.Background(), &tugboatv1alpha1.Promotion{}, spec, status(4*time.Minute, 3*time.Minute))
