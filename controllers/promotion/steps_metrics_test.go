@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -213,5 +215,68 @@ func TestSteps_aHubRestartKeepsTheMeasurements(t *testing.T) {
 	g.Expect(ms[0].At.Equal(&first.At)).To(BeTrue(), "the first measurement is kept")
 	for i := 1; i < len(ms); i++ {
 		g.Expect(ms[i].At.Sub(ms[i-1].At.Time)).To(BeNumerically(">=", 2900*time.Millisecond), "measurements are an interval apart")
+	}
+}
+
+// TestSteps_aMetricsStepAuthenticatesWithTheSecretsCredentials: the
+// Prometheus sits behind a proxy that wants a bearer token or a user and
+// password; the Secret's bearerToken, or username and password, get
+// through, and a wrong token fails the measurement with the answer. A
+// Secret with both kinds of credentials, or half of a user's, fails the
+// step at once, saying so.
+func TestSteps_aMetricsStepAuthenticatesWithTheSecretsCredentials(t *testing.T) {
+	g := NewWithT(t)
+	rate := newErrorRate(t, g, 0.001)
+	target, err := url.Parse(rate.prom.URL)
+	g.Expect(err).NotTo(HaveOccurred())
+	upstream := httputil.NewSingleHostReverseProxy(target)
+	guard := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, basic := r.BasicAuth()
+		if r.Header.Get("Authorization") != "Bearer s3cret-token" && !(basic && user == "tugboat" && pass == "s3cret-password") {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		upstream.ServeHTTP(w, r)
+	}))
+	t.Cleanup(guard.Close)
+
+	for _, tc := range []struct {
+		name   string
+		secret map[string][]byte
+		want   string
+	}{
+		{"bearer token", map[string][]byte{"bearerToken": []byte("s3cret-token")},
+			"Succeeded: 1 measurements taken, 0 failed (failure limit 0); last: 0.001, LessThan 0.01"},
+		{"user and password", map[string][]byte{"username": []byte("tugboat"), "password": []byte("s3cret-password")},
+			"Succeeded: 1 measurements taken, 0 failed (failure limit 0); last: 0.001, LessThan 0.01"},
+		{"wrong token", map[string][]byte{"bearerToken": []byte("guessed")},
+			"Failed: 1 of 1 measurements failed, more than the failure limit 0; last: querying Prometheus " + guard.URL + ": client_error: client error: 401"},
+		{"a token and a user", map[string][]byte{"bearerToken": []byte("s3cret-token"), "username": []byte("tugboat"), "password": []byte("s3cret-password")},
+			`Failed: metrics step: Secret NS/prometheus has both "bearerToken" and "username"/"password": keep one way to authenticate`},
+		{"a user without a password", map[string][]byte{"username": []byte("tugboat")},
+			`Failed: metrics step: Secret NS/prometheus needs both "username" and "password", or neither`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			f := newStepsFixture(t, &tugboatv1alpha1.Steps{Pre: []tugboatv1alpha1.Step{metricsStep("errors", 1, 0, time.Second)}})
+			tc.secret["address"] = []byte(guard.URL)
+			newSecret(g, f.ns, "prometheus", tc.secret)
+			f.startHub()
+			name := f.promote("2.0.0")
+			g.Eventually(func() string {
+				pr := f.get(name)
+				if len(pr.Status.Steps) == 0 || !pr.Status.Steps[0].Phase.Terminal() {
+					return ""
+				}
+				st := pr.Status.Steps[0]
+				return fmt.Sprintf("%s: %s", st.Phase, st.Message)
+			}).WithTimeout(30 * time.Second).Should(Equal(strings.ReplaceAll(tc.want, "NS/", f.ns+"/")))
+			if strings.HasPrefix(tc.want, "Succeeded") {
+				g.Eventually(f.strategyCalls).WithTimeout(30 * time.Second).Should(Equal(1), "the strategy runs after the pre step")
+			} else {
+				g.Eventually(f.state(name)).WithTimeout(30 * time.Second).Should(HavePrefix("Failed StepFailed: "))
+				g.Expect(f.strategyCalls()).To(BeZero())
+			}
+		})
 	}
 }
