@@ -232,7 +232,9 @@ func TestSteps_aMetricsStepAuthenticatesWithTheSecretsCredentials(t *testing.T) 
 	upstream := httputil.NewSingleHostReverseProxy(target)
 	guard := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, basic := r.BasicAuth()
-		if r.Header.Get("Authorization") != "Bearer s3cret-token" && !(basic && user == "tugboat" && pass == "s3cret-password") {
+		bearer := r.Header.Get("Authorization") == "Bearer s3cret-token"
+		password := basic && user == "tugboat" && pass == "s3cret-password"
+		if !bearer && !password {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
@@ -272,7 +274,7 @@ func TestSteps_aMetricsStepAuthenticatesWithTheSecretsCredentials(t *testing.T) 
 				return fmt.Sprintf("%s: %s", st.Phase, st.Message)
 			}).WithTimeout(30 * time.Second).Should(Equal(strings.ReplaceAll(tc.want, "NS/", f.ns+"/")))
 			if strings.HasPrefix(tc.want, "Succeeded") {
-				g.Eventually(f.strategyCalls).WithTimeout(30 * time.Second).Should(Equal(1), "the strategy runs after the pre step")
+				g.Eventually(f.strategyCalls).WithTimeout(30*time.Second).Should(Equal(1), "the strategy runs after the pre step")
 			} else {
 				g.Eventually(f.state(name)).WithTimeout(30 * time.Second).Should(HavePrefix("Failed StepFailed: "))
 				g.Expect(f.strategyCalls()).To(BeZero())
