@@ -93,13 +93,14 @@ verify: generate ## Regenerate and fail if the tree changed (also checks go.mod 
 	cd e2e/tools/kube && go mod tidy
 	cd e2e/tools/etcd && go mod tidy
 	cd e2e/tools/gitea && go mod tidy
+	cd e2e/tools/prometheus && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "generated files or go.mod are out of date; run 'make generate' and 'go mod tidy' and commit:"; \
 		git status --porcelain; git --no-pager diff --stat; exit 1; fi
 
 .PHONY: k8s-bins
-k8s-bins: ## Build the pinned etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok into bin/k8s (cached).
+k8s-bins: ## Build the pinned etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok into bin/k8s, helm and prometheus into bin/ (cached).
 	go run ./e2e/bins/k8s-bins
 
 .PHONY: test

@@ -32,6 +32,7 @@ func TestAPIValidation_lifecycleSteps(t *testing.T) {
 	t.Run("rejects invalid objects, naming the field", func(t *testing.T) { testStepsRejectsInvalid(ctx, t, c.Client) })
 	t.Run("round-trips steps, lifecycles and events", func(t *testing.T) { testStepsRoundTrip(ctx, t, c.Client) })
 	t.Run("refuses bad step and event status", func(t *testing.T) { testStepsStatus(ctx, t, c.Client) })
+	t.Run("metrics steps", func(t *testing.T) { testMetricsSteps(ctx, t, c.Client) })
 	t.Run("keeps an event's spec immutable", func(t *testing.T) {
 		g := NewWithT(t)
 		ev := minimalLifecycleEvent("immutable-event")
@@ -114,11 +115,6 @@ func testStepsRejectsInvalid(ctx context.Context, t *testing.T, c client.Client)
 				s.Post[0] = tugboatv1.Step{Name: "smoke", Type: tugboatv1.StepHelmTest, HelmTest: &tugboatv1.HelmTestStep{Waves: "Each"}}
 			}),
 			want: []string{"spec.environments[1].steps.post[0].helmTest.waves", `Unsupported value: "Each"`},
-		},
-		{
-			name: "a metrics step, not built yet",
-			obj:  stepsWith("step-metrics", func(s *tugboatv1.Steps) { s.Post[0] = tugboatv1.Step{Name: "errors", Type: tugboatv1.StepMetrics} }),
-			want: []string{"spec.environments[1].steps.post[0].type", "not available yet"},
 		},
 		{
 			name: "an unknown step type",

@@ -57,8 +57,8 @@ const (
 	// StepHelmTest has the destination's agents run the release's Helm
 	// test hooks (a post step of a helm-strategy environment only).
 	StepHelmTest StepType = "helmTest"
-	// StepMetrics evaluates a PromQL query against a Prometheus. Not built
-	// yet: the API refuses it.
+	// StepMetrics evaluates a PromQL query against a Prometheus, a set
+	// number of times, each value judged by a success condition.
 	StepMetrics StepType = "metrics"
 	// StepWebhook is a signed HTTP POST that must answer 2xx.
 	StepWebhook StepType = "webhook"
@@ -103,10 +103,11 @@ type Steps struct {
 
 // Step is one lifecycle step: a type and, for that type only, its
 // configuration.
-// +kubebuilder:validation:XValidation:rule="self.type != 'metrics'",message="step type metrics is not available yet: use webhook, external or helmTest",fieldPath=".type"
 // +kubebuilder:validation:XValidation:rule="self.type == 'helmTest' || !has(self.helmTest)",message="helmTest is allowed only when type is helmTest",fieldPath=".helmTest"
 // +kubebuilder:validation:XValidation:rule="self.type == 'external' ? has(self.external) : !has(self.external)",message="external is required when type is external, and forbidden otherwise",fieldPath=".external"
 // +kubebuilder:validation:XValidation:rule="self.type == 'webhook' ? has(self.webhook) : !has(self.webhook)",message="webhook is required when type is webhook, and forbidden otherwise",fieldPath=".webhook"
+// +kubebuilder:validation:XValidation:rule="self.type == 'metrics' ? has(self.metrics) : !has(self.metrics)",message="metrics is required when type is metrics, and forbidden otherwise",fieldPath=".metrics"
+// +kubebuilder:validation:XValidation:rule="!has(self.metrics) || !has(self.timeout) || !has(self.metrics.interval) || !has(self.metrics.count) || duration(self.timeout).getSeconds() > duration(self.metrics.interval).getSeconds() * (self.metrics.count - 1)",message="timeout must be longer than metrics.interval times (metrics.count - 1), or the step times out before its last measurement",fieldPath=".timeout"
 type Step struct {
 	// name identifies the step in the Promotion's status.steps, a DNS label,
 	// unique across pre and post.
@@ -116,17 +117,18 @@ type Step struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// type is webhook (a signed HTTP POST that must answer 2xx), external
-	// (a LifecycleEvent that another controller finishes) or helmTest (the
+	// type is metrics (a PromQL query measured against a Prometheus),
+	// webhook (a signed HTTP POST that must answer 2xx), external (a
+	// LifecycleEvent that another controller finishes) or helmTest (the
 	// destination's agents run the release's Helm test hooks; post steps
-	// of a helm-strategy environment only). metrics is reserved for a kind
-	// not built yet.
+	// of a helm-strategy environment only).
 	// +required
 	Type StepType `json:"type"`
 
 	// timeout bounds one attempt of the step. Defaults to the Lifecycle's
-	// spec.timeout for an external step, else 10m. A helmTest step's agents
-	// also bound the test hooks with it (helm test --timeout).
+	// spec.timeout for an external step, to metrics.interval times
+	// metrics.count plus 1m for a metrics step, else 10m. A helmTest step's
+	// agents also bound the test hooks with it (helm test --timeout).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
@@ -148,6 +150,10 @@ type Step struct {
 	// webhook configures a webhook step; required for it.
 	// +optional
 	Webhook *WebhookStep `json:"webhook,omitempty"`
+
+	// metrics configures a metrics step; required for it.
+	// +optional
+	Metrics *MetricsStep `json:"metrics,omitempty"`
 
 	// helmTest configures a helmTest step; optional for it, forbidden
 	// otherwise.
@@ -203,6 +209,104 @@ type WebhookStep struct {
 	// is the HMAC key the request is signed with. Unsigned when unset.
 	// +optional
 	SecretRef *LocalSecretReference `json:"secretRef,omitempty"`
+}
+
+// MetricOperator compares a measured value with a threshold.
+// +kubebuilder:validation:Enum=LessThan;LessThanOrEqual;GreaterThan;GreaterThanOrEqual;Equal;NotEqual
+type MetricOperator string
+
+// The operators of a metrics step's success condition: a measurement
+// passes when "value operator threshold" holds.
+const (
+	MetricLessThan           MetricOperator = "LessThan"
+	MetricLessThanOrEqual    MetricOperator = "LessThanOrEqual"
+	MetricGreaterThan        MetricOperator = "GreaterThan"
+	MetricGreaterThanOrEqual MetricOperator = "GreaterThanOrEqual"
+	MetricEqual              MetricOperator = "Equal"
+	MetricNotEqual           MetricOperator = "NotEqual"
+)
+
+// Limits of metrics steps. The CRD schema repeats them as markers.
+const (
+	// MaxMetricsCount is the most measurements one attempt takes.
+	MaxMetricsCount = 100
+	// MaxMeasurements is how many of an attempt's measurements, the
+	// latest, a step's status keeps.
+	MaxMeasurements = 10
+	// DefaultMetricsInterval is the time between two measurements when the
+	// step sets none.
+	DefaultMetricsInterval = "1m"
+)
+
+// MetricsStep configures a metrics step, the way Flagger's and Argo
+// Rollouts' analyses work: the hub runs query against a Prometheus count
+// times, interval apart (the first at once), and judges each value by
+// successCondition; the step fails as soon as more than failureLimit
+// measurements failed, and passes when all count were taken.
+// +kubebuilder:validation:XValidation:rule="!has(self.failureLimit) || self.failureLimit < (has(self.count) ? self.count : 1)",message="failureLimit must be less than count, or the step could never fail"
+type MetricsStep struct {
+	// secretRef names a Secret in the Pipeline's namespace: key "address"
+	// is the Prometheus's base URL (http or https, e.g.
+	// http://prometheus.monitoring:9090), and optional keys "bearerToken",
+	// or "username" and "password", authenticate the hub to it. Requests
+	// pass the hub's egress policy.
+	// +required
+	SecretRef LocalSecretReference `json:"secretRef"`
+
+	// query is the PromQL instant query. It must return a scalar or a
+	// vector of exactly one sample (aggregate it, e.g. with sum()): an
+	// empty result, several series or NaN is a failed measurement.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Query string `json:"query"`
+
+	// interval is the time between two measurements, from 1s to 1h.
+	// Defaults to 1m.
+	// +optional
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="interval must be from 1s to 1h"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// count is how many measurements an attempt takes, 1 to 100. Defaults
+	// to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Count int32 `json:"count,omitempty"`
+
+	// successCondition is what a measured value must satisfy to pass.
+	// +required
+	SuccessCondition MetricCondition `json:"successCondition"`
+
+	// failureLimit is how many failed measurements an attempt tolerates:
+	// one more fails it at once. Defaults to 0, less than count.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=99
+	FailureLimit int32 `json:"failureLimit,omitempty"`
+}
+
+// MetricCondition is "value operator threshold", e.g. LessThan 0.01 for an
+// error rate.
+type MetricCondition struct {
+	// operator is LessThan, LessThanOrEqual, GreaterThan,
+	// GreaterThanOrEqual, Equal or NotEqual.
+	// +required
+	Operator MetricOperator `json:"operator"`
+
+	// threshold is the number the value is compared with, a decimal or
+	// scientific literal (e.g. "0.01", "1e-3", "-5"), as a string so that
+	// it keeps its exact spelling.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$`
+	Threshold string `json:"threshold"`
 }
 
 // StepPhase is where a step of a Promotion stands.
@@ -274,6 +378,56 @@ type StepStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	LifecycleEvent string `json:"lifecycleEvent,omitempty"`
+
+	// metrics are the current (or last) attempt's measurements, for a
+	// metrics step.
+	// +optional
+	Metrics *MetricsStepStatus `json:"metrics,omitempty"`
+}
+
+// MetricsStepStatus counts a metrics step attempt's measurements and keeps
+// the latest, so that an approver sees why it passed or failed, and a hub
+// that restarts goes on from where it stood.
+type MetricsStepStatus struct {
+	// taken is how many measurements the attempt took.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Taken int32 `json:"taken,omitempty"`
+
+	// failed is how many of them failed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Failed int32 `json:"failed,omitempty"`
+
+	// measurements are the latest measurements, oldest first, at most 10.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	Measurements []Measurement `json:"measurements,omitempty"`
+}
+
+// Measurement is one evaluation of a metrics step's query.
+type Measurement struct {
+	// at is when the query was evaluated, to the microsecond (the next
+	// measurement is due an interval after it).
+	// +required
+	At metav1.MicroTime `json:"at"`
+
+	// value is the query's result, when it returned one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Value string `json:"value,omitempty"`
+
+	// passed says whether the value satisfied the success condition.
+	// +optional
+	Passed bool `json:"passed,omitempty"`
+
+	// message says why a measurement failed (an error, no series).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Message string `json:"message,omitempty"`
 }
 
 // LifecycleSpec registers a lifecycle: a kind of step that a controller of

@@ -10,12 +10,15 @@ package promotion
 // is read from the Pipeline when an attempt starts.
 //
 // An external step is a LifecycleEvent (lifecycle_event.go) that another
-// controller finishes; a webhook step is a signed POST (step_webhook.go); a
-// helmTest step is an agent action per tested target (step_helmtest.go).
-// Both are safe across a hub restart: an attempt's LifecycleEvent has a
-// deterministic name and a webhook attempt a deterministic delivery id, so
-// a reconcile that repeats an attempt finds the same event (or sends the
-// same delivery), and the event keeps its result.
+// controller finishes; a webhook step is a signed POST (step_webhook.go);
+// a helmTest step is an agent action per tested target (step_helmtest.go);
+// a metrics step is a PromQL query measured against a Prometheus, count
+// times (step_metrics.go). All are safe across a hub restart: an attempt's
+// LifecycleEvent has a deterministic name, a webhook attempt a
+// deterministic delivery id and a helmTest attempt deterministic action
+// ids, so a reconcile that repeats an attempt finds the same event (or
+// sends the same delivery, offers the same actions), and the event keeps
+// its result; a metrics step's measurements are in its status.
 
 import (
 	"context"
@@ -43,6 +46,9 @@ const (
 	EventStepStarted   = "StepStarted"
 	EventStepSucceeded = "StepSucceeded"
 	EventStepFailed    = "StepFailed"
+	// EventStepMeasurementFailed: a metrics step's measurement failed
+	// (the step goes on while within its failure limit).
+	EventStepMeasurementFailed = "StepMeasurementFailed"
 )
 
 // resolveSteps records env's steps in status.steps as pr starts, pre steps
@@ -109,10 +115,11 @@ func (r *Reconciler) runSteps(ctx context.Context, pr *tugboatv1alpha1.Promotion
 			r.finish(pr, tugboatv1alpha1.PromotionFailed, StepFailedReason, stepFailure(st))
 			return false, ctrl.Result{}, nil
 		}
-		if st.Type == tugboatv1alpha1.StepWebhook {
-			// A webhook call is a side effect: make it only from the
-			// latest status, never from a cached copy that lags behind the
-			// last write (that would call the same attempt again).
+		if st.Type == tugboatv1alpha1.StepWebhook || st.Type == tugboatv1alpha1.StepMetrics {
+			// A webhook call is a side effect, and a measurement counts:
+			// make them only from the latest status, never from a cached
+			// copy that lags behind the last write (that would call the
+			// same attempt again, or measure twice).
 			if stale, err := r.staleCopy(ctx, pr); err != nil || stale {
 				return false, ctrl.Result{RequeueAfter: 100 * time.Millisecond}, err
 			}
@@ -178,6 +185,8 @@ func (r *Reconciler) advanceStep(ctx context.Context, pr *tugboatv1alpha1.Promot
 			out, err = r.webhookAttempt(ctx, pr, p, spec, st)
 		case tugboatv1alpha1.StepHelmTest:
 			out, err = r.helmTestAttempt(ctx, pr, spec, st)
+		case tugboatv1alpha1.StepMetrics:
+			out, err = r.metricsAttempt(ctx, pr, spec, st)
 		default:
 			out = attemptResult{done: true, message: fmt.Sprintf("step type %s is not available yet", st.Type)}
 		}
@@ -216,7 +225,7 @@ func (r *Reconciler) advanceStep(ctx context.Context, pr *tugboatv1alpha1.Promot
 func (r *Reconciler) startAttempt(st *tugboatv1alpha1.StepStatus) {
 	now := metav1.NewTime(r.Now())
 	st.Attempts++
-	st.Phase, st.StartedAt, st.CompletedAt, st.LifecycleEvent = tugboatv1alpha1.StepRunning, &now, nil, ""
+	st.Phase, st.StartedAt, st.CompletedAt, st.LifecycleEvent, st.Metrics = tugboatv1alpha1.StepRunning, &now, nil, "", nil
 }
 
 // endStep records that st finished.
@@ -292,6 +301,14 @@ func recordSteps(rec events.EventRecorder, pr *tugboatv1alpha1.Promotion, before
 		if s.Attempts > old.Attempts {
 			rec.Eventf(pr, nil, corev1.EventTypeNormal, EventStepStarted, "Step", "%s step %s (%s) started attempt %d%s",
 				lower(s.Stage), s.Name, s.Type, s.Attempts, eventSuffix(s.LifecycleEvent))
+		}
+		if s.Metrics != nil && s.Attempts == old.Attempts && old.Metrics != nil && s.Metrics.Failed > old.Metrics.Failed ||
+			s.Metrics != nil && s.Attempts > old.Attempts && s.Metrics.Failed > 0 {
+			if n := len(s.Metrics.Measurements); n > 0 {
+				m := s.Metrics.Measurements[n-1]
+				rec.Eventf(pr, nil, corev1.EventTypeWarning, EventStepMeasurementFailed, "Step", "%s step %s (metrics) measurement %d failed (%d failed in this attempt): %s",
+					lower(s.Stage), s.Name, s.Metrics.Taken, s.Metrics.Failed, clip.String(orDefault(m.Message, "value "+m.Value), 600))
+			}
 		}
 		if s.Phase == old.Phase || !s.Phase.Terminal() {
 			continue

@@ -1,5 +1,6 @@
-// Command k8s-bins builds the pinned control-plane binaries into bin/k8s and
-// the helm CLI into bin/helm-<version> (`make k8s-bins`). It is a no-op when
+// Command k8s-bins builds the pinned control-plane binaries into bin/k8s,
+// the helm CLI into bin/helm-<version> and the Prometheus server into
+// bin/prometheus/prometheus-<version> (`make k8s-bins`). It is a no-op when
 // they are already there.
 package main
 
@@ -22,8 +23,11 @@ func main() {
 		if err == nil {
 			var helm string
 			if helm, err = bins.EnsureHelm(ctx, root, os.Stdout); err == nil {
-				fmt.Printf("control-plane binaries ready in %s; helm at %s\n", dir, helm)
-				return
+				var prom string
+				if prom, err = bins.EnsurePrometheus(ctx, root, os.Stdout); err == nil {
+					fmt.Printf("control-plane binaries ready in %s; helm at %s; prometheus at %s\n", dir, helm, prom)
+					return
+				}
 			}
 		}
 	}
