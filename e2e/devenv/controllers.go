@@ -200,10 +200,15 @@ func (e *Env) prepareExternalControllers(ctx context.Context, opts Options) erro
 	return e.writeState()
 }
 
+// DemoTestStep is the sample Pipeline's helmTest post step on its second
+// environment: the sample chart's smoke test.
+const DemoTestStep = "smoke"
+
 // createSamplePipeline creates the Pipeline "demo" over the spokes in
 // order, promoting the sample chart with the helm strategy (the agents
-// upgrade their own releases); the last environment of three or more
-// requires approval unless opts.NoApproval.
+// upgrade their own releases); the second environment runs the chart's
+// smoke test (a helmTest post step, DemoTestStep) after each upgrade; the last
+// environment of three or more requires approval unless opts.NoApproval.
 func (e *Env) createSamplePipeline(ctx context.Context, opts Options) error {
 	if len(e.Spokes) < 2 {
 		return nil
@@ -223,6 +228,12 @@ func (e *Env) createSamplePipeline(ctx context.Context, opts Options) error {
 	}
 	for i, s := range e.Spokes {
 		env := tugboatv1alpha1.Environment{Name: s.Name, Targets: []tugboatv1alpha1.Target{{Spoke: s.Name, Namespace: DemoNamespace}}}
+		if i == 1 {
+			// The second environment (staging) runs the chart's smoke test
+			// after each upgrade: a version whose test fails (1.2.0) stops
+			// there (docs/lifecycle.md).
+			env.Steps = &tugboatv1alpha1.Steps{Post: []tugboatv1alpha1.Step{{Name: DemoTestStep, Type: tugboatv1alpha1.StepHelmTest}}}
+		}
 		if len(e.Spokes) >= 3 && i == len(e.Spokes)-1 && !opts.NoApproval {
 			env.Gates.RequireApproval = true
 			if e.slack != nil {

@@ -31,7 +31,9 @@ type timeline struct {
 	releases   map[string][]printedRevision
 	approvedBy []string
 	holds      map[string]string // environment → "Reason, message"
-	total      time.Duration
+	// stepFacts: "promotion/step" → the phase printed for a lifecycle step.
+	stepFacts map[string]string
+	total     time.Duration
 }
 
 type timelineStep struct {
@@ -50,6 +52,7 @@ var (
 	releaseFact   = regexp.MustCompile(`^\s+release (\S+) revision (\d+): \S+ (\S+), (\w+)$`)
 	approvedFact  = regexp.MustCompile(`^\s+approved by (\S+)$`)
 	holdFact      = regexp.MustCompile(`^\s+hold (\S+): (.+)$`)
+	stepFact      = regexp.MustCompile(`^\s+step (\S+) of (\S+) \((\w+) (\w+)\): (\w+)$`)
 	totalLine     = regexp.MustCompile(`^Total: ([0-9.]+)s$`)
 )
 
@@ -59,7 +62,7 @@ func parseTimeline(t *testing.T, out string) timeline {
 	if i < 0 {
 		t.Fatalf("no timeline in the output")
 	}
-	tl := timeline{promotions: map[string]string{}, releases: map[string][]printedRevision{}, holds: map[string]string{}}
+	tl := timeline{promotions: map[string]string{}, releases: map[string][]printedRevision{}, holds: map[string]string{}, stepFacts: map[string]string{}}
 	secs := func(s string) time.Duration {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
@@ -79,6 +82,8 @@ func parseTimeline(t *testing.T, out string) timeline {
 			tl.approvedBy = append(tl.approvedBy, m[1])
 		} else if m := holdFact.FindStringSubmatch(line); m != nil {
 			tl.holds[m[1]] = m[2]
+		} else if m := stepFact.FindStringSubmatch(line); m != nil {
+			tl.stepFacts[m[2]+"/"+m[1]] = m[5]
 		} else if m := totalLine.FindStringSubmatch(line); m != nil {
 			tl.total = secs(m[1])
 			break
@@ -154,6 +159,13 @@ func TestDevDemo_timelineMatchesTheHub(t *testing.T) {
 	}
 	g.Expect(tl.releases["production/demo/demo"]).To(Equal([]printedRevision{{1, "1.0.0"}, {1, "1.0.0"}}), "production keeps 1.0.0")
 	g.Expect(tl.releases["staging/demo/demo"]).To(Equal([]printedRevision{{1, "1.0.0"}, {2, "1.1.0"}, {3, "1.0.0"}}))
+
+	// Staging's smoke test (the sample Pipeline's helmTest post step) is
+	// printed as it ended, and so recorded on the hub.
+	g.Expect(tl.stepFacts).To(HaveKeyWithValue("demo-staging-1.0.0/"+devenv.DemoTestStep, "Succeeded"), out)
+	var staged tugboatv1alpha1.Promotion
+	g.Expect(hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-staging-1.0.0"}, &staged)).To(Succeed())
+	g.Expect(staged.Status.Steps).To(ConsistOf(And(HaveField("Name", devenv.DemoTestStep), HaveField("Phase", tugboatv1alpha1.StepSucceeded))))
 
 	// The approval names the user the hub's API server authenticates for
 	// the environment's kubeconfig.

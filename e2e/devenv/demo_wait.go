@@ -120,6 +120,7 @@ func (d *demoRun) releaseFact(spoke string, c *tugboatv1alpha1.RevisionSummary) 
 func (d *demoRun) waitPromotion(ctx context.Context, env, version string, phase tugboatv1alpha1.PromotionPhase) error {
 	name := d.promotionName(env, version)
 	msg := ""
+	var steps []tugboatv1alpha1.StepStatus
 	err := d.wait(ctx, fmt.Sprintf("promotion %s to be %s", name, phase), func(ctx context.Context) (string, bool, error) {
 		var pr tugboatv1alpha1.Promotion
 		err := d.Env.Hub.Client.Get(ctx, client.ObjectKey{Namespace: d.Env.Namespace, Name: name}, &pr)
@@ -129,7 +130,7 @@ func (d *demoRun) waitPromotion(ctx context.Context, env, version string, phase 
 		if err != nil {
 			return "", false, err
 		}
-		msg = ""
+		msg, steps = "", pr.Status.Steps
 		if c := apimeta.FindStatusCondition(pr.Status.Conditions, tugboatv1alpha1.ReadyCondition.String()); c != nil {
 			msg = c.Message
 		}
@@ -153,6 +154,9 @@ func (d *demoRun) waitPromotion(ctx context.Context, env, version string, phase 
 		return err
 	}
 	d.fact("promotion %s: %s", name, phase)
+	for _, st := range steps {
+		d.fact("step %s of %s (%s %s): %s", st.Name, name, st.Stage, st.Type, st.Phase)
+	}
 	if msg != "" && phase != tugboatv1alpha1.PromotionSucceeded {
 		d.say("  (%s)", oneLine(msg, 300))
 	}

@@ -271,6 +271,10 @@ func TestDevUp_hubAndTwoSpokes(t *testing.T) {
 		var pr tugboatv1alpha1.Promotion
 		g.Expect(hubClient.Get(ctx, client.ObjectKey{Namespace: devenv.DefaultNamespace, Name: "demo-staging-1.0.0"}, &pr)).To(Succeed())
 		g.Expect(pr.Status.Phase).To(Equal(tugboatv1alpha1.PromotionSucceeded))
+		// Staging's smoke test (a helmTest post step) ran on the revision
+		// the staging agent made, and passed.
+		g.Expect(pr.Status.Steps).To(ConsistOf(And(HaveField("Name", devenv.DemoTestStep),
+			HaveField("Type", tugboatv1alpha1.StepHelmTest), HaveField("Phase", tugboatv1alpha1.StepSucceeded))))
 		var rh tugboatv1alpha1.ReleaseHistory
 		g.Expect(hubClient.Get(ctx, client.ObjectKey{Namespace: devenv.DefaultNamespace, Name: "staging.demo.demo"}, &rh)).To(Succeed())
 		g.Expect(rh.Status.Current.ChartVersion).To(Equal("1.0.0"))
