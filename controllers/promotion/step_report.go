@@ -127,7 +127,7 @@ func ReportStep(ctx context.Context, c client.Client, reader client.Reader, p *t
 	ev, err = lifecycle.Finish(ctx, c, pr.Namespace, name, phase, msg)
 	switch {
 	case errors.Is(err, lifecycle.ErrFinished):
-		return nil, fmt.Errorf("%w: %v", ErrNotAwaitingReport, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotAwaitingReport, err)
 	case apierrors.IsConflict(err):
 		return nil, fmt.Errorf("%w: LifecycleEvent %s changed as it was reported (timed out?); read the step's status", ErrNotAwaitingReport, name)
 	case err != nil:

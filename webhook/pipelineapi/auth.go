@@ -216,10 +216,10 @@ func (h *Handler) checkStepCredential(ctx context.Context, r *http.Request, p *t
 			}
 			return "", "", err
 		}
-		switch got := h.checkCredentials(r, secret, body); {
-		case got == "":
+		switch got := h.checkCredentials(r, secret, body); got {
+		case "":
 			return name, "", nil
-		case got == "stale_timestamp":
+		case "stale_timestamp":
 			reason = got // the most telling reason, for the metrics
 		}
 	}
