@@ -182,3 +182,36 @@ func TestSteps_aHubRestartNeitherRepeatsTheCallNorLosesTheReport(t *testing.T) {
 	g.Expect(cluster.Client.List(ctx, &list, client.InNamespace(f.ns))).To(Succeed())
 	g.Expect(list.Items).To(HaveLen(1), "one event for the one attempt")
 }
+
+// TestSteps_aFailedReportRetriesWithANewDelivery: with one retry, a
+// failed report makes the hub call the webhook again (a new delivery id,
+// attempt 2); a late report of attempt 1 is refused as stale, and a
+// report of attempt 2's success passes the step.
+func TestSteps_aFailedReportRetriesWithANewDelivery(t *testing.T) {
+	g := NewWithT(t)
+	srv := newStepReceiver(t, stepKey, http.StatusAccepted, "")
+	f := newStepsFixture(t, &tugboatv1alpha1.Steps{Pre: []tugboatv1alpha1.Step{webhookStep("qa", srv.URL+"/hook", 1)}})
+	newSecret(g, f.ns, "qa-hook", map[string][]byte{"key": stepKey})
+	f.startHub()
+	name := f.promote("2.0.0")
+	g.Eventually(f.steps(name)).WithTimeout(30 * time.Second).Should(ConsistOf(ContainSubstring("waiting for its report")))
+	first := srv.requests()[0].ID
+	code, body := f.reportStep(g, stepKey, name, "qa", first, "failed", "flaky")
+	g.Expect(code).To(Equal(http.StatusOK), body)
+	g.Eventually(f.steps(name)).WithTimeout(30 * time.Second).Should(ConsistOf(HavePrefix("qa Running 2: webhook " + srv.URL + "/hook accepted delivery ")))
+	got := srv.requests()
+	g.Expect(got).To(HaveLen(2))
+	g.Expect([]int32{got[0].Attempt, got[1].Attempt}).To(Equal([]int32{1, 2}))
+	second := got[1].ID
+
+	code, body = f.reportStep(g, stepKey, name, "qa", first, "succeeded", "late")
+	g.Expect(code).To(Equal(http.StatusConflict), body)
+	g.Expect(body).To(ContainSubstring("stale delivery: delivery " + first + " is attempt 1's; step qa is at attempt 2 (delivery " + second + ")"))
+	code, body = f.reportStep(g, stepKey, name, "qa", second, "succeeded", "passed on retry")
+	g.Expect(code).To(Equal(http.StatusOK), body)
+	g.Eventually(f.strategyCalls).WithTimeout(30 * time.Second).Should(Equal(1))
+	g.Eventually(f.steps(name)).WithTimeout(30 * time.Second).Should(Equal([]string{
+		"qa Succeeded 2: webhook " + srv.URL + "/hook accepted delivery " + second + " (202) and reported success, through " + identity.HubUser +
+			": the webhook key of Secret qa-hook reported succeeded: passed on retry"}))
+	g.Expect(srv.requests()).To(HaveLen(2))
+}
