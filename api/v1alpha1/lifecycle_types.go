@@ -60,7 +60,8 @@ const (
 	// StepMetrics evaluates a PromQL query against a Prometheus, a set
 	// number of times, each value judged by a success condition.
 	StepMetrics StepType = "metrics"
-	// StepWebhook is a signed HTTP POST that must answer 2xx.
+	// StepWebhook is a signed HTTP POST that must answer 2xx, or answer 202
+	// Accepted and report the result later through the CI API.
 	StepWebhook StepType = "webhook"
 	// StepExternal is a LifecycleEvent finished by another controller.
 	StepExternal StepType = "external"
@@ -118,10 +119,11 @@ type Step struct {
 	Name string `json:"name"`
 
 	// type is metrics (a PromQL query measured against a Prometheus),
-	// webhook (a signed HTTP POST that must answer 2xx), external (a
-	// LifecycleEvent that another controller finishes) or helmTest (the
-	// destination's agents run the release's Helm test hooks; post steps
-	// of a helm-strategy environment only).
+	// webhook (a signed HTTP POST that must answer 2xx, or 202 and report
+	// later through the CI API), external (a LifecycleEvent that another
+	// controller finishes) or helmTest (the destination's agents run the
+	// release's Helm test hooks; post steps of a helm-strategy environment
+	// only).
 	// +required
 	Type StepType `json:"type"`
 
@@ -196,7 +198,8 @@ type ExternalStep struct {
 }
 
 // WebhookStep configures a webhook step: a JSON POST, signed with the
-// agent wire protocol's scheme, that must answer 2xx.
+// agent wire protocol's scheme, that must answer 2xx; a 202 Accepted
+// answer waits for a report through the CI API.
 type WebhookStep struct {
 	// url receives the POST. It passes the hub's egress policy.
 	// +required
@@ -206,7 +209,8 @@ type WebhookStep struct {
 	URL string `json:"url"`
 
 	// secretRef names a Secret in the Pipeline's namespace whose key "key"
-	// is the HMAC key the request is signed with. Unsigned when unset.
+	// is the HMAC key the request is signed with, and with which the
+	// receiver may sign its report after a 202. Unsigned when unset.
 	// +optional
 	SecretRef *LocalSecretReference `json:"secretRef,omitempty"`
 }
@@ -374,7 +378,8 @@ type StepStatus struct {
 	Message string `json:"message,omitempty"`
 
 	// lifecycleEvent is the name of the current (or last) attempt's
-	// LifecycleEvent, for an external step.
+	// LifecycleEvent, for an external step, or a webhook step whose
+	// receiver answered 202 (the event waits for its report).
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	LifecycleEvent string `json:"lifecycleEvent,omitempty"`

@@ -9,16 +9,18 @@ package promotion
 // adds or removes a step of a running Promotion; each step's configuration
 // is read from the Pipeline when an attempt starts.
 //
-// An external step is a LifecycleEvent (lifecycle_event.go) that another
-// controller finishes; a webhook step is a signed POST (step_webhook.go);
-// a helmTest step is an agent action per tested target (step_helmtest.go);
-// a metrics step is a PromQL query measured against a Prometheus, count
-// times (step_metrics.go). All are safe across a hub restart: an attempt's
-// LifecycleEvent has a deterministic name, a webhook attempt a
-// deterministic delivery id and a helmTest attempt deterministic action
-// ids, so a reconcile that repeats an attempt finds the same event (or
-// sends the same delivery, offers the same actions), and the event keeps
-// its result; a metrics step's measurements are in its status.
+// An external step is a LifecycleEvent (step_external.go) that another
+// controller finishes; a webhook step is a signed POST (step_webhook.go),
+// whose 202 answer makes the attempt a LifecycleEvent too, finished by a
+// report through the CI API (step_report.go); a helmTest step is an agent
+// action per tested target (step_helmtest.go); a metrics step is a PromQL
+// query measured against a Prometheus, count times (step_metrics.go). All
+// are safe across a hub restart: an attempt's LifecycleEvent has a
+// deterministic name, a webhook attempt a deterministic delivery id and a
+// helmTest attempt deterministic action ids, so a reconcile that repeats
+// an attempt finds the same event (or sends the same delivery, offers the
+// same actions), and the event keeps its result; a metrics step's
+// measurements are in its status.
 
 import (
 	"context"
@@ -165,10 +167,12 @@ func (r *Reconciler) advanceStep(ctx context.Context, pr *tugboatv1alpha1.Promot
 		switch {
 		case st.Phase == tugboatv1alpha1.StepPending:
 			r.startAttempt(st)
-		case st.Type == tugboatv1alpha1.StepWebhook:
-			// A Running webhook step has no call in flight (the call is
-			// made within the reconcile): its last attempt failed, and the
-			// next one starts after a backoff.
+		case st.Type == tugboatv1alpha1.StepWebhook && st.LifecycleEvent == "":
+			// A Running webhook step with no event has no call in flight
+			// (the call is made within the reconcile): its last attempt
+			// failed, and the next one starts after a backoff. With an
+			// event, the receiver answered 202 and the attempt waits for
+			// its report.
 			if st.StartedAt != nil {
 				if wait := st.StartedAt.Add(r.backoff(st.Attempts)).Sub(r.Now()); wait > 0 {
 					return attemptResult{wait: st.Message, requeue: wait}, nil
@@ -207,7 +211,7 @@ func (r *Reconciler) advanceStep(ctx context.Context, pr *tugboatv1alpha1.Promot
 			if st.Type == tugboatv1alpha1.StepWebhook {
 				// A webhook answers at once: give it a moment before the
 				// next attempt rather than calling again in a loop.
-				st.Phase = tugboatv1alpha1.StepRunning
+				st.Phase, st.LifecycleEvent = tugboatv1alpha1.StepRunning, ""
 				return attemptResult{wait: st.Message, requeue: max(r.backoff(st.Attempts), time.Millisecond)}, nil
 			}
 			continue

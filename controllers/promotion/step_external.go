@@ -78,28 +78,43 @@ func (r *Reconciler) externalAttempt(ctx context.Context, pr *tugboatv1alpha1.Pr
 	case tugboatv1alpha1.EventTimedOut:
 		return attemptResult{done: true, timedOut: true, message: timedOutMessage(ev, lc)}, nil
 	}
+	phase, left, err := r.settleEvent(ctx, ev, "no one finished the event by its deadline "+ev.Spec.Deadline.UTC().Format(time.RFC3339)+": is the controller of "+lc+" running?")
+	switch {
+	case err != nil:
+		return attemptResult{}, err
+	case phase == "":
+		return attemptResult{wait: "LifecycleEvent " + name + " changed as it timed out; reading it again", requeue: 100 * time.Millisecond}, nil
+	case phase == tugboatv1alpha1.EventTimedOut:
+		return attemptResult{done: true, timedOut: true, message: timedOutMessage(ev, lc)}, nil
+	}
+	return attemptResult{
+		wait: fmt.Sprintf("waiting for the controller of %s to finish LifecycleEvent %s (tugboat lifecycle done|error %s -n %s) by %s",
+			lc, name, name, pr.Namespace, ev.Spec.Deadline.UTC().Format(time.RFC3339)),
+		requeue: left,
+	}, nil
+}
+
+// settleEvent reads how the unfinished event ev stands: Pending, with the
+// time left until its deadline; or, once the deadline passed, TimedOut,
+// marked so with note as its message. An empty phase means ev changed as
+// the hub marked it (its controller finished it in the meantime: the
+// optimistic lock tells): read it again.
+func (r *Reconciler) settleEvent(ctx context.Context, ev *tugboatv1alpha1.LifecycleEvent, note string) (tugboatv1alpha1.LifecycleEventPhase, time.Duration, error) {
 	now := r.Now()
 	if left := ev.Spec.Deadline.Sub(now); left > 0 {
-		return attemptResult{
-			wait: fmt.Sprintf("waiting for the controller of %s to finish LifecycleEvent %s (tugboat lifecycle done|error %s -n %s) by %s",
-				lc, name, name, pr.Namespace, ev.Spec.Deadline.UTC().Format(time.RFC3339)),
-			requeue: left,
-		}, nil
+		return tugboatv1alpha1.EventPending, left, nil
 	}
-	// The deadline passed: mark the event TimedOut, unless its controller
-	// finished it in the meantime (the optimistic lock tells; the next
-	// reconcile reads what it wrote).
 	orig := ev.DeepCopy()
 	at := metav1.NewTime(now)
 	ev.Status.Phase, ev.Status.FinishedAt = tugboatv1alpha1.EventTimedOut, &at
-	ev.Status.Message = clip.String("no one finished the event by its deadline "+ev.Spec.Deadline.UTC().Format(time.RFC3339)+": is the controller of "+lc+" running?", tugboatv1alpha1.MaxStepMessageLength)
+	ev.Status.Message = clip.String(note, tugboatv1alpha1.MaxStepMessageLength)
 	if err := r.Client.Status().Patch(ctx, ev, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
-			return attemptResult{wait: "LifecycleEvent " + name + " changed as it timed out; reading it again", requeue: 100 * time.Millisecond}, nil
+			return "", 0, nil
 		}
-		return attemptResult{}, err
+		return "", 0, err
 	}
-	return attemptResult{done: true, timedOut: true, message: timedOutMessage(ev, lc)}, nil
+	return tugboatv1alpha1.EventTimedOut, 0, nil
 }
 
 func timedOutMessage(ev *tugboatv1alpha1.LifecycleEvent, lc string) string {
@@ -121,23 +136,26 @@ func (r *Reconciler) publishEvent(ctx context.Context, pr *tugboatv1alpha1.Promo
 		}
 		return nil, nil, err
 	}
-	start := r.Now()
-	if st.StartedAt != nil {
-		start = st.StartedAt.Time
-	}
-	// The API keeps seconds: round the deadline up, never shortening the
-	// timeout.
-	deadline := metav1.NewTime(start.Add(stepTimeout(spec, lc.Spec.Timeout)).Truncate(time.Second).Add(time.Second))
+	deadline := deadlineOf(st.StartedAt, r.Now(), stepTimeout(spec, lc.Spec.Timeout))
+	ev := newEvent(pr, p, st, name, lc.Name, lc.Spec.EventKey, deadline)
+	ev, err := r.createEvent(ctx, ev)
+	return ev, nil, err
+}
+
+// newEvent returns the LifecycleEvent name of st's current attempt, owned
+// by pr, for lifecycle with eventKey, due by deadline.
+func newEvent(pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, st *tugboatv1alpha1.StepStatus, name, lifecycle, eventKey string,
+	deadline metav1.Time) *tugboatv1alpha1.LifecycleEvent {
 	ev := &tugboatv1alpha1.LifecycleEvent{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: pr.Namespace, Name: name,
-			Labels: map[string]string{tugboatv1alpha1.LabelEventKey: lc.Spec.EventKey, tugboatv1alpha1.LabelLifecycle: lc.Name},
+			Labels: map[string]string{tugboatv1alpha1.LabelEventKey: eventKey, tugboatv1alpha1.LabelLifecycle: lifecycle},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: tugboatv1alpha1.GroupVersion.String(), Kind: "Promotion", Name: pr.Name, UID: pr.UID, Controller: ptr.To(true),
 			}},
 		},
 		Spec: tugboatv1alpha1.LifecycleEventSpec{
-			Lifecycle: lc.Name, EventKey: lc.Spec.EventKey, Promotion: pr.Name, Pipeline: p.Name, Environment: pr.Spec.To,
+			Lifecycle: lifecycle, EventKey: eventKey, Promotion: pr.Name, Pipeline: p.Name, Environment: pr.Spec.To,
 			Version: pr.Spec.Version, Step: st.Name, Stage: st.Stage, Attempt: st.Attempts,
 			TargetCount: count32(len(pr.Status.Targets)), Deadline: deadline,
 		},
@@ -148,15 +166,32 @@ func (r *Reconciler) publishEvent(ctx context.Context, pr *tugboatv1alpha1.Promo
 	for _, t := range pr.Status.Targets[:min(len(pr.Status.Targets), tugboatv1alpha1.MaxEventTargets)] {
 		ev.Spec.Targets = append(ev.Spec.Targets, tugboatv1alpha1.EventTarget{Spoke: t.Spoke, Namespace: t.Namespace, Release: t.Release})
 	}
+	return ev
+}
+
+// createEvent creates ev. An event that exists already (the cache had not
+// seen it) is read from the API server.
+func (r *Reconciler) createEvent(ctx context.Context, ev *tugboatv1alpha1.LifecycleEvent) (*tugboatv1alpha1.LifecycleEvent, error) {
 	err := r.Client.Create(ctx, ev)
 	if apierrors.IsAlreadyExists(err) {
+		key := client.ObjectKeyFromObject(ev)
 		ev = &tugboatv1alpha1.LifecycleEvent{}
-		err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: name}, ev)
+		err = r.APIReader.Get(ctx, key, ev)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return ev, nil, nil
+	return ev, nil
+}
+
+// deadlineOf is when an attempt started at start (now when nil) and
+// bounded by timeout ends. The API keeps seconds: the deadline is rounded
+// up, never shortening the timeout.
+func deadlineOf(start *metav1.Time, now time.Time, timeout time.Duration) metav1.Time {
+	if start != nil {
+		now = start.Time
+	}
+	return metav1.NewTime(now.Add(timeout).Truncate(time.Second).Add(time.Second))
 }
 
 // ownedBy reports whether pr owns ev.

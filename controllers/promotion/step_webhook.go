@@ -3,11 +3,21 @@ package promotion
 // Webhook lifecycle steps: each attempt is one JSON POST (StepRequest),
 // signed with the agent wire protocol's scheme (api/wire, as the webhook
 // notifier and strategy sign), through the hub's egress policy. A 2xx
-// answer passes the step; any other answer, a redirect (never followed), a
-// refused destination or a network error fails the attempt with a clear
-// message. The call is made within the reconcile; a hub that stops during
-// it sends the attempt again with the same delivery id (X-Tugboat-Delivery),
-// so a receiver can de-duplicate.
+// answer other than 202 passes the step; any other answer, a redirect
+// (never followed), a refused destination or a network error fails the
+// attempt with a clear message. The call is made within the reconcile; a
+// hub that stops during it sends the attempt again with the same delivery
+// id (X-Tugboat-Delivery), so a receiver can de-duplicate.
+//
+// 202 Accepted means "accepted, will report": the hub publishes a
+// LifecycleEvent for the attempt (deterministic name, owned by the
+// Promotion, lifecycle WebhookLifecycle) and the attempt waits, within the
+// step's timeout, for the receiver (or CI) to report the result through the
+// CI API (POST /v1/pipelines/{namespace}/{name}/steps, ReportStep), which
+// finishes the event; at the deadline the hub marks it TimedOut, as for an
+// external step. A reconcile that finds the attempt's event never calls
+// the webhook again, so a hub restart between the 202 and the report
+// neither repeats the call nor loses the report (the event keeps it).
 
 import (
 	"bytes"
@@ -43,6 +53,10 @@ const (
 	MaxWebhookStepCall = time.Minute
 	// webhookExcerpt is how much of a refusal's body the message keeps.
 	webhookExcerpt = 200
+	// WebhookLifecycle is spec.lifecycle and spec.eventKey of the
+	// LifecycleEvent of a webhook step's attempt that answered 202: no
+	// Lifecycle object stands behind it; the CI API finishes it.
+	WebhookLifecycle = "tugboat-webhook-report"
 )
 
 // StepRequest is the JSON body a webhook step POSTs (docs/lifecycle.md).
@@ -69,8 +83,8 @@ type StepRequest struct {
 	TargetCount int                           `json:"targetCount"`
 }
 
-// deliveryID is the deterministic id of attempt of step of pr.
-func deliveryID(pr *tugboatv1alpha1.Promotion, step string, attempt int32) string {
+// DeliveryID is the deterministic id of attempt of step of pr.
+func DeliveryID(pr *tugboatv1alpha1.Promotion, step string, attempt int32) string {
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", pr.UID, step, attempt))
 	return hex.EncodeToString(sum[:16])
 }
@@ -82,11 +96,23 @@ func (r *Reconciler) webhookAttempt(ctx context.Context, pr *tugboatv1alpha1.Pro
 		return attemptResult{done: true, message: fmt.Sprintf(format, args...)}, nil
 	}
 	cfg := spec.Webhook
+	shown := notifywebhook.Redact(cfg.URL)
+	id := DeliveryID(pr, st.Name, st.Attempts)
+	// An attempt whose event exists was accepted (202) already: never call
+	// again, wait for its report. Read from the API server, not the cache:
+	// the call is a side effect.
+	name := EventName(pr.Name, st.Name, st.Attempts)
+	ev := &tugboatv1alpha1.LifecycleEvent{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: name}, ev); err == nil {
+		st.LifecycleEvent = name
+		return r.awaitReport(ctx, pr, p, ev, shown, id)
+	} else if !apierrors.IsNotFound(err) {
+		return attemptResult{}, err
+	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fail("webhook URL %q must be an absolute http or https URL", notifywebhook.Redact(cfg.URL))
 	}
-	shown := notifywebhook.Redact(cfg.URL)
 	var key []byte
 	if cfg.SecretRef != nil {
 		ref := types.NamespacedName{Namespace: pr.Namespace, Name: cfg.SecretRef.Name}
@@ -103,7 +129,7 @@ func (r *Reconciler) webhookAttempt(ctx context.Context, pr *tugboatv1alpha1.Pro
 		}
 	}
 	body := StepRequest{
-		APIVersion: StepAPIVersion, Kind: StepKind, ID: deliveryID(pr, st.Name, st.Attempts),
+		APIVersion: StepAPIVersion, Kind: StepKind, ID: id,
 		Namespace: pr.Namespace, Pipeline: p.Name, Promotion: pr.Name, Environment: pr.Spec.To, Version: pr.Spec.Version,
 		Step: st.Name, Stage: string(st.Stage), Attempt: st.Attempts, TargetCount: len(pr.Status.Targets),
 		Targets: []tugboatv1alpha1.EventTarget{},
@@ -148,6 +174,15 @@ func (r *Reconciler) webhookAttempt(ctx context.Context, pr *tugboatv1alpha1.Pro
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
 	}()
+	if resp.StatusCode == http.StatusAccepted {
+		deadline := deadlineOf(st.StartedAt, r.Now(), stepTimeout(spec, nil))
+		ev, err := r.createEvent(ctx, newEvent(pr, p, st, name, WebhookLifecycle, WebhookLifecycle, deadline))
+		if err != nil {
+			return attemptResult{}, err
+		}
+		st.LifecycleEvent = name
+		return r.awaitReport(ctx, pr, p, ev, shown, id)
+	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return attemptResult{done: true, ok: true, message: fmt.Sprintf("webhook %s answered %s to delivery %s", shown, resp.Status, body.ID)}, nil
 	}
@@ -160,4 +195,40 @@ func (r *Reconciler) webhookAttempt(ctx context.Context, pr *tugboatv1alpha1.Pro
 		msg += ": " + ex
 	}
 	return fail("%s", msg)
+}
+
+// awaitReport reads how the report of an attempt that answered 202 stands,
+// through its LifecycleEvent ev: the CI API finished it (Done or Error),
+// or it waits until its deadline, when the hub marks it TimedOut.
+func (r *Reconciler) awaitReport(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, ev *tugboatv1alpha1.LifecycleEvent,
+	shown, id string) (attemptResult, error) {
+	if !ownedBy(ev, pr) || ev.Spec.Lifecycle != WebhookLifecycle {
+		return attemptResult{done: true, message: fmt.Sprintf("LifecycleEvent %s exists but was not published for this webhook step of promotion %s; delete it to retry", ev.Name, pr.Name)}, nil
+	}
+	how := fmt.Sprintf("webhook %s accepted delivery %s (202)", shown, id)
+	by := func() string { return orDefault(ev.Status.FinishedBy, "an unknown user") + suffix(ev.Status.Message) }
+	deadline := ev.Spec.Deadline.UTC().Format(time.RFC3339)
+	timedOut := fmt.Sprintf("%s but no report came by %s (LifecycleEvent %s)", how, deadline, ev.Name)
+	switch ev.Phase() {
+	case tugboatv1alpha1.EventDone:
+		return attemptResult{done: true, ok: true, message: how + " and reported success, through " + by()}, nil
+	case tugboatv1alpha1.EventError:
+		return attemptResult{done: true, message: how + " and reported failure, through " + by()}, nil
+	case tugboatv1alpha1.EventTimedOut:
+		return attemptResult{done: true, timedOut: true, message: timedOut}, nil
+	}
+	phase, left, err := r.settleEvent(ctx, ev, "no report of delivery "+id+" came through the CI API by the deadline "+deadline)
+	switch {
+	case err != nil:
+		return attemptResult{}, err
+	case phase == "":
+		return attemptResult{wait: "LifecycleEvent " + ev.Name + " changed as it timed out; reading it again", requeue: 100 * time.Millisecond}, nil
+	case phase == tugboatv1alpha1.EventTimedOut:
+		return attemptResult{done: true, timedOut: true, message: timedOut}, nil
+	}
+	return attemptResult{
+		wait: fmt.Sprintf(`%s: waiting for its report by %s: POST /v1/pipelines/%s/%s/steps {"promotion":%q,"step":%q,"delivery":%q,"result":"succeeded" or "failed"}, signed with the step's key or the Pipeline's credential (docs/ci-api.md)`,
+			how, deadline, pr.Namespace, p.Name, pr.Name, ev.Spec.Step, id),
+		requeue: left,
+	}, nil
 }

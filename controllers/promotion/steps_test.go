@@ -40,6 +40,7 @@ type stepsFixture struct {
 
 	mu    sync.Mutex
 	calls int
+	hub   *hub.Hub // the hub started last
 }
 
 func newStepsFixture(t *testing.T, steps *tugboatv1alpha1.Steps, with ...func(*tugboatv1alpha1.Environment)) *stepsFixture {
@@ -100,7 +101,10 @@ func (f *stepsFixture) startHub(mutate ...func(*hub.Options)) func() {
 	for _, m := range mutate {
 		m(&opts)
 	}
-	_, stop := hubtest.Start(f.t, identity.HubConfig(cluster.RESTConfig), opts)
+	h, stop := hubtest.Start(f.t, identity.HubConfig(cluster.RESTConfig), opts)
+	f.mu.Lock()
+	f.hub = h
+	f.mu.Unlock()
 	return stop
 }
 

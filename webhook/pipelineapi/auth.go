@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"maps"
 	"net/http"
@@ -65,6 +66,13 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request, namespace, 
 			return nil, "", reasonUnknownPipeline, nil
 		}
 		return nil, "", "", err
+	}
+	if endpoint == endpointSteps {
+		keySecret, reason, err := h.checkStepCredential(ctx, r, p, body)
+		if err != nil || reason != "" {
+			return nil, "", reason, err
+		}
+		return p, keySecret, "", nil
 	}
 	if endpoint != endpointApprovals {
 		reason, err := h.checkRequestCredential(ctx, r, p, body)
@@ -178,4 +186,60 @@ func checkBearer(header string, want []byte) string {
 		return reasonBadToken
 	}
 	return ""
+}
+
+// checkStepCredential checks a step report: first against the Pipeline's
+// request credential (spec.secretRef), then against the signing key of each
+// webhook step of the Pipeline named like the body's "step" (its
+// webhook.secretRef: the key the hub signed that step's call with, so the
+// receiver that answered 202 reports with the key it verified the call
+// with). It returns the name of the step's Secret that matched, empty when
+// the request credential did; the report handler checks that the Secret is
+// the reported step's own. The body is only peeked at here; it is decoded
+// and checked after authentication.
+func (h *Handler) checkStepCredential(ctx context.Context, r *http.Request, p *tugboatv1alpha1.Pipeline, body []byte) (string, string, error) {
+	reason, err := h.checkRequestCredential(ctx, r, p, body)
+	if err != nil || reason == "" {
+		return "", reason, err
+	}
+	var peek struct {
+		Step string `json:"step"`
+	}
+	if json.Unmarshal(body, &peek) != nil || peek.Step == "" {
+		return "", reason, nil
+	}
+	for _, name := range stepKeySecrets(p, peek.Step) {
+		secret, err := h.secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name})
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return "", "", err
+		}
+		switch got := h.checkCredentials(r, secret, body); got {
+		case "":
+			return name, "", nil
+		case "stale_timestamp":
+			reason = got // the most telling reason, for the metrics
+		}
+	}
+	return "", reason, nil
+}
+
+// stepKeySecrets returns the Secrets of the signing keys of p's webhook
+// steps named step, in any environment, sorted and without repeats.
+func stepKeySecrets(p *tugboatv1alpha1.Pipeline, step string) []string {
+	var names []string
+	for _, env := range p.Spec.Environments {
+		if env.Steps == nil {
+			continue
+		}
+		for _, s := range slices.Concat(env.Steps.Pre, env.Steps.Post) {
+			if s.Name == step && s.Type == tugboatv1alpha1.StepWebhook && s.Webhook != nil && s.Webhook.SecretRef != nil && s.Webhook.SecretRef.Name != "" {
+				names = append(names, s.Webhook.SecretRef.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }

@@ -15,6 +15,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
+	"tugboat.dev/tugboat/controllers/promotion"
 	"tugboat.dev/tugboat/controllers/promotion/request"
 )
 
@@ -139,7 +140,7 @@ func (h *Handler) outcome(c *call, err error) {
 		c.invalid(wire.FieldError{Field: inv.Field, Detail: inv.Detail})
 	case errors.Is(err, request.ErrNotFound):
 		c.fail(http.StatusNotFound, err.Error())
-	case errors.Is(err, request.ErrNotWaiting):
+	case errors.Is(err, request.ErrNotWaiting), errors.Is(err, promotion.ErrStaleDelivery), errors.Is(err, promotion.ErrNotAwaitingReport):
 		c.fail(http.StatusConflict, err.Error())
 	case errors.Is(err, request.ErrNotAllowed):
 		c.fail(http.StatusForbidden, err.Error())

@@ -40,6 +40,7 @@ const (
 const (
 	endpointPromotions = "promotions"
 	endpointApprovals  = "approvals"
+	endpointSteps      = "steps"
 	endpointOther      = "other"
 )
 
@@ -174,8 +175,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	path := r.URL.EscapedPath()
 	seg := strings.Split(strings.TrimPrefix(path, PathPrefix), "/")
-	if !strings.HasPrefix(path, PathPrefix) || len(seg) != 3 || (seg[2] != endpointPromotions && seg[2] != endpointApprovals) {
-		c.fail(http.StatusNotFound, "no such endpoint: use POST "+PathPrefix+"{namespace}/{name}/promotions or .../approvals")
+	if !strings.HasPrefix(path, PathPrefix) || len(seg) != 3 || (seg[2] != endpointPromotions && seg[2] != endpointApprovals && seg[2] != endpointSteps) {
+		c.fail(http.StatusNotFound, "no such endpoint: use POST "+PathPrefix+"{namespace}/{name}/promotions, .../approvals or .../steps")
 		return
 	}
 	c.namespace, c.pipeline, c.endpoint = seg[0], seg[1], seg[2]
@@ -231,6 +232,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.servePromotion(ctx, c, p, body)
 	case endpointApprovals:
 		h.serveApproval(ctx, c, p, credential, body)
+	case endpointSteps:
+		h.serveStepReport(ctx, c, p, credential, body)
 	}
 }
 

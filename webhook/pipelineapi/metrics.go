@@ -19,7 +19,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tugboat_pipelineapi_requests_total",
-			Help: "Requests to the hub's pipeline API, by endpoint (promotions, approvals, other) and HTTP status code.",
+			Help: "Requests to the hub's pipeline API, by endpoint (promotions, approvals, steps, other) and HTTP status code.",
 		}, []string{"endpoint", "code"})),
 		authFailures: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tugboat_pipelineapi_auth_failures_total",

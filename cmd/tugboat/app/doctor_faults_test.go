@@ -18,6 +18,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/cmd/tugboat/app"
+	"tugboat.dev/tugboat/controllers/promotion"
 )
 
 // want is a finding a fault must produce. object, message and hint may
@@ -410,6 +411,15 @@ var doctorFaults = []doctorFault{
 		{code: "lifecycle-steps-time-out", severity: "warning", object: "{ns}/db-migrate",
 			message: "the last 3 events of lifecycle db-migrate (event key db-migrate-key) timed out, unanswered: web-production-1.4.1-migrate-2, web-production-1.4.1-migrate-1, web-production-1.4.0-migrate-1",
 			hint:    "kubectl get lifecycleevents -n {ns} -l tugboat.dev/lifecycle=db-migrate"},
+	}},
+	{name: "webhook steps whose 202s are never reported", inject: onFleet(func(t *testing.T, ns string, _ *tugboatv1alpha1.Pipeline) {
+		for i, name := range []string{"web-production-1.4.0-qa-1", "web-production-1.4.1-qa-1", "web-production-1.4.2-qa-1"} {
+			newLifecycleEvent(t, ns, name, promotion.WebhookLifecycle, tugboatv1alpha1.EventTimedOut, ago(time.Duration(3-i)*time.Hour))
+		}
+	}), want: []want{
+		{code: "lifecycle-steps-time-out", severity: "warning", object: "{ns}/" + promotion.WebhookLifecycle,
+			message: "the last 3 webhook steps that answered 202 Accepted got no report before their timeout: web-production-1.4.2-qa-1, web-production-1.4.1-qa-1, web-production-1.4.0-qa-1",
+			hint:    "docs/ci-api.md#report-a-webhook-step"},
 	}},
 
 	// releasehistory

@@ -14,6 +14,7 @@ import (
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/lifecycle"
+	"tugboat.dev/tugboat/controllers/promotion"
 )
 
 // checkLifecycles warns, under the promotion check, about each Lifecycle
@@ -100,6 +101,15 @@ func (d *doctor) checkTimeouts(ctx context.Context) {
 			continue
 		}
 		ns, name, _ := strings.Cut(k, "/")
+		if name == promotion.WebhookLifecycle {
+			// The events of webhook steps whose receivers answered 202: no
+			// controller stands behind them, the receivers report.
+			d.add(checkPromotion, codeLifecycleStepsTimeOut, severityWarning, k,
+				fmt.Sprintf("the last %d webhook steps that answered 202 Accepted got no report before their timeout: %s", timedOutRun, strings.Join(names, ", ")),
+				fmt.Sprintf("do the receivers report through the CI API (POST /v1/pipelines/%s/{pipeline}/steps, docs/ci-api.md#report-a-webhook-step), in time? kubectl get lifecycleevents -n %s -l %s=%s",
+					ns, ns, tugboatv1alpha1.LabelLifecycle, name))
+			continue
+		}
 		d.add(checkPromotion, codeLifecycleStepsTimeOut, severityWarning, k,
 			fmt.Sprintf("the last %d events of lifecycle %s (event key %s) timed out, unanswered: %s", timedOutRun, name, latest[0].Spec.EventKey, strings.Join(names, ", ")),
 			fmt.Sprintf("is the controller for event key %s running, with RBAC on lifecycleevents/status? kubectl get lifecycleevents -n %s -l %s=%s",
