@@ -371,6 +371,30 @@ type PreviewSummary struct {
 	// computedAt is when the last answer arrived.
 	// +optional
 	ComputedAt *metav1.Time `json:"computedAt,omitempty"`
+
+	// approvedPhase and approvedDigest are the preview's phase and digest
+	// when the approval completed: what the approvers saw. Set once, when
+	// the hub records the approval.
+	// +optional
+	ApprovedPhase PreviewPhase `json:"approvedPhase,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ApprovedDigest string `json:"approvedDigest,omitempty"`
+
+	// recomputedAt is when the hub asked the agents again, after the
+	// approval and before the strategy acted, because the preview was
+	// Stale (a previewed release moved to another revision). name then
+	// names the second PromotionPreview (<promotion>-recheck).
+	// +optional
+	RecomputedAt *metav1.Time `json:"recomputedAt,omitempty"`
+
+	// changedSinceApproval says the preview computed again before the
+	// strategy acted differs from the one approved (another digest), or
+	// could not be computed again (reason says why). The approvers are
+	// told (the notice PromotionPreviewChanged and the Event
+	// PreviewChanged); the promotion proceeds.
+	// +optional
+	ChangedSinceApproval bool `json:"changedSinceApproval,omitempty"`
 }
 
 // Line is the one-line summary of a preview, as the CLI and the notices
@@ -387,6 +411,9 @@ func (s *PreviewSummary) Line() string {
 		return string(s.Phase)
 	}
 	line := fmt.Sprintf("%s: %d objects and %d lines change", s.Phase, s.ObjectsChanged, s.LinesChanged)
+	if s.ChangedSinceApproval {
+		line = fmt.Sprintf("%s: changed since approval: %d objects and %d lines change", s.Phase, s.ObjectsChanged, s.LinesChanged)
+	}
 	var more []string
 	if s.Groups > 1 {
 		more = append(more, fmt.Sprintf("%d distinct changes", s.Groups))

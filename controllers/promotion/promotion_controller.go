@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -207,6 +208,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return
 		}
 		recordSteps(r.Recorder, pr, orig.Status.Steps)
+		recordPreviewRecheck(r.Recorder, orig.Status.Preview, pr.Status.Preview, pr)
 		recordTransition(r.Recorder, pr, startPhase, approvedBefore)
 		if pr.Status.Phase != startPhase {
 			pipeline.PromotionPhaseTransitions().WithLabelValues(string(pr.Status.Phase)).Inc()
@@ -329,6 +331,12 @@ func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Pr
 	if a := pr.Status.Approval; a.RejectedBy != "" {
 		r.finish(pr, tugboatv1alpha1.PromotionAborted, tugboatv1alpha1.RejectedReason, "rejected by "+a.RejectedBy+suffix(a.Message))
 		return ctrl.Result{}, nil
+	}
+	if wait, after, err := r.recheckPreview(ctx, pr, p, env); err != nil || wait {
+		r.setPhase(pr, cmp.Or(pr.Status.Phase, tugboatv1alpha1.PromotionPending), tugboatv1alpha1.ProgressingReason,
+			"approved by "+pr.Status.Approval.ApprovedBy+"; the preview went stale since, so it is computed again before "+
+				pr.Spec.Version+" is promoted into "+pr.Spec.To+": "+pr.Status.Preview.Reason)
+		return ctrl.Result{RequeueAfter: after}, err
 	}
 	return r.start(ctx, pr, p, env)
 }

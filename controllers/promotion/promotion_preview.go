@@ -63,39 +63,55 @@ func (r *Reconciler) previewFirst(ctx context.Context, pr *tugboatv1alpha1.Promo
 // askPreview picks the targets to preview and creates the
 // PromotionPreview.
 func (r *Reconciler) askPreview(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (bool, time.Duration, error) {
-	res, err := pipeline.ResolveTargets(ctx, r.Client, p, env)
+	name, why, err := r.createPreview(ctx, pr, p, env, pr.Name, "/preview")
 	if err != nil {
 		return false, 0, err
 	}
-	targets, total, why := r.previewTargets(ctx, pr, p, res.Targets)
-	if len(targets) == 0 {
+	if name == "" {
 		pr.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewFailed, Reason: clip.String("no target can be previewed: "+why, 1024)}
 		return false, 0, nil
 	}
+	pr.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewPending, Name: name}
+	return true, cmp.Or(r.Options.PreviewTimeout, DefaultPreviewTimeout), nil
+}
+
+// createPreview creates the PromotionPreview name of pr (owned by it),
+// asking one target per distinct set of values for an action whose id is
+// derived from pr's UID and seed. It returns the name, or "" and why no
+// target can be previewed.
+func (r *Reconciler) createPreview(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment, name, seed string) (string, string, error) {
+	res, err := pipeline.ResolveTargets(ctx, r.Client, p, env)
+	if err != nil {
+		return "", "", err
+	}
+	targets, total, why := r.previewTargets(ctx, pr, p, res.Targets, seed)
+	if len(targets) == 0 {
+		return "", why, nil
+	}
 	timeout := cmp.Or(r.Options.PreviewTimeout, DefaultPreviewTimeout)
 	pp := &tugboatv1alpha1.PromotionPreview{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pr.Namespace, Name: pr.Name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pr.Namespace, Name: name},
 		Spec: tugboatv1alpha1.PromotionPreviewSpec{
 			Promotion: pr.Name, Version: pr.Spec.Version, Targets: targets, TotalTargets: int32(min(max(total, 0), 1<<31-1)),
 			Deadline: metav1.NewTime(r.Now().Add(timeout).Truncate(time.Second)),
 		},
 	}
 	if err := controllerutil.SetControllerReference(pr, pp, r.Client.Scheme()); err != nil {
-		return false, 0, err
+		return "", "", err
 	}
 	if err := r.Client.Create(ctx, pp); err != nil && !apierrors.IsAlreadyExists(err) {
-		return false, 0, fmt.Errorf("creating the preview of %s: %w", pr.Name, err)
+		return "", "", fmt.Errorf("creating the preview of %s: %w", pr.Name, err)
 	}
-	pr.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewPending, Name: pp.Name}
-	return true, timeout, nil
+	return pp.Name, "", nil
 }
 
 // previewTargets returns one target per distinct set of values among the
-// destination's targets (at most MaxPreviewTargets), each with the
+// destination's targets (at most MaxPreviewTargets, their action ids
+// derived from pr's UID and seed), each with the
 // targets it stands for; the number of targets; and, when none can be
 // previewed, why. A target managed by a Flux HelmRelease, or one whose
 // release is not reported yet, is not previewed.
-func (r *Reconciler) previewTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, resolved []pipeline.ResolvedTarget) ([]tugboatv1alpha1.PreviewTarget, int, string) {
+func (r *Reconciler) previewTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, resolved []pipeline.ResolvedTarget, seed string) ([]tugboatv1alpha1.PreviewTarget, int, string) {
 	why := "the environment has no target"
 	byValues := map[string]int{}
 	var out []tugboatv1alpha1.PreviewTarget
@@ -133,7 +149,7 @@ func (r *Reconciler) previewTargets(ctx context.Context, pr *tugboatv1alpha1.Pro
 		byValues[key] = len(out)
 		out = append(out, tugboatv1alpha1.PreviewTarget{
 			Spoke: rt.Spoke, Namespace: rt.Namespace, Release: release,
-			ActionID:     wire.NewActionID(string(pr.UID)+"/preview", rt.Spoke, rt.Namespace, release),
+			ActionID:     wire.NewActionID(string(pr.UID)+seed, rt.Spoke, rt.Namespace, release),
 			ValuesDigest: clip.String(rh.Status.Current.ValuesDigest, 128), Targets: 1, Spokes: []string{rt.Spoke},
 		})
 	}
@@ -163,6 +179,11 @@ func (r *Reconciler) refreshPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 		}
 	}
 	next.ComputedAt = cur.ComputedAt
+	// What the approvers saw, and the recheck after the approval
+	// (promotion_preview_recheck.go), are the Promotion's, not the
+	// PromotionPreview's: kept.
+	next.ApprovedPhase, next.ApprovedDigest = cur.ApprovedPhase, cur.ApprovedDigest
+	next.RecomputedAt, next.ChangedSinceApproval = cur.RecomputedAt, cur.ChangedSinceApproval
 	if next.Phase != cur.Phase || next.Digest != cur.Digest || next.TargetsPreviewed != cur.TargetsPreviewed || next.Reason != cur.Reason {
 		now := metav1.NewTime(r.Now())
 		next.ComputedAt = &now

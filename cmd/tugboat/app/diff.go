@@ -3,6 +3,7 @@
 package app
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -103,6 +104,17 @@ func printDiff(w io.Writer, p painter, v diffView) {
 	fmt.Fprintf(w, "Preview %s\n", sum.Line())
 	if sum.Reason != "" && (sum.Phase == tugboatv1alpha1.PreviewReady || sum.Phase == tugboatv1alpha1.PreviewStale) {
 		fmt.Fprintf(w, "Note: %s\n", sum.Reason)
+	}
+	if sum.RecomputedAt != nil {
+		fmt.Fprintf(w, "Computed again after the approval (a previewed release moved to another revision); approved: %s, digest %s\n",
+			cmp.Or(string(sum.ApprovedPhase), "unknown"), cmp.Or(short(sum.ApprovedDigest), "none"))
+		if sum.ChangedSinceApproval {
+			line := "The change differs from what was approved; the promotion proceeds (tugboat abort " + v.Promotion + " stops it)."
+			if p.on {
+				line = red + line + reset
+			}
+			fmt.Fprintln(w, line)
+		}
 	}
 	for i, g := range v.Groups {
 		fmt.Fprintln(w)
