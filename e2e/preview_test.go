@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 	"tugboat.dev/tugboat/agent"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
+	"tugboat.dev/tugboat/controllers/notify"
+	"tugboat.dev/tugboat/controllers/notify/deliver"
 	"tugboat.dev/tugboat/controllers/promotion/request"
 )
 
@@ -187,4 +190,179 @@ func TestPreview_anApproverSeesTheRealChangeBeforeApproving(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(rel.Version).To(Equal(1))
 	g.Expect(rel.Chart.Metadata.Version).To(Equal("1.0.0"))
+}
+
+// noticeRecorder records every notice the hub delivers, for every
+// notifier of every Pipeline (hub.Options.NotifyBuilder): the delivery
+// controller is the hub's own; only the hosted service is left out.
+type noticeRecorder struct {
+	mu  sync.Mutex
+	got []notify.Notice
+}
+
+func (r *noticeRecorder) Notify(_ context.Context, n notify.Notice, _ string) (notify.Delivered, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, n)
+	return notify.Delivered{}, nil
+}
+
+// events returns the events of the notices about promotion.
+func (r *noticeRecorder) events(promotion string) []tugboatv1alpha1.NotifyEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []tugboatv1alpha1.NotifyEvent
+	for _, n := range r.got {
+		if n.Promotion != nil && n.Promotion.Name == promotion {
+			out = append(out, n.Event)
+		}
+	}
+	return out
+}
+
+// notice returns the last notice of event e about promotion.
+func (r *noticeRecorder) notice(promotion string, e tugboatv1alpha1.NotifyEvent) *notify.Notice {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.got) - 1; i >= 0; i-- {
+		if n := r.got[i]; n.Promotion != nil && n.Promotion.Name == promotion && n.Event == e {
+			return &n
+		}
+	}
+	return nil
+}
+
+// TestPreview_aReleaseThatMovesAfterThePreviewIsPreviewedAgainBeforeActing
+// (issue 26, drift on the way): two releases on a production spoke with a
+// real agent, each promoted 1.0.0 -> 1.1.0 by its own Pipeline into
+// production, which requires approval. Both are previewed; then someone
+// upgrades both releases on the spoke by hand (a new revision each):
+// "vault" with another log level (the change the promotion makes is no
+// longer the one previewed), "steady" with the same chart and values
+// (the same change). Both previews go Stale. Once approved, the hub asks
+// the agent again before the strategy acts: for "vault" the new digest
+// differs from the approved one, so status.preview.changedSinceApproval
+// is set, the notifier is told (PromotionPreviewChanged, with the new
+// summary) and an Event PreviewChanged is emitted; "steady" is computed
+// again, found unchanged, and nobody is told anything more. Both proceed.
+func TestPreview_aReleaseThatMovesAfterThePreviewIsPreviewedAgainBeforeActing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		_, err := chartutil.Save(previewChart(v), dir)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	idx, err := repo.IndexDirectory(dir, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644)).To(Succeed())
+	charts := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(charts.Close)
+
+	notices := &noticeRecorder{}
+	hubCluster, clusters := startClusters(t, 1)
+	prod := clusters[0]
+	f := newFleetWith(t, hubCluster, func(o *hub.Options) {
+		o.Receiver.ActionPollTimeout = 2 * time.Second
+		o.Promotion.PreviewTimeout = 90 * time.Second
+		o.NotifyBuilder = deliver.BuilderFunc(func(context.Context, *tugboatv1alpha1.Pipeline, *tugboatv1alpha1.Notifier) (notify.Notifier, error) {
+			return notices, nil
+		})
+	})
+	keyFile := filepath.Join(t.TempDir(), "prod.key")
+	g.Expect(os.WriteFile(keyFile, f.registerSpoke("prod-drift"), 0o600)).To(Succeed())
+	f.agentWith("prod-drift", f.agentConfig(prod, "apps"), keyFile, testr.New(t).WithName("prod-drift"), func(o *agent.Options) {
+		o.Actions.Limits.Namespaces = []string{"apps"}
+		o.Actions.Limits.ChartSources = []string{charts.URL}
+	})
+
+	h := newHelm(t, prod, "apps")
+	values := map[string]any{"db": map[string]any{"password": "e2e-live-password-77c2"}}
+	promotions := map[string]string{}
+	for _, rel := range []string{"vault", "steady"} {
+		_, err := h.tryInstall(ctx, rel, previewChart("1.0.0"), values)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(f.current("prod-drift", "apps", rel)).WithTimeout(60 * time.Second).Should(HaveField("Revision", int32(1)))
+		p := &tugboatv1alpha1.Pipeline{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: rel},
+			Spec: tugboatv1alpha1.PipelineSpec{
+				Release: rel,
+				Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyHelm, Helm: &tugboatv1alpha1.HelmStrategy{
+					Repository: charts.URL, Chart: "vault-app", ValuesPolicy: tugboatv1alpha1.ValuesPolicyResetThenReuse}},
+				Environments: []tugboatv1alpha1.Environment{{
+					Name: "production", Targets: []tugboatv1alpha1.Target{{Spoke: "prod-drift", Namespace: "apps"}},
+					Gates: tugboatv1alpha1.Gates{RequireApproval: true},
+				}},
+				Notify: []tugboatv1alpha1.Notifier{{Name: "hook", Type: tugboatv1alpha1.NotifierWebhook,
+					Webhook: &tugboatv1alpha1.WebhookNotifier{URL: "https://hooks.example/tugboat", SecretRef: &tugboatv1alpha1.LocalSecretReference{Name: "hook"}}}},
+			},
+		}
+		g.Expect(hubCluster.Client.Create(ctx, p)).To(Succeed())
+		pr, err := request.Create(ctx, hubCluster.Client, p, "production", "1.1.0", tugboatv1alpha1.RequestedByUser, "test")
+		g.Expect(err).NotTo(HaveOccurred())
+		promotions[rel] = pr.Name
+	}
+	approved := map[string]string{}
+	for rel, name := range promotions {
+		g.Eventually(f.phase(name)).WithTimeout(90*time.Second).WithPolling(200*time.Millisecond).
+			Should(Equal(tugboatv1alpha1.PromotionWaitingApproval), rel)
+		sum := f.promotion(g, name).Status.Preview
+		g.Expect(sum).NotTo(BeNil())
+		g.Expect(sum.Phase).To(Equal(tugboatv1alpha1.PreviewReady), sum.Reason)
+		approved[rel] = sum.Digest
+	}
+
+	// Someone upgrades both releases by hand: "vault" with another log
+	// level, "steady" with exactly what it runs.
+	_, err = h.tryUpgrade(ctx, "vault", previewChart("1.0.0"), map[string]any{"db": values["db"], "logLevel": "warn"})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = h.tryUpgrade(ctx, "steady", previewChart("1.0.0"), values)
+	g.Expect(err).NotTo(HaveOccurred())
+	for rel, name := range promotions {
+		g.Eventually(func(g Gomega) tugboatv1alpha1.PreviewPhase {
+			pr := f.promotion(g, name)
+			g.Expect(pr).NotTo(BeNil())
+			g.Expect(pr.Status.Preview).NotTo(BeNil())
+			return pr.Status.Preview.Phase
+		}).WithTimeout(60*time.Second).WithPolling(200*time.Millisecond).Should(Equal(tugboatv1alpha1.PreviewStale), rel)
+		f.setApproval(g, name, true, "alice")
+	}
+
+	// Computed again, then the strategy acts.
+	for rel, name := range promotions {
+		g.Eventually(f.phase(name)).WithTimeout(120*time.Second).WithPolling(200*time.Millisecond).
+			Should(BeElementOf(tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.PromotionVerifying, tugboatv1alpha1.PromotionSucceeded), rel)
+		sum := f.promotion(g, name).Status.Preview
+		g.Expect(sum.RecomputedAt).NotTo(BeNil(), rel)
+		g.Expect(sum.Name).To(Equal(name+"-recheck"), rel)
+		g.Expect(sum.Phase).To(Equal(tugboatv1alpha1.PreviewReady), sum.Reason)
+		g.Expect(sum.ApprovedPhase).To(Equal(tugboatv1alpha1.PreviewStale), rel)
+		g.Expect(sum.ApprovedDigest).To(Equal(approved[rel]), rel)
+		pp := &tugboatv1alpha1.PromotionPreview{}
+		g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: sum.Name}, pp)).To(Succeed())
+		g.Expect(pp.Status.Targets).To(HaveLen(1))
+		g.Expect(pp.Status.Targets[0].Revision).To(BeEquivalentTo(2), "compared against the revision made by hand")
+	}
+
+	vault, steady := promotions["vault"], promotions["steady"]
+	sum := f.promotion(g, vault).Status.Preview
+	g.Expect(sum.ChangedSinceApproval).To(BeTrue())
+	g.Expect(sum.Digest).NotTo(Equal(approved["vault"]))
+	g.Eventually(func() []tugboatv1alpha1.NotifyEvent { return notices.events(vault) }).WithTimeout(30 * time.Second).
+		Should(ContainElement(tugboatv1alpha1.EventPromotionPreviewChanged))
+	n := notices.notice(vault, tugboatv1alpha1.EventPromotionPreviewChanged)
+	g.Expect(n.Promotion.Preview).To(HavePrefix("Ready: changed since approval: "))
+	g.Expect(n.Promotion.Preview).To(ContainSubstring("not the change approved (digest " + approved["vault"][:12]))
+	g.Expect(eventsAbout(g, hubCluster.Client, f.ns, "Promotion", vault)).To(ContainElements(
+		HavePrefix("Normal PreviewRecomputing: "), HavePrefix("Warning PreviewChanged: the change differs from what was approved")))
+
+	sum = f.promotion(g, steady).Status.Preview
+	g.Expect(sum.ChangedSinceApproval).To(BeFalse())
+	g.Expect(sum.Digest).To(Equal(approved["steady"]))
+	g.Eventually(func() []tugboatv1alpha1.NotifyEvent { return notices.events(steady) }).WithTimeout(30 * time.Second).
+		Should(ContainElement(tugboatv1alpha1.EventPromotionWaitingApproval))
+	g.Consistently(func() []tugboatv1alpha1.NotifyEvent { return notices.events(steady) }).WithTimeout(3 * time.Second).
+		ShouldNot(ContainElement(tugboatv1alpha1.EventPromotionPreviewChanged))
+	g.Expect(eventsAbout(g, hubCluster.Client, f.ns, "Promotion", steady)).NotTo(ContainElement(HavePrefix("Warning PreviewChanged")))
+	g.Expect(eventsAbout(g, hubCluster.Client, f.ns, "Promotion", steady)).To(ContainElement(HavePrefix("Normal PreviewRecomputing: ")))
 }
