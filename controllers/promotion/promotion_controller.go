@@ -45,11 +45,14 @@ type Options struct {
 	// PreviewTimeout bounds the wait for a Promotion's preview before it
 	// waits for approval (DefaultPreviewTimeout when 0).
 	PreviewTimeout time.Duration
+	// PreviewTTL is how long an on-demand preview is kept
+	// (DefaultPreviewTTL when 0; promotion_preview_ondemand.go).
+	PreviewTTL time.Duration
 }
 
 // NewOptions returns the defaults.
 func NewOptions() Options {
-	return Options{DefaultTimeout: 30 * time.Minute, RetryBase: 2 * time.Second, RetryMax: 5 * time.Minute, MaxAttempts: 20, PreviewTimeout: DefaultPreviewTimeout}
+	return Options{DefaultTimeout: 30 * time.Minute, RetryBase: 2 * time.Second, RetryMax: 5 * time.Minute, MaxAttempts: 20, PreviewTimeout: DefaultPreviewTimeout, PreviewTTL: DefaultPreviewTTL}
 }
 
 // Reconciler reconciles Promotions.

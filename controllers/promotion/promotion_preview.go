@@ -84,7 +84,7 @@ func (r *Reconciler) createPreview(ctx context.Context, pr *tugboatv1alpha1.Prom
 	if err != nil {
 		return "", "", err
 	}
-	targets, total, why := r.previewTargets(ctx, pr, p, res.Targets, seed)
+	targets, total, why := previewTargets(ctx, r.Client, pr.Namespace, pr.Status.Strategy.Helm, p, res.Targets, string(pr.UID)+seed)
 	if len(targets) == 0 {
 		return "", why, nil
 	}
@@ -107,11 +107,11 @@ func (r *Reconciler) createPreview(ctx context.Context, pr *tugboatv1alpha1.Prom
 
 // previewTargets returns one target per distinct set of values among the
 // destination's targets (at most MaxPreviewTargets, their action ids
-// derived from pr's UID and seed), each with the
+// derived from seed; hs is the helm strategy that would act), each with the
 // targets it stands for; the number of targets; and, when none can be
 // previewed, why. A target managed by a Flux HelmRelease, or one whose
 // release is not reported yet, is not previewed.
-func (r *Reconciler) previewTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, resolved []pipeline.ResolvedTarget, seed string) ([]tugboatv1alpha1.PreviewTarget, int, string) {
+func previewTargets(ctx context.Context, c client.Reader, ns string, hs *tugboatv1alpha1.HelmStrategy, p *tugboatv1alpha1.Pipeline, resolved []pipeline.ResolvedTarget, seed string) ([]tugboatv1alpha1.PreviewTarget, int, string) {
 	why := "the environment has no target"
 	byValues := map[string]int{}
 	var out []tugboatv1alpha1.PreviewTarget
@@ -121,12 +121,12 @@ func (r *Reconciler) previewTargets(ctx context.Context, pr *tugboatv1alpha1.Pro
 			why = "targets managed by a Flux HelmRelease are not previewed yet"
 			continue
 		}
-		if _, err := helm.ChartSource(pr.Status.Strategy.Helm, release, false); err != nil {
+		if _, err := helm.ChartSource(hs, release, false); err != nil {
 			why = err.Error()
 			continue
 		}
 		rh := &tugboatv1alpha1.ReleaseHistory{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: tugboatv1alpha1.ReleaseHistoryName(rt.Spoke, rt.Namespace, release)}, rh)
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: tugboatv1alpha1.ReleaseHistoryName(rt.Spoke, rt.Namespace, release)}, rh)
 		if err != nil || rh.Status.Current == nil {
 			why = fmt.Sprintf("%s/%s/%s has not reported its release", rt.Spoke, rt.Namespace, release)
 			continue
@@ -149,7 +149,7 @@ func (r *Reconciler) previewTargets(ctx context.Context, pr *tugboatv1alpha1.Pro
 		byValues[key] = len(out)
 		out = append(out, tugboatv1alpha1.PreviewTarget{
 			Spoke: rt.Spoke, Namespace: rt.Namespace, Release: release,
-			ActionID:     wire.NewActionID(string(pr.UID)+seed, rt.Spoke, rt.Namespace, release),
+			ActionID:     wire.NewActionID(seed, rt.Spoke, rt.Namespace, release),
 			ValuesDigest: clip.String(rh.Status.Current.ValuesDigest, 128), Targets: 1, Spokes: []string{rt.Spoke},
 		})
 	}

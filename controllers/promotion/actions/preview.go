@@ -17,6 +17,7 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/ingest"
+	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/helm"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 )
@@ -145,14 +146,11 @@ func (s *Store) deliverPreview(ctx context.Context, key types.NamespacedName, sp
 		if err := s.api.Get(ctx, key, pp); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		pr := &tugboatv1alpha1.Promotion{}
-		if err := s.client.Get(ctx, types.NamespacedName{Namespace: pp.Namespace, Name: pp.Spec.Promotion}, pr); err != nil {
-			return client.IgnoreNotFound(err)
+		hs, ref, err := s.previewStrategy(ctx, pp)
+		if err != nil || hs == nil {
+			return err
 		}
-		if !s.previewOffered(pp, pr) || !ownedBy(pp, pr) {
-			return nil
-		}
-		values, err := helm.ValuesPolicy(pr.Status.Strategy.Helm)
+		values, err := helm.ValuesPolicy(hs)
 		if err != nil {
 			return nil
 		}
@@ -161,7 +159,7 @@ func (s *Store) deliverPreview(ctx context.Context, key types.NamespacedName, sp
 			if t.Spoke != spoke || !openPreview(pp, t.ActionID) {
 				continue
 			}
-			src, err := helm.ChartSource(pr.Status.Strategy.Helm, t.Release, false)
+			src, err := helm.ChartSource(hs, t.Release, false)
 			if err != nil {
 				s.log.Info("Not offering a preview", "promotion", key.String(), "spoke", spoke, "error", err.Error())
 				continue
@@ -176,7 +174,7 @@ func (s *Store) deliverPreview(ctx context.Context, key types.NamespacedName, sp
 			acts = append(acts, wire.Action{
 				ID:        t.ActionID,
 				Type:      wire.ActionPreview,
-				Promotion: pr.Namespace + "/" + pr.Name,
+				Promotion: ref,
 				Namespace: t.Namespace,
 				Release:   t.Release,
 				Preview:   &wire.PreviewAction{Chart: src, Version: pp.Spec.Version, ValuesPolicy: values},
@@ -192,6 +190,41 @@ func (s *Store) deliverPreview(ctx context.Context, key types.NamespacedName, sp
 		return nil, fmt.Errorf("marking the preview actions of %s delivered: %w", key, err)
 	}
 	return acts, nil
+}
+
+// previewStrategy returns the helm strategy pp's actions carry out, and
+// what they are for (the Promotion's namespace/name, or the on-demand
+// preview's), or nil when they are not offered (any more): a Promotion's
+// preview while its Promotion has not started; an on-demand one once the
+// hub resolved it (promotion.OnDemandReconciler), with the strategy of
+// its destination environment as the Pipeline says now. Both until their
+// deadline.
+func (s *Store) previewStrategy(ctx context.Context, pp *tugboatv1alpha1.PromotionPreview) (*tugboatv1alpha1.HelmStrategy, string, error) {
+	if !pp.Spec.OnDemand() {
+		pr := &tugboatv1alpha1.Promotion{}
+		if err := s.client.Get(ctx, types.NamespacedName{Namespace: pp.Namespace, Name: pp.Spec.Promotion}, pr); err != nil {
+			return nil, "", client.IgnoreNotFound(err)
+		}
+		if !s.previewOffered(pp, pr) || !ownedBy(pp, pr) || pr.Status.Strategy == nil {
+			return nil, "", nil
+		}
+		return pr.Status.Strategy.Helm, pr.Namespace + "/" + pr.Name, nil
+	}
+	if len(pp.Spec.Targets) == 0 || !pp.DeletionTimestamp.IsZero() || !s.now().Before(pp.Spec.Deadline.Time) {
+		return nil, "", nil
+	}
+	p := &tugboatv1alpha1.Pipeline{}
+	if err := s.client.Get(ctx, types.NamespacedName{Namespace: pp.Namespace, Name: pp.Spec.Pipeline}, p); err != nil {
+		return nil, "", client.IgnoreNotFound(err)
+	}
+	for i := range p.Spec.Environments {
+		if env := &p.Spec.Environments[i]; env.Name == pp.Spec.To {
+			if st := pipeline.StrategyFor(p, env); st.Type == tugboatv1alpha1.StrategyHelm && st.Helm != nil {
+				return st.Helm, pp.Namespace + "/" + pp.Name, nil
+			}
+		}
+	}
+	return nil, "", nil
 }
 
 // ownedBy reports whether pp belongs to pr (the Promotion of the same
