@@ -172,7 +172,7 @@ func (r *Reconciler) refreshPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 		}
 		return err
 	}
-	next := summarize(pp, r.Now())
+	next := Summarize(pp, r.Now())
 	if next.Phase == tugboatv1alpha1.PreviewReady {
 		if why := r.drifted(ctx, pr, pp); why != "" {
 			next.Phase, next.Reason = tugboatv1alpha1.PreviewStale, clip.String(why, 1024)
@@ -230,8 +230,9 @@ func (r *Reconciler) drifted(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	return ""
 }
 
-// summarize returns the summary of pp at now.
-func summarize(pp *tugboatv1alpha1.PromotionPreview, now time.Time) *tugboatv1alpha1.PreviewSummary {
+// Summarize returns the summary of pp at now (what status.preview of a
+// Promotion says; tugboat diff PIPELINE --from --to prints it).
+func Summarize(pp *tugboatv1alpha1.PromotionPreview, now time.Time) *tugboatv1alpha1.PreviewSummary {
 	s := &tugboatv1alpha1.PreviewSummary{Name: pp.Name, Groups: int32(min(max(len(pp.Status.Groups), 0), 1<<31-1)) + pp.Status.OtherChanges}
 	for _, g := range pp.Status.Groups {
 		s.TargetsPreviewed += g.Targets
