@@ -51,7 +51,9 @@ func testPromotionPreviews(ctx context.Context, t *testing.T, c client.Client) {
 		want   []string
 	}{
 		{"no targets", func(p *tugboatv1.PromotionPreview) { p.Spec.Targets = nil }, []string{"spec", "a promotion's preview names its version, targets"}},
-		{"a promotion and a pipeline", func(p *tugboatv1.PromotionPreview) { p.Spec.Pipeline, p.Spec.From, p.Spec.To = "web", "staging", "production" },
+		{"a promotion and a pipeline", func(p *tugboatv1.PromotionPreview) {
+			p.Spec.Pipeline, p.Spec.From, p.Spec.To = "web", "staging", "production"
+		},
 			[]string{"spec", "a preview names either a promotion, or a pipeline"}},
 		{"on demand, without from", func(p *tugboatv1.PromotionPreview) {
 			p.Spec = tugboatv1.PromotionPreviewSpec{Pipeline: "web", To: "production"}

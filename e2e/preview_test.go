@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +19,9 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/repo"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -28,6 +31,7 @@ import (
 	"tugboat.dev/tugboat/controllers/notify"
 	"tugboat.dev/tugboat/controllers/notify/deliver"
 	"tugboat.dev/tugboat/controllers/promotion/request"
+	"tugboat.dev/tugboat/e2e/identity"
 )
 
 // previewChart is a chart with a Secret fed by a value. From 1.0.0 to
@@ -365,4 +369,126 @@ func TestPreview_aReleaseThatMovesAfterThePreviewIsPreviewedAgainBeforeActing(t 
 		ShouldNot(ContainElement(tugboatv1alpha1.EventPromotionPreviewChanged))
 	g.Expect(eventsAbout(g, hubCluster.Client, f.ns, "Promotion", steady)).NotTo(ContainElement(HavePrefix("Warning PreviewChanged")))
 	g.Expect(eventsAbout(g, hubCluster.Client, f.ns, "Promotion", steady)).To(ContainElement(HavePrefix("Normal PreviewRecomputing: ")))
+}
+
+// personKubeconfig writes a kubeconfig of the hub that impersonates user,
+// bound in f.ns to the hub chart's ClusterRole tugboat-approver.
+func (f *fleet) personKubeconfig(user string) string {
+	f.t.Helper()
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "approver-" + user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: identity.ApproverRole},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	if err := f.hub.Client.Create(context.Background(), binding); err != nil {
+		f.t.Fatal(err)
+	}
+	kc, err := clientcmd.LoadFromFile(f.hub.KubeconfigPath)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, auth := range kc.AuthInfos {
+		auth.Impersonate, auth.ImpersonateGroups = user, []string{"system:authenticated"}
+	}
+	path := filepath.Join(f.t.TempDir(), user+".kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		f.t.Fatal(err)
+	}
+	return path
+}
+
+// TestPreview_onDemandWithoutAPromotion (issue 26): staging runs vault
+// 1.1.0 and production 1.0.0, on one spoke whose real agent previews.
+// carol, with the chart's ClusterRole tugboat-approver, runs `tugboat diff
+// vault --from staging --to production`: the hub resolves the version
+// staging runs and production's target, the agent renders 1.1.0 with
+// production's live values, and the CLI prints the change (the changed
+// Deployment, the Secret only as changed) as for a Promotion, plain and
+// as JSON. The preview belongs to no Promotion; nothing changes on the
+// spoke.
+func TestPreview_onDemandWithoutAPromotion(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		_, err := chartutil.Save(previewChart(v), dir)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	idx, err := repo.IndexDirectory(dir, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644)).To(Succeed())
+	charts := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(charts.Close)
+
+	hubCluster, clusters := startClusters(t, 1)
+	spoke := clusters[0]
+	f := newFleetWith(t, hubCluster, func(o *hub.Options) {
+		o.Receiver.ActionPollTimeout = 2 * time.Second
+		o.Promotion.PreviewTimeout = 90 * time.Second
+	})
+	keyFile := filepath.Join(t.TempDir(), "spoke.key")
+	g.Expect(os.WriteFile(keyFile, f.registerSpoke("both"), 0o600)).To(Succeed())
+	f.agentWith("both", f.agentConfig(spoke, "apps", "stage"), keyFile, testr.New(t).WithName("both"), func(o *agent.Options) {
+		o.Actions.Limits.Namespaces = []string{"apps", "stage"}
+		o.Actions.Limits.ChartSources = []string{charts.URL}
+	})
+	const livePassword = "e2e-live-password-0d3a"
+	for ns, version := range map[string]string{"stage": "1.1.0", "apps": "1.0.0"} {
+		_, err := newHelm(t, spoke, ns).tryInstall(ctx, "vault", previewChart(version), map[string]any{"db": map[string]any{"password": livePassword}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(f.current("both", ns, "vault")).WithTimeout(60 * time.Second).Should(HaveField("Revision", int32(1)))
+	}
+	p := &tugboatv1alpha1.Pipeline{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "vault"},
+		Spec: tugboatv1alpha1.PipelineSpec{
+			Release: "vault",
+			Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyHelm, Helm: &tugboatv1alpha1.HelmStrategy{
+				Repository: charts.URL, Chart: "vault-app", ValuesPolicy: tugboatv1alpha1.ValuesPolicyResetThenReuse}},
+			Environments: []tugboatv1alpha1.Environment{
+				{Name: "staging", Targets: []tugboatv1alpha1.Target{{Spoke: "both", Namespace: "stage"}}},
+				{Name: "production", Targets: []tugboatv1alpha1.Target{{Spoke: "both", Namespace: "apps"}}, Gates: tugboatv1alpha1.Gates{RequireApproval: true}},
+			},
+		},
+	}
+	g.Expect(hubCluster.Client.Create(ctx, p)).To(Succeed())
+
+	kc := f.personKubeconfig("carol")
+	var out string
+	g.Eventually(func() error {
+		out, err = tugboatCLI("diff", "vault", "--from", "staging", "--to", "production", "-n", f.ns, "--kubeconfig", kc, "--timeout", "2m")
+		return err
+	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), "RBAC in effect")
+	g.Expect(out).To(ContainSubstring("Pipeline vault: 1.1.0 from staging into production (on demand: promotionpreview vault-production-"))
+	g.Expect(out).To(ContainSubstring("Preview Ready: 3 objects and"))
+	g.Expect(out).To(ContainSubstring("Changed  Deployment apps/vault"))
+	g.Expect(out).To(ContainSubstring("+      - effect: NoSchedule"))
+	g.Expect(out).To(ContainSubstring("Secret apps/vault-db (a Secret: its data is never shown)"))
+	g.Expect(out).NotTo(ContainSubstring(livePassword))
+
+	jsonOut, err := tugboatCLI("diff", "vault", "--from", "staging", "--to", "production", "-n", f.ns, "--kubeconfig", kc, "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred(), jsonOut)
+	jsonOut = jsonOut[strings.Index(jsonOut, "{"):] // after the progress line (stderr, here the same buffer)
+	var v struct {
+		Pipeline, From, To, Version, PreviewName string
+		Preview                                  tugboatv1alpha1.PreviewSummary
+		Groups                                   []tugboatv1alpha1.PreviewGroup
+	}
+	g.Expect(json.Unmarshal([]byte(jsonOut), &v)).To(Succeed(), jsonOut)
+	g.Expect(v.Version).To(Equal("1.1.0"))
+	g.Expect(v.Preview.Phase).To(Equal(tugboatv1alpha1.PreviewReady))
+	g.Expect(v.Groups).To(HaveLen(1))
+	g.Expect(v.Groups[0].FromVersion).To(Equal("1.0.0"))
+	g.Expect(v.Groups[0].Spokes).To(Equal([]string{"both"}))
+
+	// The preview is the on-demand one, owned by nobody (the Pipeline's
+	// own promotion into production, which waits for approval, has its
+	// own).
+	od := &tugboatv1alpha1.PromotionPreview{}
+	g.Expect(hubCluster.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: v.PreviewName}, od)).To(Succeed())
+	g.Expect(od.Spec.Promotion).To(BeEmpty())
+	g.Expect(od.OwnerReferences).To(BeEmpty())
+	g.Expect(od.Spec.Version).To(Equal("1.1.0"))
+	rel, err := newHelm(t, spoke, "apps").get("vault")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rel.Version).To(Equal(1))
 }
