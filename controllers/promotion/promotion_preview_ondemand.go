@@ -34,7 +34,7 @@ import (
 // live (--promotion-preview-ttl) passed.
 
 // +kubebuilder:rbac:groups=tugboat.dev,resources=promotionpreviews,verbs=get;list;watch;create;update;delete
-// +kubebuilder:rbac:groups=tugboat.dev,resources=promotionpreviews/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotionpreviews/status,verbs=get;patch
 
 // DefaultPreviewTTL is how long an on-demand preview is kept.
 const DefaultPreviewTTL = 15 * time.Minute
