@@ -116,7 +116,7 @@ func TestOnDemandPreview_aPersonAsksAndTheHubResolves(t *testing.T) {
 	defer stop()
 
 	g.Eventually(func() error { return carol.Create(ctx, onDemand(ns, "staging-production", "staging", "production")) }).
-		WithTimeout(30 * time.Second).Should(Succeed(), "RBAC in effect")
+		WithTimeout(30*time.Second).Should(Succeed(), "RBAC in effect")
 	g.Expect(carol.Create(ctx, onDemand(ns, "dev-production", "dev", "production"))).To(Succeed())
 	g.Expect(carol.Create(ctx, onDemand(ns, "qa-production", "qa", "production"))).To(Succeed())
 
