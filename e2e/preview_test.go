@@ -467,7 +467,9 @@ func TestPreview_onDemandWithoutAPromotion(t *testing.T) {
 
 	jsonOut, err := tugboatCLI("diff", "vault", "--from", "staging", "--to", "production", "-n", f.ns, "--kubeconfig", kc, "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), jsonOut)
-	jsonOut = jsonOut[strings.Index(jsonOut, "{"):] // after the progress line (stderr, here the same buffer)
+	start := strings.Index(jsonOut, "{") // after the progress line (stderr, here the same buffer)
+	g.Expect(start).To(BeNumerically(">=", 0), jsonOut)
+	jsonOut = jsonOut[start:]
 	var v struct {
 		Pipeline, From, To, Version, PreviewName string
 		Preview                                  tugboatv1alpha1.PreviewSummary
