@@ -171,3 +171,45 @@ func TestOnDemandPreview_aPersonAsksAndTheHubResolves(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	}).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(BeTrue())
 }
+
+// TestPreview_onlyTheHubWritesAPromotionsPreview: a person who may approve
+// (and so write promotions/status) cannot write status.preview, neither
+// what the approvers saw nor whether it changed since (the policy
+// tugboat-approvals keeps it the hub's), while adding their own vote
+// still works.
+func TestPreview_onlyTheHubWritesAPromotionsPreview(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := onDemandFixture(t)
+	g.Expect(identity.Grant(ctx, cluster.Client, ns, "alice", "web/production")).To(Succeed())
+	alice, err := identity.Client(cluster.RESTConfig, cluster.Client.Scheme(), "alice")
+	g.Expect(err).NotTo(HaveOccurred())
+	pr := &tugboatv1alpha1.Promotion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-production-1.4.0"},
+		Spec: tugboatv1alpha1.PromotionSpec{Pipeline: "web", From: "staging", To: "production", Version: "1.4.0",
+			RequestedBy: tugboatv1alpha1.RequestedByAuto},
+	}
+	g.Expect(hubc.Create(ctx, pr)).To(Succeed())
+	orig := pr.DeepCopy()
+	now := metav1.Now()
+	pr.Status.Phase = tugboatv1alpha1.PromotionWaitingApproval
+	pr.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewStale, Name: pr.Name, Digest: strings.Repeat("c0", 32), ComputedAt: &now}
+	g.Expect(hubc.Status().Patch(ctx, pr, client.MergeFrom(orig))).To(Succeed())
+
+	for name, forge := range map[string]func(*tugboatv1alpha1.PreviewSummary){
+		"approvedDigest": func(s *tugboatv1alpha1.PreviewSummary) {
+			s.ApprovedPhase, s.ApprovedDigest = tugboatv1alpha1.PreviewReady, strings.Repeat("d1", 32)
+		},
+		"phase":                func(s *tugboatv1alpha1.PreviewSummary) { s.Phase = tugboatv1alpha1.PreviewReady },
+		"changedSinceApproval": func(s *tugboatv1alpha1.PreviewSummary) { s.ChangedSinceApproval = true },
+	} {
+		forged := pr.DeepCopy()
+		forge(forged.Status.Preview)
+		err := alice.Status().Patch(ctx, forged, client.MergeFrom(pr))
+		g.Expect(err).To(MatchError(ContainSubstring("only the tugboat hub writes a Promotion's status")), name)
+	}
+	voted := pr.DeepCopy()
+	voted.Status.Approvals = append(voted.Status.Approvals, tugboatv1alpha1.ApprovalVote{
+		User: "alice", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Decision: tugboatv1alpha1.DecisionApprove, Time: metav1.NewTime(now.Truncate(time.Second))})
+	g.Expect(alice.Status().Patch(ctx, voted, client.MergeFrom(pr))).To(Succeed())
+}
