@@ -98,10 +98,11 @@ func openPreview(pp *tugboatv1alpha1.PromotionPreview, id string) bool {
 }
 
 // previewOffered reports whether pp's actions may be handed out: its
-// Promotion, a helm Promotion, has not started, and the deadline has not
-// passed.
+// Promotion, a helm Promotion (or one whose strategy is not recorded
+// yet), has not started, and the deadline has not passed.
 func (s *Store) previewOffered(pp *tugboatv1alpha1.PromotionPreview, pr *tugboatv1alpha1.Promotion) bool {
-	if !pp.DeletionTimestamp.IsZero() || !pr.DeletionTimestamp.IsZero() || pr.StrategyType() != tugboatv1alpha1.StrategyHelm ||
+	// A strategy not recorded yet ("") is the Pipeline's (previewStrategy).
+	if st := pr.StrategyType(); !pp.DeletionTimestamp.IsZero() || !pr.DeletionTimestamp.IsZero() || st != "" && st != tugboatv1alpha1.StrategyHelm ||
 		!s.now().Before(pp.Spec.Deadline.Time) {
 		return false
 	}
@@ -205,26 +206,42 @@ func (s *Store) previewStrategy(ctx context.Context, pp *tugboatv1alpha1.Promoti
 		if err := s.client.Get(ctx, types.NamespacedName{Namespace: pp.Namespace, Name: pp.Spec.Promotion}, pr); err != nil {
 			return nil, "", client.IgnoreNotFound(err)
 		}
-		if !s.previewOffered(pp, pr) || !ownedBy(pp, pr) || pr.Status.Strategy == nil {
+		if !s.previewOffered(pp, pr) || !ownedBy(pp, pr) {
 			return nil, "", nil
 		}
-		return pr.Status.Strategy.Helm, pr.Namespace + "/" + pr.Name, nil
+		ref := pr.Namespace + "/" + pr.Name
+		if st := pr.Status.Strategy; st != nil {
+			return st.Helm, ref, nil
+		}
+		// The reconcile that created pp records the strategy it resolved
+		// from the Pipeline in the Promotion's status just after: this read
+		// came first.
+		hs, err := s.helmStrategyOf(ctx, pp.Namespace, pr.Spec.Pipeline, pr.Spec.To)
+		return hs, ref, err
 	}
 	if len(pp.Spec.Targets) == 0 || !pp.DeletionTimestamp.IsZero() || !s.now().Before(pp.Spec.Deadline.Time) {
 		return nil, "", nil
 	}
+	hs, err := s.helmStrategyOf(ctx, pp.Namespace, pp.Spec.Pipeline, pp.Spec.To)
+	return hs, pp.Namespace + "/" + pp.Name, err
+}
+
+// helmStrategyOf returns the helm strategy environment env of Pipeline
+// name promotes with, or nil (no such Pipeline or environment, another
+// strategy).
+func (s *Store) helmStrategyOf(ctx context.Context, namespace, name, env string) (*tugboatv1alpha1.HelmStrategy, error) {
 	p := &tugboatv1alpha1.Pipeline{}
-	if err := s.client.Get(ctx, types.NamespacedName{Namespace: pp.Namespace, Name: pp.Spec.Pipeline}, p); err != nil {
-		return nil, "", client.IgnoreNotFound(err)
+	if err := s.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, p); err != nil {
+		return nil, client.IgnoreNotFound(err)
 	}
 	for i := range p.Spec.Environments {
-		if env := &p.Spec.Environments[i]; env.Name == pp.Spec.To {
-			if st := pipeline.StrategyFor(p, env); st.Type == tugboatv1alpha1.StrategyHelm && st.Helm != nil {
-				return st.Helm, pp.Namespace + "/" + pp.Name, nil
+		if e := &p.Spec.Environments[i]; e.Name == env {
+			if st := pipeline.StrategyFor(p, e); st.Type == tugboatv1alpha1.StrategyHelm {
+				return st.Helm, nil
 			}
 		}
 	}
-	return nil, "", nil
+	return nil, nil
 }
 
 // ownedBy reports whether pp belongs to pr (the Promotion of the same
