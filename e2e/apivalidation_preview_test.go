@@ -50,7 +50,20 @@ func testPromotionPreviews(ctx context.Context, t *testing.T, c client.Client) {
 		mutate func(*tugboatv1.PromotionPreview)
 		want   []string
 	}{
-		{"no targets", func(p *tugboatv1.PromotionPreview) { p.Spec.Targets = nil }, []string{"spec.targets"}},
+		{"no targets", func(p *tugboatv1.PromotionPreview) { p.Spec.Targets = nil }, []string{"spec", "a promotion's preview names its version, targets"}},
+		{"a promotion and a pipeline", func(p *tugboatv1.PromotionPreview) {
+			p.Spec.Pipeline, p.Spec.From, p.Spec.To = "web", "staging", "production"
+		},
+			[]string{"spec", "a preview names either a promotion, or a pipeline"}},
+		{"on demand, without from", func(p *tugboatv1.PromotionPreview) {
+			p.Spec = tugboatv1.PromotionPreviewSpec{Pipeline: "web", To: "production"}
+		}, []string{"spec", "an on-demand preview names from and to"}},
+		{"on demand, from and to the same", func(p *tugboatv1.PromotionPreview) {
+			p.Spec = tugboatv1.PromotionPreviewSpec{Pipeline: "web", From: "production", To: "production"}
+		}, []string{"spec", "two environments of the pipeline"}},
+		{"on demand, targets without a deadline", func(p *tugboatv1.PromotionPreview) {
+			p.Spec.Promotion, p.Spec.Pipeline, p.Spec.From, p.Spec.To, p.Spec.Deadline = "", "web", "staging", "production", metav1.Time{}
+		}, []string{"spec", "written together"}},
 		{"more than 20 targets", func(p *tugboatv1.PromotionPreview) {
 			for i := range 20 {
 				tt := p.Spec.Targets[0]
@@ -60,7 +73,7 @@ func testPromotionPreviews(ctx context.Context, t *testing.T, c client.Client) {
 		}, []string{"spec.targets", "must have at most 20 items"}},
 		{"an action id that is not 32 hex digits", func(p *tugboatv1.PromotionPreview) { p.Spec.Targets[0].ActionID = "XYZ" }, []string{"spec.targets[0].actionID", "should match"}},
 		{"a target standing for no target", func(p *tugboatv1.PromotionPreview) { p.Spec.Targets[0].Targets = 0 }, []string{"spec.targets[0].targets", "greater than or equal to 1"}},
-		{"no version", func(p *tugboatv1.PromotionPreview) { p.Spec.Version = "" }, []string{"spec.version"}},
+		{"no version", func(p *tugboatv1.PromotionPreview) { p.Spec.Version = "" }, []string{"spec", "a promotion's preview names its version"}},
 	}
 	for i, row := range specRows {
 		t.Run("spec: "+row.name, func(t *testing.T) {
@@ -141,6 +154,27 @@ func testPromotionPreviews(ctx context.Context, t *testing.T, c client.Client) {
 
 		again.Spec.Version = "1.5.0"
 		err := c.Update(ctx, again)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("spec is immutable"))
+	})
+
+	t.Run("an on-demand preview: the hub writes version and targets once", func(t *testing.T) {
+		g := NewWithT(t)
+		od := &tugboatv1.PromotionPreview{ObjectMeta: meta("preview-on-demand"),
+			Spec: tugboatv1.PromotionPreviewSpec{Pipeline: "web", From: "staging", To: "production"}}
+		g.Expect(c.Create(ctx, od)).To(Succeed())
+		t.Cleanup(func() { _ = c.Delete(ctx, od) })
+		moved := od.DeepCopy()
+		moved.Spec.To = "dev"
+		err := c.Update(ctx, moved)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("spec is immutable"))
+
+		full := minimalPreview("x")
+		od.Spec.Version, od.Spec.Targets, od.Spec.TotalTargets, od.Spec.Deadline = full.Spec.Version, full.Spec.Targets, full.Spec.TotalTargets, full.Spec.Deadline
+		g.Expect(c.Update(ctx, od)).To(Succeed())
+		od.Spec.Version = "9.9.9"
+		err = c.Update(ctx, od)
 		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
 		g.Expect(err.Error()).To(ContainSubstring("spec is immutable"))
 	})

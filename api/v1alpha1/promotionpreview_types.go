@@ -100,39 +100,67 @@ type PreviewTarget struct {
 	Spokes []string `json:"spokes,omitempty"`
 }
 
-// PromotionPreviewSpec is what a preview asks. The Promotion reconciler
-// writes it when it creates the object; it does not change.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+// PromotionPreviewSpec is what a preview asks. A Promotion's preview is
+// written whole by the Promotion reconciler when it creates the object. An
+// on-demand preview (`tugboat diff PIPELINE --from ENV --to ENV`) is
+// created by a person naming only pipeline, from and to; the hub then
+// writes, once, the version running in from and the targets of to it
+// asks. Then it does not change.
+// +kubebuilder:validation:XValidation:rule="has(self.promotion) != has(self.pipeline)",message="a preview names either a promotion, or a pipeline with from and to (on demand)"
+// +kubebuilder:validation:XValidation:rule="!has(self.pipeline) || (has(self.from) && has(self.to) && self.from != self.to)",message="an on-demand preview names from and to, two environments of the pipeline"
+// +kubebuilder:validation:XValidation:rule="has(self.pipeline) || (has(self.version) && has(self.targets) && has(self.totalTargets) && has(self.deadline))",message="a promotion's preview names its version, targets, totalTargets and deadline"
+// +kubebuilder:validation:XValidation:rule="has(self.version) == has(self.targets) && has(self.targets) == has(self.totalTargets) && has(self.targets) == has(self.deadline)",message="version, targets, totalTargets and deadline are written together"
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.targets) ? self == oldSelf : (has(oldSelf.pipeline) && has(self.pipeline) && self.pipeline == oldSelf.pipeline && self.from == oldSelf.from && self.to == oldSelf.to)",message="spec is immutable (the hub writes an on-demand preview's version and targets once)"
 type PromotionPreviewSpec struct {
 	// promotion is the name of the Promotion, in the same namespace (and
-	// the PromotionPreview's own name).
-	// +required
+	// the PromotionPreview's own name); empty for an on-demand preview.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Promotion string `json:"promotion"`
+	Promotion string `json:"promotion,omitempty"`
+
+	// pipeline, from and to name an on-demand preview: what promoting the
+	// version that runs in environment from into environment to of the
+	// Pipeline, in the same namespace, would change.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Pipeline string `json:"pipeline,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	From string `json:"from,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	To string `json:"to,omitempty"`
 
 	// version is the chart version previewed.
-	// +required
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
-	Version string `json:"version"`
+	Version string `json:"version,omitempty"`
 
 	// targets are the targets asked, one per distinct set of values.
-	// +required
+	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
-	Targets []PreviewTarget `json:"targets"`
+	Targets []PreviewTarget `json:"targets,omitempty"`
 
 	// totalTargets is how many targets the environment has.
-	// +required
+	// +optional
 	// +kubebuilder:validation:Minimum=1
-	TotalTargets int32 `json:"totalTargets"`
+	TotalTargets int32 `json:"totalTargets,omitempty"`
 
 	// deadline is when the preview gives up waiting for answers.
-	// +required
-	Deadline metav1.Time `json:"deadline"`
+	// +optional
+	Deadline metav1.Time `json:"deadline,omitzero"`
 }
+
+// OnDemand reports whether the preview was asked by a person for a
+// pipeline's environments, not by a Promotion.
+func (s *PromotionPreviewSpec) OnDemand() bool { return s.Pipeline != "" }
 
 // PreviewTargetStatus is the answer of one target asked.
 type PreviewTargetStatus struct {
@@ -289,11 +317,20 @@ type PromotionPreviewStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	OtherChanges int32 `json:"otherChanges,omitempty"`
+
+	// failure says why the hub could not ask an on-demand preview (an
+	// unknown pipeline or environment, no version running in from, no
+	// target it can preview).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Failure string `json:"failure,omitempty"`
 }
 
 // PromotionPreview is what a Promotion would change on its destination's
 // targets, as their agents rendered it with their live values, before an
-// approver decides. Owned by the Promotion, with its name.
+// approver decides. Owned by the Promotion, with its name; or asked on
+// demand by a person (spec.pipeline, from and to), without a Promotion,
+// and deleted by the hub once its time to live passed.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -371,6 +408,30 @@ type PreviewSummary struct {
 	// computedAt is when the last answer arrived.
 	// +optional
 	ComputedAt *metav1.Time `json:"computedAt,omitempty"`
+
+	// approvedPhase and approvedDigest are the preview's phase and digest
+	// when the approval completed: what the approvers saw. Set once, when
+	// the hub records the approval.
+	// +optional
+	ApprovedPhase PreviewPhase `json:"approvedPhase,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ApprovedDigest string `json:"approvedDigest,omitempty"`
+
+	// recomputedAt is when the hub asked the agents again, after the
+	// approval and before the strategy acted, because the preview was
+	// Stale (a previewed release moved to another revision). name then
+	// names the second PromotionPreview (<promotion>-recheck).
+	// +optional
+	RecomputedAt *metav1.Time `json:"recomputedAt,omitempty"`
+
+	// changedSinceApproval says the preview computed again before the
+	// strategy acted differs from the one approved (another digest), or
+	// could not be computed again (reason says why). The approvers are
+	// told (the notice PromotionPreviewChanged and the Event
+	// PreviewChanged); the promotion proceeds.
+	// +optional
+	ChangedSinceApproval bool `json:"changedSinceApproval,omitempty"`
 }
 
 // Line is the one-line summary of a preview, as the CLI and the notices
@@ -387,6 +448,9 @@ func (s *PreviewSummary) Line() string {
 		return string(s.Phase)
 	}
 	line := fmt.Sprintf("%s: %d objects and %d lines change", s.Phase, s.ObjectsChanged, s.LinesChanged)
+	if s.ChangedSinceApproval {
+		line = fmt.Sprintf("%s: changed since approval: %d objects and %d lines change", s.Phase, s.ObjectsChanged, s.LinesChanged)
+	}
 	var more []string
 	if s.Groups > 1 {
 		more = append(more, fmt.Sprintf("%d distinct changes", s.Groups))

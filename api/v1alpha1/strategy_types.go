@@ -237,7 +237,7 @@ type Notifier struct {
 }
 
 // NotifyEvent names something a notifier can be told about.
-// +kubebuilder:validation:Enum=PromotionCreated;PromotionWaitingApproval;PromotionRunning;PromotionWaveCompleted;PromotionPaused;PromotionResumed;PromotionRollingBack;PromotionSucceeded;PromotionFailed;PromotionAborted;HoldStarted;HoldReleased;DeploymentStarted;DeploymentHealthy;DeploymentFailed;DeploymentDegraded
+// +kubebuilder:validation:Enum=PromotionCreated;PromotionWaitingApproval;PromotionPreviewChanged;PromotionRunning;PromotionWaveCompleted;PromotionPaused;PromotionResumed;PromotionRollingBack;PromotionSucceeded;PromotionFailed;PromotionAborted;HoldStarted;HoldReleased;DeploymentStarted;DeploymentHealthy;DeploymentFailed;DeploymentDegraded
 type NotifyEvent string
 
 // Notify events.
@@ -246,6 +246,12 @@ const (
 	EventPromotionCreated NotifyEvent = "PromotionCreated"
 	// EventPromotionWaitingApproval: a Promotion waits for approval.
 	EventPromotionWaitingApproval NotifyEvent = "PromotionWaitingApproval"
+	// EventPromotionPreviewChanged: the preview computed again after the
+	// approval, before the strategy acted (a previewed release moved to
+	// another revision meanwhile), differs from the one the approvers saw,
+	// or could not be computed again. The promotion proceeds; the notice
+	// carries the new summary.
+	EventPromotionPreviewChanged NotifyEvent = "PromotionPreviewChanged"
 	// EventPromotionRunning: the strategy started (with its result, e.g. the
 	// pull request, once known).
 	EventPromotionRunning NotifyEvent = "PromotionRunning"

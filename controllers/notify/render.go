@@ -56,6 +56,8 @@ func EventOutcome(e tugboatv1alpha1.NotifyEvent) string {
 		return "Created"
 	case tugboatv1alpha1.EventPromotionWaitingApproval:
 		return "Waiting for approval"
+	case tugboatv1alpha1.EventPromotionPreviewChanged:
+		return "Preview changed since approval"
 	case tugboatv1alpha1.EventPromotionRunning:
 		return "Running"
 	case tugboatv1alpha1.EventPromotionWaveCompleted:

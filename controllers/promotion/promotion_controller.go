@@ -1,6 +1,7 @@
 package promotion
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -44,11 +45,14 @@ type Options struct {
 	// PreviewTimeout bounds the wait for a Promotion's preview before it
 	// waits for approval (DefaultPreviewTimeout when 0).
 	PreviewTimeout time.Duration
+	// PreviewTTL is how long an on-demand preview is kept
+	// (DefaultPreviewTTL when 0; promotion_preview_ondemand.go).
+	PreviewTTL time.Duration
 }
 
 // NewOptions returns the defaults.
 func NewOptions() Options {
-	return Options{DefaultTimeout: 30 * time.Minute, RetryBase: 2 * time.Second, RetryMax: 5 * time.Minute, MaxAttempts: 20, PreviewTimeout: DefaultPreviewTimeout}
+	return Options{DefaultTimeout: 30 * time.Minute, RetryBase: 2 * time.Second, RetryMax: 5 * time.Minute, MaxAttempts: 20, PreviewTimeout: DefaultPreviewTimeout, PreviewTTL: DefaultPreviewTTL}
 }
 
 // Reconciler reconciles Promotions.
@@ -207,6 +211,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return
 		}
 		recordSteps(r.Recorder, pr, orig.Status.Steps)
+		recordPreviewRecheck(r.Recorder, orig.Status.Preview, pr.Status.Preview, pr)
 		recordTransition(r.Recorder, pr, startPhase, approvedBefore)
 		if pr.Status.Phase != startPhase {
 			pipeline.PromotionPhaseTransitions().WithLabelValues(string(pr.Status.Phase)).Inc()
@@ -329,6 +334,12 @@ func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Pr
 	if a := pr.Status.Approval; a.RejectedBy != "" {
 		r.finish(pr, tugboatv1alpha1.PromotionAborted, tugboatv1alpha1.RejectedReason, "rejected by "+a.RejectedBy+suffix(a.Message))
 		return ctrl.Result{}, nil
+	}
+	if wait, after, err := r.recheckPreview(ctx, pr, p, env); err != nil || wait {
+		r.setPhase(pr, cmp.Or(pr.Status.Phase, tugboatv1alpha1.PromotionPending), tugboatv1alpha1.ProgressingReason,
+			"approved by "+pr.Status.Approval.ApprovedBy+"; the preview went stale since, so it is computed again before "+
+				pr.Spec.Version+" is promoted into "+pr.Spec.To+": "+pr.Status.Preview.Reason)
+		return ctrl.Result{RequeueAfter: after}, err
 	}
 	return r.start(ctx, pr, p, env)
 }

@@ -63,39 +63,55 @@ func (r *Reconciler) previewFirst(ctx context.Context, pr *tugboatv1alpha1.Promo
 // askPreview picks the targets to preview and creates the
 // PromotionPreview.
 func (r *Reconciler) askPreview(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (bool, time.Duration, error) {
-	res, err := pipeline.ResolveTargets(ctx, r.Client, p, env)
+	name, why, err := r.createPreview(ctx, pr, p, env, pr.Name, "/preview")
 	if err != nil {
 		return false, 0, err
 	}
-	targets, total, why := r.previewTargets(ctx, pr, p, res.Targets)
-	if len(targets) == 0 {
+	if name == "" {
 		pr.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewFailed, Reason: clip.String("no target can be previewed: "+why, 1024)}
 		return false, 0, nil
 	}
+	pr.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewPending, Name: name}
+	return true, cmp.Or(r.Options.PreviewTimeout, DefaultPreviewTimeout), nil
+}
+
+// createPreview creates the PromotionPreview name of pr (owned by it),
+// asking one target per distinct set of values for an action whose id is
+// derived from pr's UID and seed. It returns the name, or "" and why no
+// target can be previewed.
+func (r *Reconciler) createPreview(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment, name, seed string) (string, string, error) {
+	res, err := pipeline.ResolveTargets(ctx, r.Client, p, env)
+	if err != nil {
+		return "", "", err
+	}
+	targets, total, why := previewTargets(ctx, r.Client, pr.Namespace, pr.Status.Strategy.Helm, p, res.Targets, string(pr.UID)+seed)
+	if len(targets) == 0 {
+		return "", why, nil
+	}
 	timeout := cmp.Or(r.Options.PreviewTimeout, DefaultPreviewTimeout)
 	pp := &tugboatv1alpha1.PromotionPreview{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pr.Namespace, Name: pr.Name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pr.Namespace, Name: name},
 		Spec: tugboatv1alpha1.PromotionPreviewSpec{
 			Promotion: pr.Name, Version: pr.Spec.Version, Targets: targets, TotalTargets: int32(min(max(total, 0), 1<<31-1)),
 			Deadline: metav1.NewTime(r.Now().Add(timeout).Truncate(time.Second)),
 		},
 	}
 	if err := controllerutil.SetControllerReference(pr, pp, r.Client.Scheme()); err != nil {
-		return false, 0, err
+		return "", "", err
 	}
 	if err := r.Client.Create(ctx, pp); err != nil && !apierrors.IsAlreadyExists(err) {
-		return false, 0, fmt.Errorf("creating the preview of %s: %w", pr.Name, err)
+		return "", "", fmt.Errorf("creating the preview of %s: %w", pr.Name, err)
 	}
-	pr.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewPending, Name: pp.Name}
-	return true, timeout, nil
+	return pp.Name, "", nil
 }
 
 // previewTargets returns one target per distinct set of values among the
-// destination's targets (at most MaxPreviewTargets), each with the
+// destination's targets (at most MaxPreviewTargets, their action ids
+// derived from seed; hs is the helm strategy that would act), each with the
 // targets it stands for; the number of targets; and, when none can be
 // previewed, why. A target managed by a Flux HelmRelease, or one whose
 // release is not reported yet, is not previewed.
-func (r *Reconciler) previewTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, resolved []pipeline.ResolvedTarget) ([]tugboatv1alpha1.PreviewTarget, int, string) {
+func previewTargets(ctx context.Context, c client.Reader, ns string, hs *tugboatv1alpha1.HelmStrategy, p *tugboatv1alpha1.Pipeline, resolved []pipeline.ResolvedTarget, seed string) ([]tugboatv1alpha1.PreviewTarget, int, string) {
 	why := "the environment has no target"
 	byValues := map[string]int{}
 	var out []tugboatv1alpha1.PreviewTarget
@@ -105,12 +121,12 @@ func (r *Reconciler) previewTargets(ctx context.Context, pr *tugboatv1alpha1.Pro
 			why = "targets managed by a Flux HelmRelease are not previewed yet"
 			continue
 		}
-		if _, err := helm.ChartSource(pr.Status.Strategy.Helm, release, false); err != nil {
+		if _, err := helm.ChartSource(hs, release, false); err != nil {
 			why = err.Error()
 			continue
 		}
 		rh := &tugboatv1alpha1.ReleaseHistory{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: tugboatv1alpha1.ReleaseHistoryName(rt.Spoke, rt.Namespace, release)}, rh)
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: tugboatv1alpha1.ReleaseHistoryName(rt.Spoke, rt.Namespace, release)}, rh)
 		if err != nil || rh.Status.Current == nil {
 			why = fmt.Sprintf("%s/%s/%s has not reported its release", rt.Spoke, rt.Namespace, release)
 			continue
@@ -133,7 +149,7 @@ func (r *Reconciler) previewTargets(ctx context.Context, pr *tugboatv1alpha1.Pro
 		byValues[key] = len(out)
 		out = append(out, tugboatv1alpha1.PreviewTarget{
 			Spoke: rt.Spoke, Namespace: rt.Namespace, Release: release,
-			ActionID:     wire.NewActionID(string(pr.UID)+"/preview", rt.Spoke, rt.Namespace, release),
+			ActionID:     wire.NewActionID(seed, rt.Spoke, rt.Namespace, release),
 			ValuesDigest: clip.String(rh.Status.Current.ValuesDigest, 128), Targets: 1, Spokes: []string{rt.Spoke},
 		})
 	}
@@ -156,13 +172,18 @@ func (r *Reconciler) refreshPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 		}
 		return err
 	}
-	next := summarize(pp, r.Now())
+	next := Summarize(pp, r.Now())
 	if next.Phase == tugboatv1alpha1.PreviewReady {
 		if why := r.drifted(ctx, pr, pp); why != "" {
 			next.Phase, next.Reason = tugboatv1alpha1.PreviewStale, clip.String(why, 1024)
 		}
 	}
 	next.ComputedAt = cur.ComputedAt
+	// What the approvers saw, and the recheck after the approval
+	// (promotion_preview_recheck.go), are the Promotion's, not the
+	// PromotionPreview's: kept.
+	next.ApprovedPhase, next.ApprovedDigest = cur.ApprovedPhase, cur.ApprovedDigest
+	next.RecomputedAt, next.ChangedSinceApproval = cur.RecomputedAt, cur.ChangedSinceApproval
 	if next.Phase != cur.Phase || next.Digest != cur.Digest || next.TargetsPreviewed != cur.TargetsPreviewed || next.Reason != cur.Reason {
 		now := metav1.NewTime(r.Now())
 		next.ComputedAt = &now
@@ -209,8 +230,9 @@ func (r *Reconciler) drifted(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	return ""
 }
 
-// summarize returns the summary of pp at now.
-func summarize(pp *tugboatv1alpha1.PromotionPreview, now time.Time) *tugboatv1alpha1.PreviewSummary {
+// Summarize returns the summary of pp at now (what status.preview of a
+// Promotion says; tugboat diff PIPELINE --from --to prints it).
+func Summarize(pp *tugboatv1alpha1.PromotionPreview, now time.Time) *tugboatv1alpha1.PreviewSummary {
 	s := &tugboatv1alpha1.PreviewSummary{Name: pp.Name, Groups: int32(min(max(len(pp.Status.Groups), 0), 1<<31-1)) + pp.Status.OtherChanges}
 	for _, g := range pp.Status.Groups {
 		s.TargetsPreviewed += g.Targets

@@ -3,6 +3,7 @@
 package app
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -17,8 +18,13 @@ import (
 // diffView is what `tugboat diff` prints with -o json|yaml: the
 // Promotion's preview summary and the distinct changes its agents found.
 type diffView struct {
-	Namespace    string                          `json:"namespace"`
-	Promotion    string                          `json:"promotion"`
+	Namespace string `json:"namespace"`
+	Promotion string `json:"promotion,omitempty"`
+	// Pipeline, From and PreviewName are set for an on-demand preview
+	// (tugboat diff PIPELINE --from ENV --to ENV).
+	Pipeline     string                          `json:"pipeline,omitempty"`
+	From         string                          `json:"from,omitempty"`
+	PreviewName  string                          `json:"previewName,omitempty"`
 	To           string                          `json:"to"`
 	Version      string                          `json:"version"`
 	Preview      *tugboatv1alpha1.PreviewSummary `json:"preview,omitempty"`
@@ -31,9 +37,10 @@ func newDiffCommand() *cobra.Command {
 	var (
 		hf  hubFlags
 		out outputFlag
+		od  onDemandFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "diff <promotion>",
+		Use:   "diff <promotion> | diff <pipeline> --from ENV --to ENV",
 		Short: "Show what a Promotion would change on its destination's clusters",
 		Long: `diff shows the preview of a Promotion: what the promoted version would
 change on the destination's clusters, as their agents rendered it with each
@@ -47,13 +54,24 @@ the objects added, removed and changed, a unified diff of each changed
 manifest, and a diff of the values. A Secret shows only as changed, never
 its data, and sensitive values are redacted (docs/previews.md).
 
+With --from and --to, diff previews on demand, without a Promotion: what
+promoting the version that runs in --from into --to would change. It asks
+the hub (it creates a PromotionPreview naming the pipeline and both
+environments; the hub resolves the version and the targets, asks the agents,
+and deletes the preview after --promotion-preview-ttl), waits for the
+answers (at most --timeout) and prints them the same way.
+
 The diffs are colored on a terminal, plain when piped or with NO_COLOR.`,
 		Example: `  tugboat diff web-production-1.4.0 -n fleet
-  tugboat diff web-production-1.4.0 -n fleet -o json`,
+  tugboat diff web-production-1.4.0 -n fleet -o json
+  tugboat diff web --from staging --to production -n fleet`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePromotionNames(&hf, unfinished),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
+				return err
+			}
+			if err := od.validate(); err != nil {
 				return err
 			}
 			s, err := hf.connect()
@@ -61,6 +79,18 @@ The diffs are colored on a terminal, plain when piped or with NO_COLOR.`,
 				return err
 			}
 			ctx := cmd.Context()
+			if od.on() {
+				v, err := od.run(ctx, s, args[0], cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if done, err := out.structured(w, v); done {
+					return err
+				}
+				printDiff(w, newPainter(w), v)
+				return nil
+			}
 			pr := &tugboatv1alpha1.Promotion{}
 			if err := s.client.Get(ctx, types.NamespacedName{Namespace: s.namespace, Name: args[0]}, pr); err != nil {
 				if apierrors.IsNotFound(err) {
@@ -89,12 +119,17 @@ The diffs are colored on a terminal, plain when piped or with NO_COLOR.`,
 	}
 	hf.bind(cmd)
 	out.bind(cmd)
+	od.bind(cmd)
 	return cmd
 }
 
 // printDiff writes v for people: the summary, then each change.
 func printDiff(w io.Writer, p painter, v diffView) {
-	fmt.Fprintf(w, "Promotion %s: %s into %s\n", v.Promotion, v.Version, v.To)
+	if v.Pipeline != "" {
+		fmt.Fprintf(w, "Pipeline %s: %s from %s into %s (on demand: promotionpreview %s)\n", v.Pipeline, v.Version, v.From, v.To, v.PreviewName)
+	} else {
+		fmt.Fprintf(w, "Promotion %s: %s into %s\n", v.Promotion, v.Version, v.To)
+	}
 	sum := v.Preview
 	if sum == nil {
 		fmt.Fprintln(w, "No preview: previews are computed for helm promotions into environments that require approval.")
@@ -103,6 +138,17 @@ func printDiff(w io.Writer, p painter, v diffView) {
 	fmt.Fprintf(w, "Preview %s\n", sum.Line())
 	if sum.Reason != "" && (sum.Phase == tugboatv1alpha1.PreviewReady || sum.Phase == tugboatv1alpha1.PreviewStale) {
 		fmt.Fprintf(w, "Note: %s\n", sum.Reason)
+	}
+	if sum.RecomputedAt != nil {
+		fmt.Fprintf(w, "Computed again after the approval (a previewed release moved to another revision); approved: %s, digest %s\n",
+			cmp.Or(string(sum.ApprovedPhase), "unknown"), cmp.Or(short(sum.ApprovedDigest), "none"))
+		if sum.ChangedSinceApproval {
+			line := "The change differs from what was approved; the promotion proceeds (tugboat abort " + v.Promotion + " stops it)."
+			if p.on {
+				line = red + line + reset
+			}
+			fmt.Fprintln(w, line)
+		}
 	}
 	for i, g := range v.Groups {
 		fmt.Fprintln(w)

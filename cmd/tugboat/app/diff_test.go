@@ -63,12 +63,25 @@ func previewFixture(t *testing.T, ns string) {
 	failed.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewFailed, Name: failed.Name,
 		Reason: "1 of 1 targets asked did not answer by 2026-01-01T00:00:00Z (is the agent running, with actions enabled?)"}
 	g.Expect(cluster.Client.Status().Patch(ctx, failed, client.MergeFrom(orig))).To(Succeed())
+
+	// Approved, then computed again (a previewed release moved): another
+	// change than the one approved.
+	drifted, err := request.Create(ctx, cluster.Client, p, "production", "1.4.2", tugboatv1alpha1.RequestedByCI, "ci")
+	g.Expect(err).NotTo(HaveOccurred())
+	orig = drifted.DeepCopy()
+	drifted.Status.Phase = tugboatv1alpha1.PromotionRunning
+	drifted.Status.Approval = &tugboatv1alpha1.Approval{ApprovedBy: "alice", Time: t1}
+	drifted.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewReady, Name: drifted.Name + "-recheck", Digest: strings.Repeat("e2", 32),
+		ObjectsChanged: 2, LinesChanged: 9, Groups: 1, TargetsPreviewed: 1, ComputedAt: &t1, RecomputedAt: &t1,
+		ApprovedPhase: tugboatv1alpha1.PreviewStale, ApprovedDigest: strings.Repeat("c0", 32), ChangedSinceApproval: true}
+	g.Expect(cluster.Client.Status().Patch(ctx, drifted, client.MergeFrom(orig))).To(Succeed())
 }
 
 // TestGolden_diff: `tugboat diff` prints a Promotion's preview (each
 // distinct change with the targets it stands for, the objects, their
 // diffs, the values diff; a Secret only as changed), a failed one with its
-// reason, and an unknown Promotion as not found; in table, JSON and YAML,
+// reason, one computed again after the approval and found changed, and
+// an unknown Promotion as not found; in table, JSON and YAML,
 // never colored into a buffer.
 func TestGolden_diff(t *testing.T) {
 	ns := newNamespace(t)
@@ -79,6 +92,7 @@ func TestGolden_diff(t *testing.T) {
 		expectGolden(t, "diff."+f, goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.0", "-o", f}, kc...)...))
 	}
 	expectGolden(t, "diff-failed", goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.1"}, kc...)...))
+	expectGolden(t, "diff-changed-since-approval", goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.2"}, kc...)...))
 	expectGolden(t, "diff-unknown", goldenRun(ns, masks, append([]string{"diff", "nope"}, kc...)...))
 	out := goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.0"}, kc...)...)
 	if strings.Contains(out, "\x1b[") {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/notify"
 	"tugboat.dev/tugboat/controllers/pipeline"
@@ -33,6 +34,9 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 	}
 	if s.Preview != nil {
 		info.Preview = s.Preview.Line() + " (tugboat diff " + pr.Name + ")"
+		if e == tugboatv1alpha1.EventPromotionPreviewChanged && s.Preview.ApprovedDigest != "" {
+			info.Preview = s.Preview.Line() + ", not the change approved (digest " + clip.String(s.Preview.ApprovedDigest, 15) + ") (tugboat diff " + pr.Name + ")"
+		}
 	}
 	info.DashboardURL = r.opts.promotionPage(pr)
 	if s.Approval != nil {
@@ -164,6 +168,8 @@ func eventTime(pr *tugboatv1alpha1.Promotion, e tugboatv1alpha1.NotifyEvent) tim
 	switch {
 	case e == tugboatv1alpha1.EventPromotionCreated:
 		return pr.CreationTimestamp.Time
+	case e == tugboatv1alpha1.EventPromotionPreviewChanged && s.Preview != nil && s.Preview.ComputedAt != nil:
+		return s.Preview.ComputedAt.Time
 	case e == tugboatv1alpha1.EventPromotionRunning && s.StartedAt != nil:
 		return s.StartedAt.Time
 	case e == tugboatv1alpha1.EventPromotionRollingBack && s.Rollout != nil && s.Rollout.RollbackStartedAt != nil:

@@ -55,7 +55,7 @@ func (f BuilderFunc) Build(ctx context.Context, p *tugboatv1alpha1.Pipeline, n *
 
 // DefaultEvents are the events a notifier that lists none is told about.
 var defaultEvents = []tugboatv1alpha1.NotifyEvent{
-	tugboatv1alpha1.EventPromotionCreated, tugboatv1alpha1.EventPromotionWaitingApproval,
+	tugboatv1alpha1.EventPromotionCreated, tugboatv1alpha1.EventPromotionWaitingApproval, tugboatv1alpha1.EventPromotionPreviewChanged,
 	tugboatv1alpha1.EventPromotionRunning, tugboatv1alpha1.EventPromotionWaveCompleted, tugboatv1alpha1.EventPromotionPaused,
 	tugboatv1alpha1.EventPromotionResumed, tugboatv1alpha1.EventPromotionRollingBack, tugboatv1alpha1.EventPromotionSucceeded,
 	tugboatv1alpha1.EventPromotionFailed, tugboatv1alpha1.EventPromotionAborted,

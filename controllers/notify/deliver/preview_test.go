@@ -82,3 +82,40 @@ func TestValidateDashboardURL(t *testing.T) {
 		})
 	}
 }
+
+// A preview computed again after the approval that differs from the one
+// approved (issue 26, drift on the way) is told to every notifier: a
+// PromotionPreviewChanged notice with the new summary and the digest
+// approved. One computed again and found unchanged tells nothing.
+func TestDeliver_previewChangedSinceApprovalIsTold(t *testing.T) {
+	g := NewWithT(t)
+	ns := "notify-preview-changed"
+	rcv, url := newReceiver(t)
+	fixture(t, ns, webhookNotifier("hook", url, ""))
+	startDeliverer(t, fastOptions())
+	pr := newPromotion(t, ns)
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"PromotionCreated"}))
+	approved := strings.Repeat("ab", 32)
+	now := metav1.Now()
+	setStatus(g, ns, pr.Name, func(s *tugboatv1alpha1.PromotionStatus) {
+		s.Phase = tugboatv1alpha1.PromotionWaitingApproval
+		s.Conditions = ready(metav1.ConditionUnknown, tugboatv1alpha1.ProgressingReason, "approved; computing the preview again")
+		s.Approval = &tugboatv1alpha1.Approval{ApprovedBy: "alice", Time: now}
+		// Computed again, the same change: nothing more to tell.
+		s.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewReady, Name: pr.Name + "-recheck", Digest: approved,
+			ObjectsChanged: 3, LinesChanged: 7, Groups: 1, TargetsPreviewed: 1,
+			ApprovedPhase: tugboatv1alpha1.PreviewStale, ApprovedDigest: approved, RecomputedAt: &now, ComputedAt: &now}
+	})
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"PromotionCreated", "PromotionWaitingApproval"}))
+	g.Consistently(rcv.events, 2*time.Second, 100*time.Millisecond).Should(HaveLen(2))
+
+	setStatus(g, ns, pr.Name, func(s *tugboatv1alpha1.PromotionStatus) {
+		s.Preview.Digest, s.Preview.ObjectsChanged, s.Preview.LinesChanged = strings.Repeat("cd", 32), 4, 12
+		s.Preview.ChangedSinceApproval = true
+	})
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"PromotionCreated", "PromotionWaitingApproval", "PromotionPreviewChanged"}))
+	n := rcv.notices()[2]
+	g.Expect(n.Promotion).NotTo(BeNil())
+	g.Expect(n.Promotion.Preview).To(Equal("Ready: changed since approval: 4 objects and 12 lines change (1 targets previewed), " +
+		"not the change approved (digest abababababab…) (tugboat diff web-production-1.4.0)"))
+}

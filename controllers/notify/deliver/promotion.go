@@ -29,6 +29,11 @@ func promotionEvents(pr *tugboatv1alpha1.Promotion, env *tugboatv1alpha1.Environ
 		(env != nil && env.Gates.RequireApproval && s.Phase != "" && s.Phase != tugboatv1alpha1.PromotionPending) {
 		events = append(events, tugboatv1alpha1.EventPromotionWaitingApproval)
 	}
+	// The preview computed again after the approval differs from the one
+	// approved (issue 26): told before the strategy's result.
+	if s.Preview != nil && s.Preview.ChangedSinceApproval {
+		events = append(events, tugboatv1alpha1.EventPromotionPreviewChanged)
+	}
 	// Running is told once the strategy acted, so the notice carries its
 	// result (the pull request).
 	if s.StrategyResult != nil || s.Phase == tugboatv1alpha1.PromotionVerifying {

@@ -17,6 +17,7 @@ import (
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
 	"tugboat.dev/tugboat/controllers/ingest"
+	"tugboat.dev/tugboat/controllers/pipeline"
 	"tugboat.dev/tugboat/controllers/promotion/strategy/helm"
 	"tugboat.dev/tugboat/controllers/releasehistory"
 )
@@ -97,10 +98,11 @@ func openPreview(pp *tugboatv1alpha1.PromotionPreview, id string) bool {
 }
 
 // previewOffered reports whether pp's actions may be handed out: its
-// Promotion, a helm Promotion, has not started, and the deadline has not
-// passed.
+// Promotion, a helm Promotion (or one whose strategy is not recorded
+// yet), has not started, and the deadline has not passed.
 func (s *Store) previewOffered(pp *tugboatv1alpha1.PromotionPreview, pr *tugboatv1alpha1.Promotion) bool {
-	if !pp.DeletionTimestamp.IsZero() || !pr.DeletionTimestamp.IsZero() || pr.StrategyType() != tugboatv1alpha1.StrategyHelm ||
+	// A strategy not recorded yet ("") is the Pipeline's (previewStrategy).
+	if st := pr.StrategyType(); !pp.DeletionTimestamp.IsZero() || !pr.DeletionTimestamp.IsZero() || st != "" && st != tugboatv1alpha1.StrategyHelm ||
 		!s.now().Before(pp.Spec.Deadline.Time) {
 		return false
 	}
@@ -145,14 +147,11 @@ func (s *Store) deliverPreview(ctx context.Context, key types.NamespacedName, sp
 		if err := s.api.Get(ctx, key, pp); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		pr := &tugboatv1alpha1.Promotion{}
-		if err := s.client.Get(ctx, types.NamespacedName{Namespace: pp.Namespace, Name: pp.Spec.Promotion}, pr); err != nil {
-			return client.IgnoreNotFound(err)
+		hs, ref, err := s.previewStrategy(ctx, pp)
+		if err != nil || hs == nil {
+			return err
 		}
-		if !s.previewOffered(pp, pr) || !ownedBy(pp, pr) {
-			return nil
-		}
-		values, err := helm.ValuesPolicy(pr.Status.Strategy.Helm)
+		values, err := helm.ValuesPolicy(hs)
 		if err != nil {
 			return nil
 		}
@@ -161,7 +160,7 @@ func (s *Store) deliverPreview(ctx context.Context, key types.NamespacedName, sp
 			if t.Spoke != spoke || !openPreview(pp, t.ActionID) {
 				continue
 			}
-			src, err := helm.ChartSource(pr.Status.Strategy.Helm, t.Release, false)
+			src, err := helm.ChartSource(hs, t.Release, false)
 			if err != nil {
 				s.log.Info("Not offering a preview", "promotion", key.String(), "spoke", spoke, "error", err.Error())
 				continue
@@ -176,7 +175,7 @@ func (s *Store) deliverPreview(ctx context.Context, key types.NamespacedName, sp
 			acts = append(acts, wire.Action{
 				ID:        t.ActionID,
 				Type:      wire.ActionPreview,
-				Promotion: pr.Namespace + "/" + pr.Name,
+				Promotion: ref,
 				Namespace: t.Namespace,
 				Release:   t.Release,
 				Preview:   &wire.PreviewAction{Chart: src, Version: pp.Spec.Version, ValuesPolicy: values},
@@ -192,6 +191,57 @@ func (s *Store) deliverPreview(ctx context.Context, key types.NamespacedName, sp
 		return nil, fmt.Errorf("marking the preview actions of %s delivered: %w", key, err)
 	}
 	return acts, nil
+}
+
+// previewStrategy returns the helm strategy pp's actions carry out, and
+// what they are for (the Promotion's namespace/name, or the on-demand
+// preview's), or nil when they are not offered (any more): a Promotion's
+// preview while its Promotion has not started; an on-demand one once the
+// hub resolved it (promotion.OnDemandReconciler), with the strategy of
+// its destination environment as the Pipeline says now. Both until their
+// deadline.
+func (s *Store) previewStrategy(ctx context.Context, pp *tugboatv1alpha1.PromotionPreview) (*tugboatv1alpha1.HelmStrategy, string, error) {
+	if !pp.Spec.OnDemand() {
+		pr := &tugboatv1alpha1.Promotion{}
+		if err := s.client.Get(ctx, types.NamespacedName{Namespace: pp.Namespace, Name: pp.Spec.Promotion}, pr); err != nil {
+			return nil, "", client.IgnoreNotFound(err)
+		}
+		if !s.previewOffered(pp, pr) || !ownedBy(pp, pr) {
+			return nil, "", nil
+		}
+		ref := pr.Namespace + "/" + pr.Name
+		if st := pr.Status.Strategy; st != nil {
+			return st.Helm, ref, nil
+		}
+		// The reconcile that created pp records the strategy it resolved
+		// from the Pipeline in the Promotion's status just after: this read
+		// came first.
+		hs, err := s.helmStrategyOf(ctx, pp.Namespace, pr.Spec.Pipeline, pr.Spec.To)
+		return hs, ref, err
+	}
+	if len(pp.Spec.Targets) == 0 || !pp.DeletionTimestamp.IsZero() || !s.now().Before(pp.Spec.Deadline.Time) {
+		return nil, "", nil
+	}
+	hs, err := s.helmStrategyOf(ctx, pp.Namespace, pp.Spec.Pipeline, pp.Spec.To)
+	return hs, pp.Namespace + "/" + pp.Name, err
+}
+
+// helmStrategyOf returns the helm strategy environment env of Pipeline
+// name promotes with, or nil (no such Pipeline or environment, another
+// strategy).
+func (s *Store) helmStrategyOf(ctx context.Context, namespace, name, env string) (*tugboatv1alpha1.HelmStrategy, error) {
+	p := &tugboatv1alpha1.Pipeline{}
+	if err := s.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, p); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	for i := range p.Spec.Environments {
+		if e := &p.Spec.Environments[i]; e.Name == env {
+			if st := pipeline.StrategyFor(p, e); st.Type == tugboatv1alpha1.StrategyHelm {
+				return st.Helm, nil
+			}
+		}
+	}
+	return nil, nil
 }
 
 // ownedBy reports whether pp belongs to pr (the Promotion of the same

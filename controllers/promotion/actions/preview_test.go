@@ -9,6 +9,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -188,4 +189,61 @@ func TestActions_aPreviewNoOneAnswersFailsWithoutBlocking(t *testing.T) {
 	g.Expect(sum.Reason).To(ContainSubstring("staging-q1/apps/web Refused: namespace apps is not in --actions-allowed-namespaces"))
 	// Past its deadline, the preview is no longer offered.
 	g.Expect(silent.poll(g)).To(BeEmpty())
+}
+
+// A preview that went stale is computed again after the approval, before
+// the strategy acts (issue 26, drift on the way), with new action ids and
+// the same deadline: a target that does not answer the second round holds
+// the promotion at most until that deadline; then it proceeds, and
+// status.preview says the change could not be confirmed
+// (changedSinceApproval, with the reason).
+func TestActions_aStalePreviewIsAskedAgainAndNeverBlocksThePromotion(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "preview-recheck")
+	dev, s1 := registerSpoke(t, ns, "dev-r"), registerSpoke(t, ns, "staging-r1")
+	dev.report(g, release("apps", "web", "1.0.0", 1))
+	s1.report(g, releaseWithValues("apps", "web", "0.9.0", 4, "a"))
+	p := helmPipeline(ns, "dev-r", &tugboatv1alpha1.HelmStrategy{Repository: "https://charts.example.com", Chart: "web"},
+		tugboatv1alpha1.Target{Spoke: "staging-r1", Namespace: "apps"})
+	p.Spec.Environments[1].Gates.RequireApproval = true
+	g.Expect(cluster.Client.Create(ctx, p)).To(Succeed())
+	name := pipeline.PromotionName("web", "staging", "1.0.0")
+
+	g.Eventually(func(g Gomega) { g.Expect(getPreview(g, ns, name).Spec.Targets).To(HaveLen(1)) }).WithTimeout(30 * time.Second).Should(Succeed())
+	var acts []wire.Action
+	g.Eventually(func() []wire.Action { acts = s1.poll(g); return acts }).WithTimeout(10 * time.Second).Should(HaveLen(1))
+	first := acts[0].ID
+	g.Expect(s1.send(g, previewOutcome(first, "c", 4))).To(Equal(http.StatusOK))
+	g.Eventually(phase(ns, name)).WithTimeout(5 * time.Second).Should(Equal(tugboatv1alpha1.PromotionWaitingApproval))
+
+	s1.report(g, releaseWithValues("apps", "web", "0.9.0", 5, "a"))
+	g.Eventually(func(g Gomega) tugboatv1alpha1.PreviewPhase { return getPromotion(g, ns, name).Status.Preview.Phase }).
+		WithTimeout(10 * time.Second).Should(Equal(tugboatv1alpha1.PreviewStale))
+	pr := getPromotion(g, ns, name)
+	orig := pr.DeepCopy()
+	pr.Status.Approval = &tugboatv1alpha1.Approval{ApprovedBy: "alice", Time: metav1.Now()}
+	g.Expect(cluster.Client.Status().Patch(ctx, pr, client.MergeFrom(orig))).To(Succeed())
+
+	var recheck *tugboatv1alpha1.PromotionPreview
+	g.Eventually(func(g Gomega) { recheck = getPreview(g, ns, name+"-recheck") }).WithTimeout(10 * time.Second).Should(Succeed())
+	g.Expect(recheck.OwnerReferences).To(ContainElement(HaveField("UID", pr.UID)))
+	// The PromotionPreview is created before the Promotion's status says so.
+	g.Eventually(func(g Gomega) *tugboatv1alpha1.PreviewSummary { return getPromotion(g, ns, name).Status.Preview }).WithTimeout(5 * time.Second).
+		Should(And(HaveField("Phase", tugboatv1alpha1.PreviewPending), HaveField("Name", name+"-recheck"),
+			HaveField("ApprovedPhase", tugboatv1alpha1.PreviewStale), HaveField("ApprovedDigest", strings.Repeat("c", 64)),
+			HaveField("RecomputedAt", Not(BeNil()))))
+	g.Eventually(func() []wire.Action { acts = s1.poll(g); return acts }).WithTimeout(10 * time.Second).Should(HaveLen(1))
+	g.Expect(acts[0].TypeOf()).To(Equal(wire.ActionPreview))
+	g.Expect(acts[0].ID).NotTo(Equal(first), "a new round, a new action")
+
+	// Nobody answers: the promotion waits until the deadline, no longer.
+	deadline := recheck.Spec.Deadline.Time
+	g.Consistently(phase(ns, name)).WithTimeout(time.Until(deadline) - 500*time.Millisecond).Should(Equal(tugboatv1alpha1.PromotionWaitingApproval))
+	g.Eventually(phase(ns, name)).WithTimeout(5*time.Second).Should(BeElementOf(tugboatv1alpha1.PromotionRunning, tugboatv1alpha1.PromotionVerifying),
+		"the strategy acted")
+	sum := getPromotion(g, ns, name).Status.Preview
+	g.Expect(sum.Phase).To(Equal(tugboatv1alpha1.PreviewFailed))
+	g.Expect(sum.ChangedSinceApproval).To(BeTrue())
+	g.Expect(sum.Reason).To(HavePrefix("the preview went stale after the approval and could not be computed again: 1 of 1 targets asked did not answer by"))
 }

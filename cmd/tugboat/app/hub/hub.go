@@ -184,7 +184,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of the /healthz and /readyz probes")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one replica to run the reconcilers (the receiver serves on every replica)")
 	fs.DurationVar(&o.Promotion.DefaultTimeout, "promotion-timeout", o.Promotion.DefaultTimeout, "timeout of a Promotion whose Pipeline sets none")
-	fs.DurationVar(&o.Promotion.PreviewTimeout, "promotion-preview-timeout", o.Promotion.PreviewTimeout, "how long a helm Promotion into an environment that requires approval waits for its preview (what the agents say it would change) before asking for approval; a later answer still shows")
+	fs.DurationVar(&o.Promotion.PreviewTTL, "promotion-preview-ttl", o.Promotion.PreviewTTL, "how long an on-demand preview (tugboat diff PIPELINE --from --to) is kept after it was asked; then the hub deletes it")
+	fs.DurationVar(&o.Promotion.PreviewTimeout, "promotion-preview-timeout", o.Promotion.PreviewTimeout, "how long a helm Promotion into an environment that requires approval waits for its preview (what the agents say it would change) before asking for approval; a later answer still shows. It bounds too the preview computed again after the approval when it went stale, and an on-demand preview's wait")
 	fs.StringVar(&o.NotificationControllerAddress, "notification-controller-address", o.NotificationControllerAddress, "Flux notification-controller's event address for the notification strategy (default: the in-cluster service)")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long followers wait after the leader's last renewal before taking the Lease (the controllers' pause when a leader dies)")
@@ -403,6 +404,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Hub, error) {
 	}
 	if err := (&promotion.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registry: registry, Options: opts.Promotion,
 		Recorder: mgr.GetEventRecorder("tugboat-hub"), Egress: opts.Egress}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	if err := (&promotion.OnDemandReconciler{Client: mgr.GetClient(), Timeout: opts.Promotion.PreviewTimeout, TTL: opts.Promotion.PreviewTTL}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	if err := (&lifecycle.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
