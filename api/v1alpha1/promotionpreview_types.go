@@ -447,19 +447,28 @@ func (s *PreviewSummary) Line() string {
 		}
 		return string(s.Phase)
 	}
-	line := fmt.Sprintf("%s: %d objects and %d lines change", s.Phase, s.ObjectsChanged, s.LinesChanged)
+	change := counted(s.ObjectsChanged, "object", "objects") + " and " + counted(s.LinesChanged, "line", "lines") + " change"
+	line := string(s.Phase) + ": " + change
 	if s.ChangedSinceApproval {
-		line = fmt.Sprintf("%s: changed since approval: %d objects and %d lines change", s.Phase, s.ObjectsChanged, s.LinesChanged)
+		line = string(s.Phase) + ": changed since approval: " + change
 	}
 	var more []string
 	if s.Groups > 1 {
 		more = append(more, fmt.Sprintf("%d distinct changes", s.Groups))
 	}
 	if s.TargetsPreviewed > 0 {
-		more = append(more, fmt.Sprintf("%d targets previewed", s.TargetsPreviewed))
+		more = append(more, counted(s.TargetsPreviewed, "target", "targets")+" previewed")
 	}
 	if len(more) > 0 {
 		line += " (" + strings.Join(more, "; ") + ")"
 	}
 	return line
+}
+
+// counted is n and the word for n: "1 object", "3 objects".
+func counted(n int32, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -68,3 +68,20 @@ func TestPromotionPreview_sizeAtEveryLimit(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(len(summary)).To(BeNumerically("<", 2<<10), "status.preview adds little to the Promotion")
 }
+
+func TestPreviewSummary_lineCountsInWords(t *testing.T) {
+	for _, tc := range []struct {
+		s    *tugboatv1.PreviewSummary
+		want string
+	}{
+		{nil, ""},
+		{&tugboatv1.PreviewSummary{Phase: tugboatv1.PreviewReady, ObjectsChanged: 1, LinesChanged: 1, TargetsPreviewed: 1}, "Ready: 1 object and 1 line change (1 target previewed)"},
+		{&tugboatv1.PreviewSummary{Phase: tugboatv1.PreviewReady, ObjectsChanged: 3, LinesChanged: 12, Groups: 2, TargetsPreviewed: 5}, "Ready: 3 objects and 12 lines change (2 distinct changes; 5 targets previewed)"},
+		{&tugboatv1.PreviewSummary{Phase: tugboatv1.PreviewStale, ChangedSinceApproval: true, ObjectsChanged: 0, LinesChanged: 2}, "Stale: changed since approval: 0 objects and 2 lines change"},
+		{&tugboatv1.PreviewSummary{Phase: tugboatv1.PreviewFailed, Reason: "the spoke is unreachable"}, "Failed: the spoke is unreachable"},
+	} {
+		if got := tc.s.Line(); got != tc.want {
+			t.Errorf("Line() = %q, want %q", got, tc.want)
+		}
+	}
+}

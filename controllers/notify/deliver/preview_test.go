@@ -116,6 +116,6 @@ func TestDeliver_previewChangedSinceApprovalIsTold(t *testing.T) {
 	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"PromotionCreated", "PromotionWaitingApproval", "PromotionPreviewChanged"}))
 	n := rcv.notices()[2]
 	g.Expect(n.Promotion).NotTo(BeNil())
-	g.Expect(n.Promotion.Preview).To(Equal("Ready: changed since approval: 4 objects and 12 lines change (1 targets previewed), " +
+	g.Expect(n.Promotion.Preview).To(Equal("Ready: changed since approval: 4 objects and 12 lines change (1 target previewed), " +
 		"not the change approved (digest abababababab…) (tugboat diff web-production-1.4.0)"))
 }

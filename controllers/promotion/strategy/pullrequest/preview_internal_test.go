@@ -38,7 +38,7 @@ func TestWithPreview_bounds(t *testing.T) {
 			contains: []string{"cut to stay within 65,536 characters"}},
 		{name: "summary only when the diffs cannot be read", body: body,
 			p:        &preview{name: "x", summary: &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewStale, ObjectsChanged: 1, LinesChanged: 2}, unread: "the diffs could not be read: " + errors.New("forbidden").Error()},
-			contains: []string{"Stale: 1 objects and 2 lines change", "> **Stale:**", "_the diffs could not be read: forbidden_"}, excludes: []string{"<details>"}},
+			contains: []string{"Stale: 1 object and 2 lines change", "> **Stale:**", "_the diffs could not be read: forbidden_"}, excludes: []string{"<details>"}},
 		{name: "a failed preview says why", body: body,
 			p:        &preview{name: "x", summary: &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewFailed, Reason: "no agent answered <b>@team</b>"}},
 			contains: []string{"Failed: no agent answered &lt;b&gt;@\u200bteam&lt;/b&gt;"}, excludes: []string{"<b>", "@team"}},

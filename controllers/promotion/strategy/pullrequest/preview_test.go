@@ -64,7 +64,7 @@ func TestPromote_gitea_pullRequestBodyCarriesThePreview(t *testing.T) {
 	g.Expect(prs).To(HaveLen(1))
 	body := prs[0].Body
 	g.Expect(body).To(ContainSubstring("### Preview"))
-	g.Expect(body).To(ContainSubstring("Ready: 2 objects and 4 lines change (1 targets previewed) (`tugboat diff web-production-1-3-0` shows it all)"))
+	g.Expect(body).To(ContainSubstring("Ready: 2 objects and 4 lines change (1 target previewed) (`tugboat diff web-production-1-3-0` shows it all)"))
 	g.Expect(body).To(ContainSubstring("**1 target(s)** (prod-eu), from 1.2.0: 2 objects and 4 lines change (server dry run)"))
 	g.Expect(body).To(ContainSubstring("- Changed Deployment `web/web`"))
 	g.Expect(body).To(ContainSubstring("- Changed Secret `web/web-db`: a Secret, its data never shown"))
