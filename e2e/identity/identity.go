@@ -41,6 +41,10 @@ const PolicyName = "tugboat-approvals"
 // that checks who finishes a LifecycleEvent or claims a Lifecycle.
 const LifecyclePolicyName = "tugboat-lifecycles"
 
+// PreviewPolicyName names the ValidatingAdmissionPolicy (and binding)
+// that lets only the hub write a PromotionPreview's resolution and status.
+const PreviewPolicyName = "tugboat-previews"
+
 // ApproverRole is the example ClusterRole of the hub chart.
 const ApproverRole = "tugboat-approver"
 
@@ -75,7 +79,7 @@ func Install(ctx context.Context, admin client.Client) error {
 	defer cancel()
 	// A policy is enforced once the API server's policy informer has it:
 	// a dry-run create that it refuses tells.
-	for name, obj := range map[string]func() client.Object{PolicyName: probe, LifecyclePolicyName: lifecycleProbe} {
+	for name, obj := range map[string]func() client.Object{PolicyName: probe, LifecyclePolicyName: lifecycleProbe, PreviewPolicyName: previewProbe} {
 		for {
 			err := admin.Create(ctx, obj(), client.DryRunAll)
 			if err != nil && strings.Contains(err.Error(), name) {
@@ -255,6 +259,8 @@ func Uninstall(ctx context.Context, admin client.Client) error {
 		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: PolicyName}},
 		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: LifecyclePolicyName}},
 		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: LifecyclePolicyName}},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: PreviewPolicyName}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: PreviewPolicyName}},
 	} {
 		if err := admin.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 			return err
@@ -262,7 +268,7 @@ func Uninstall(ctx context.Context, admin client.Client) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	for name, obj := range map[string]func() client.Object{PolicyName: probe, LifecyclePolicyName: lifecycleProbe} {
+	for name, obj := range map[string]func() client.Object{PolicyName: probe, LifecyclePolicyName: lifecycleProbe, PreviewPolicyName: previewProbe} {
 		for {
 			err := admin.Create(ctx, obj(), client.DryRunAll)
 			if err == nil || !strings.Contains(err.Error(), name) {
@@ -296,5 +302,17 @@ func lifecycleProbe() client.Object {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "identity-probe"},
 		Spec: tugboatv1alpha1.LifecycleEventSpec{Lifecycle: "probe", EventKey: "probe", Promotion: "probe", Pipeline: "probe",
 			Environment: "probe", Version: "1.0.0", Step: "probe", Stage: tugboatv1alpha1.StepStagePre, Attempt: 1, Deadline: metav1.Now()},
+	}
+}
+
+// previewProbe is an on-demand PromotionPreview the administrator may
+// create only while the policy tugboat-previews is not enforced: it has an
+// owner, as only the hub's previews of a Promotion do. It is created with
+// dry run only.
+func previewProbe() client.Object {
+	return &tugboatv1alpha1.PromotionPreview{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "identity-probe",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: tugboatv1alpha1.GroupVersion.String(), Kind: "Promotion", Name: "probe", UID: "probe"}}},
+		Spec: tugboatv1alpha1.PromotionPreviewSpec{Pipeline: "probe", From: "staging", To: "production"},
 	}
 }
