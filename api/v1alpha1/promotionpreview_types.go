@@ -472,3 +472,12 @@ func counted(n int32, one, many string) string {
 	}
 	return fmt.Sprintf("%d %s", n, many)
 }
+
+// Of reports whether pp is a preview of the Promotion pr: it names pr in
+// spec.promotion and pr controls it (the hub created it). A PromotionPreview
+// of the same name that someone else created (any user allowed to create
+// on-demand previews may pick a name) is not pr's, and nothing of it is
+// shown as pr's preview.
+func (pp *PromotionPreview) Of(pr *Promotion) bool {
+	return pp != nil && pr != nil && pp.Spec.Promotion == pr.Name && metav1.IsControlledBy(pp, pr)
+}

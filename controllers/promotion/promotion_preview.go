@@ -3,6 +3,7 @@ package promotion
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -53,9 +54,9 @@ func (r *Reconciler) previewFirst(ctx context.Context, pr *tugboatv1alpha1.Promo
 		// Answered, failed, or a person decided without waiting for it.
 		return false, 0, nil
 	}
-	pp, err := r.getPreview(ctx, pr.Namespace, pr.Status.Preview.Name)
+	pp, err := r.getPreview(ctx, pr, pr.Status.Preview.Name)
 	if err != nil {
-		return false, 0, client.IgnoreNotFound(err)
+		return false, 0, ignoreNotOurs(err)
 	}
 	return true, max(pp.Spec.Deadline.Sub(r.Now()), 0) + 100*time.Millisecond, nil
 }
@@ -99,7 +100,19 @@ func (r *Reconciler) createPreview(ctx context.Context, pr *tugboatv1alpha1.Prom
 	if err := controllerutil.SetControllerReference(pr, pp, r.Client.Scheme()); err != nil {
 		return "", "", err
 	}
-	if err := r.Client.Create(ctx, pp); err != nil && !apierrors.IsAlreadyExists(err) {
+	err = r.Client.Create(ctx, pp)
+	if apierrors.IsAlreadyExists(err) {
+		// This Promotion's own, created by an earlier reconcile; or one
+		// someone else created under the name, which is never taken for
+		// this Promotion's.
+		if _, err := r.getPreview(ctx, pr, name); errors.Is(err, errNotOurs) {
+			return "", fmt.Sprintf("a PromotionPreview named %s exists that is not this Promotion's (created by someone else): it is not shown; delete it to preview the promotion", name), nil
+		} else if err != nil {
+			return "", "", err
+		}
+		return pp.Name, "", nil
+	}
+	if err != nil {
 		return "", "", fmt.Errorf("creating the preview of %s: %w", pr.Name, err)
 	}
 	return pp.Name, "", nil
@@ -164,10 +177,14 @@ func (r *Reconciler) refreshPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 	if cur == nil || cur.Name == "" || cur.Phase == tugboatv1alpha1.PreviewFailed && cur.Groups == 0 && cur.ComputedAt != nil {
 		return nil
 	}
-	pp, err := r.getPreview(ctx, pr.Namespace, cur.Name)
+	pp, err := r.getPreview(ctx, pr, cur.Name)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			pr.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewFailed, Name: cur.Name, Reason: "the PromotionPreview " + cur.Name + " is gone"}
+			return nil
+		case errors.Is(err, errNotOurs):
+			pr.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewFailed, Name: cur.Name, Reason: err.Error()}
 			return nil
 		}
 		return err
@@ -195,15 +212,31 @@ func (r *Reconciler) refreshPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 	return nil
 }
 
-// getPreview reads a PromotionPreview from the cache, or from the API
-// server when the cache has not seen it yet (it was created by the
-// reconcile before this one).
-func (r *Reconciler) getPreview(ctx context.Context, namespace, name string) (*tugboatv1alpha1.PromotionPreview, error) {
+// errNotOurs: a PromotionPreview of the name asked for exists, but it is
+// not the Promotion's (PromotionPreview.Of).
+var errNotOurs = errors.New("not this Promotion's preview")
+
+// ignoreNotOurs is client.IgnoreNotFound that also ignores errNotOurs.
+func ignoreNotOurs(err error) error {
+	if errors.Is(err, errNotOurs) {
+		return nil
+	}
+	return client.IgnoreNotFound(err)
+}
+
+// getPreview reads pr's PromotionPreview name from the cache, or from the
+// API server when the cache has not seen it yet (it was created by the
+// reconcile before this one). One of that name that is not pr's (someone
+// else created it) is errNotOurs, saying so.
+func (r *Reconciler) getPreview(ctx context.Context, pr *tugboatv1alpha1.Promotion, name string) (*tugboatv1alpha1.PromotionPreview, error) {
 	pp := &tugboatv1alpha1.PromotionPreview{}
-	key := types.NamespacedName{Namespace: namespace, Name: name}
+	key := types.NamespacedName{Namespace: pr.Namespace, Name: name}
 	err := r.Client.Get(ctx, key, pp)
 	if apierrors.IsNotFound(err) && r.APIReader != nil {
 		err = r.APIReader.Get(ctx, key, pp)
+	}
+	if err == nil && !pp.Of(pr) {
+		return nil, fmt.Errorf("the PromotionPreview %s is not this Promotion's (someone else created it), and is not shown: %w", name, errNotOurs)
 	}
 	return pp, err
 }

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -103,9 +102,9 @@ func (r *Reconciler) recheckPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 		return true, cmp.Or(r.Options.PreviewTimeout, DefaultPreviewTimeout), nil
 	}
 	if sum.Phase == tugboatv1alpha1.PreviewPending {
-		pp, err := r.getPreview(ctx, pr.Namespace, sum.Name)
+		pp, err := r.getPreview(ctx, pr, sum.Name)
 		if err != nil {
-			return false, 0, client.IgnoreNotFound(err)
+			return false, 0, ignoreNotOurs(err)
 		}
 		return true, max(pp.Spec.Deadline.Sub(r.Now()), 0) + 100*time.Millisecond, nil
 	}

@@ -73,6 +73,10 @@ func (s *Server) previewOf(ctx context.Context, pr *tugboatv1alpha1.Promotion) *
 		}
 		return v
 	}
+	if !pp.Of(pr) {
+		v.Unread = "The PromotionPreview " + sum.Name + " is not this Promotion's (someone else created it under that name): its objects and diffs are not shown."
+		return v
+	}
 	v.Version = pp.Spec.Version
 	v.OtherChanges = pp.Status.OtherChanges
 	for i := range pp.Status.Groups {

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -59,7 +60,7 @@ func seedPreview(t *testing.T, ns, name string, phase tugboatv1alpha1.PreviewPha
 	must(hubc.Get(ctx, key(ns, name), pr))
 	pp := &tugboatv1alpha1.PromotionPreview{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: tugboatv1alpha1.GroupVersion.String(), Kind: "Promotion", Name: pr.Name, UID: pr.UID}}},
+			APIVersion: tugboatv1alpha1.GroupVersion.String(), Kind: "Promotion", Name: pr.Name, UID: pr.UID, Controller: ptr.To(true)}}},
 		Spec: tugboatv1alpha1.PromotionPreviewSpec{Promotion: name, Version: "1.4.0", TotalTargets: 3, Deadline: metav1.NewTime(time.Now().Add(time.Minute)),
 			Targets: []tugboatv1alpha1.PreviewTarget{
 				{Spoke: "prod-1", Namespace: "apps", Release: "web", ActionID: okAction, Targets: 2, Spokes: []string{"prod-1", "prod-3"}},

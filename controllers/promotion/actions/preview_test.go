@@ -247,3 +247,42 @@ func TestActions_aStalePreviewIsAskedAgainAndNeverBlocksThePromotion(t *testing.
 	g.Expect(sum.ChangedSinceApproval).To(BeTrue())
 	g.Expect(sum.Reason).To(HavePrefix("the preview went stale after the approval and could not be computed again: 1 of 1 targets asked did not answer by"))
 }
+
+// TestActions_aPreviewSomeoneElseNamedIsNeverTheApprovers (review of issue
+// 26): anyone allowed to ask for on-demand previews may create a
+// PromotionPreview under the name a Promotion's preview will have (names
+// are predictable). The hub never takes it for the Promotion's: the
+// Promotion's preview is Failed, saying so, and the squatter's preview is
+// never shown or answered as the Promotion's. Before, the hub adopted it,
+// and its summary was what the approvers saw.
+func TestActions_aPreviewSomeoneElseNamedIsNeverTheApprovers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "preview-squat")
+	dev := registerSpoke(t, ns, "dev-sq")
+	staging := registerSpoke(t, ns, "staging-sq")
+	dev.report(g, release("apps", "web", "1.0.0", 1))
+	staging.report(g, releaseWithValues("apps", "web", "0.9.0", 4, "a"))
+	name := pipeline.PromotionName("web", "staging", "1.0.0")
+	squat := &tugboatv1alpha1.PromotionPreview{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       tugboatv1alpha1.PromotionPreviewSpec{Pipeline: "web", From: "dev", To: "staging"},
+	}
+	g.Expect(cluster.Client.Create(ctx, squat)).To(Succeed())
+
+	p := helmPipeline(ns, "dev-sq", &tugboatv1alpha1.HelmStrategy{Repository: "https://charts.example.com", Chart: "web"},
+		tugboatv1alpha1.Target{Spoke: "staging-sq", Namespace: "apps"})
+	p.Spec.Environments[1].Gates.RequireApproval = true
+	g.Expect(cluster.Client.Create(ctx, p)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		pr := getPromotion(g, ns, name)
+		g.Expect(pr.Status.Preview).NotTo(BeNil())
+		g.Expect(pr.Status.Preview.Phase).To(Equal(tugboatv1alpha1.PreviewFailed))
+		g.Expect(pr.Status.Preview.Reason).To(ContainSubstring("is not this Promotion's"))
+		g.Expect(pr.Status.Phase).To(Equal(tugboatv1alpha1.PromotionWaitingApproval), "a failed preview never blocks the approval")
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	got := getPreview(g, ns, name)
+	g.Expect(got.OwnerReferences).To(BeEmpty(), "the squatter's preview is left as it was")
+	g.Expect(got.Spec.Promotion).To(BeEmpty())
+}

@@ -265,7 +265,7 @@ func (p promotion) request() strategy.Request {
 		Spec:       tugboatv1alpha1.PipelineSpec{Release: "web"},
 	}
 	prom := &tugboatv1alpha1.Promotion{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web-production-" + strings.ReplaceAll(p.version, ".", "-")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web-production-" + strings.ReplaceAll(p.version, ".", "-"), UID: "0e5d6c1a-7f31-4c2b-9a44-promotion0001"},
 		Spec: tugboatv1alpha1.PromotionSpec{
 			Pipeline: pipeline, From: "staging", To: env, Version: p.version,
 			RequestedBy: tugboatv1alpha1.RequestedByAuto,

@@ -47,6 +47,10 @@ func readPreview(ctx context.Context, hub client.Reader, pr *tugboatv1alpha1.Pro
 		p.unread = "the diffs could not be read: " + clip.String(err.Error(), 200)
 		return p
 	}
+	if !pp.Of(pr) {
+		p.unread = "the PromotionPreview " + p.summary.Name + " is not this promotion's (someone else created it), so its diffs are not shown"
+		return p
+	}
 	p.pp = pp
 	return p
 }

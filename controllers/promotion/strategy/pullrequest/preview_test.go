@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -21,7 +22,8 @@ func previewOf(p promotion) (*tugboatv1alpha1.PromotionPreview, *tugboatv1alpha1
 	name := p.request().Promotion.Name
 	digest := strings.Repeat("ab", 32)
 	pp := &tugboatv1alpha1.PromotionPreview{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: tugboatv1alpha1.GroupVersion.String(), Kind: "Promotion", Name: name, UID: p.request().Promotion.UID, Controller: ptr.To(true)}}},
 		Spec: tugboatv1alpha1.PromotionPreviewSpec{Promotion: name, Version: p.version, TotalTargets: 1, Deadline: metav1.NewTime(time.Now()),
 			Targets: []tugboatv1alpha1.PreviewTarget{{Spoke: "prod-eu", Namespace: "web", Release: "web", ActionID: strings.Repeat("0f", 16), Targets: 1}}},
 		Status: tugboatv1alpha1.PromotionPreviewStatus{Groups: []tugboatv1alpha1.PreviewGroup{{
