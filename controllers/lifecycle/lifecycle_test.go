@@ -83,3 +83,48 @@ func TestReconciler_readyWhileAControllerClaimsTheLifecycle(t *testing.T) {
 	g.Expect(migrator.Status().Patch(ctx, old, client.MergeFrom(cur))).To(Succeed())
 	g.Eventually(ready).WithTimeout(30 * time.Second).Should(HavePrefix("False ClaimExpired: last claimed by " + user))
 }
+
+// TestPolicy_onlyTheHubFinishesAWebhookStepsReportEvent (review of issue
+// 25): the event of a webhook step that answered 202 (lifecycle
+// tugboat-webhook-report) is finished only by the hub, on a report the
+// step's key authenticated through the CI API; a step controller (a
+// ServiceAccount bound to tugboat-step-controller) that finishes events of
+// its own lifecycle is refused on it. Before, any step controller passed
+// the webhook step with `tugboat lifecycle done`.
+func TestPolicy_onlyTheHubFinishesAWebhookStepsReportEvent(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "lifecycle-report-"}}
+	g.Expect(cluster.Client.Create(ctx, ns)).To(Succeed())
+	user := "system:serviceaccount:" + ns.Name + ":migrator"
+	g.Expect(cluster.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "migrator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "tugboat-step-controller"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns.Name, Name: "migrator"}},
+	})).To(Succeed())
+	migrator, err := identity.Client(cluster.RESTConfig, cluster.Client.Scheme(), user, "system:serviceaccounts")
+	g.Expect(err).NotTo(HaveOccurred())
+	hub, err := client.New(identity.HubConfig(cluster.RESTConfig), client.Options{Scheme: cluster.Client.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+	event := func(name, lc string) {
+		ev := &tugboatv1alpha1.LifecycleEvent{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
+			Spec: tugboatv1alpha1.LifecycleEventSpec{Lifecycle: lc, EventKey: lc, Promotion: "web-production-1.0.0", Pipeline: "web",
+				Environment: "production", Version: "1.0.0", Step: "qa", Stage: tugboatv1alpha1.StepStagePre, Attempt: 1,
+				Deadline: metav1.NewTime(time.Now().Add(time.Hour))},
+		}
+		g.Expect(hub.Create(ctx, ev)).To(Succeed())
+	}
+	event("web-production-1.0.0-qa-1", "tugboat-webhook-report")
+	event("web-production-1.0.0-migrate-1", "db-migrate")
+
+	g.Eventually(func() error {
+		_, err := lifecycle.Finish(ctx, migrator, ns.Name, "web-production-1.0.0-migrate-1", tugboatv1alpha1.EventDone, "migrated")
+		return err
+	}).WithTimeout(30*time.Second).Should(Succeed(), "its own lifecycle's event: the RBAC binding took effect")
+	_, err = lifecycle.Finish(ctx, migrator, ns.Name, "web-production-1.0.0-qa-1", tugboatv1alpha1.EventDone, "trust me")
+	g.Expect(err).To(MatchError(ContainSubstring("only the tugboat hub finishes its event")))
+	got := &tugboatv1alpha1.LifecycleEvent{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "web-production-1.0.0-qa-1"}, got)).To(Succeed())
+	g.Expect(got.Status.Phase).NotTo(Equal(tugboatv1alpha1.EventDone))
+}
