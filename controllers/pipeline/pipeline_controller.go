@@ -275,6 +275,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 	// 3. Decide and create promotions.
 	requeue, err := r.decide(ctx, p, view, promos)
+	if apierrors.IsConflict(err) {
+		// A Promotion moved on since the cache's copy (supersede writes
+		// with its resourceVersion): decide again from a fresher one; not
+		// a failure.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	if err != nil {
 		r.setFailed(p, err)
 		return ctrl.Result{}, err
