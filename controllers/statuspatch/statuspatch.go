@@ -1,7 +1,7 @@
 // Package statuspatch is the one way tugboat's reconcilers write the status
 // of the object they reconcile: once, in a defer, whatever the way out of
-// the reconcile, with conditions set through Flux's conditions package
-// (fluxcd/pkg/runtime/conditions).
+// the reconcile, on objects that implement Flux's conditions contract
+// (fluxcd/pkg/runtime/conditions: GetConditions, SetConditions).
 //
 //	p := statuspatch.New(obj, r.Client)
 //	defer func() { retErr = p.Patch(ctx, obj, retErr == nil, retErr) }()
@@ -33,6 +33,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -131,14 +132,22 @@ func statusOf(obj Object) reflect.Value {
 	return v.Elem().FieldByName("Status")
 }
 
-// Set sets condition t of obj, its message bounded (Flux's conditions.Set:
-// the transition time changes only when status, reason or message do, and
-// observedGeneration is obj's generation).
+// Set sets condition t of obj, its message bounded and its
+// observedGeneration obj's generation. Its lastTransitionTime moves only
+// when its status changes (Kubernetes' convention, apimeta's
+// SetStatusCondition): a new message or reason keeps it, so "Reconciling
+// since" ages (tugboat doctor's) are not reset by a progress message.
+// Flux's conditions.Set would move it on a new reason or message too.
 func Set(obj Object, t tugboatv1alpha1.ConditionType, status metav1.ConditionStatus, reason tugboatv1alpha1.ConditionReason, msg string) {
-	conditions.Set(obj, &metav1.Condition{Type: t.String(), Status: status, Reason: reason.String(), Message: clip.String(msg, MaxMessageLength)})
+	conds := obj.GetConditions()
+	apimeta.SetStatusCondition(&conds, metav1.Condition{Type: t.String(), Status: status, Reason: reason.String(),
+		Message: clip.String(msg, MaxMessageLength), ObservedGeneration: obj.GetGeneration()})
+	obj.SetConditions(conds)
 }
 
 // Delete removes condition t of obj.
 func Delete(obj Object, t tugboatv1alpha1.ConditionType) {
-	conditions.Delete(obj, t.String())
+	conds := obj.GetConditions()
+	apimeta.RemoveStatusCondition(&conds, t.String())
+	obj.SetConditions(conds)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
@@ -177,4 +178,26 @@ func TestPatcher_optimisticLockAndDeletedObjects(t *testing.T) {
 	g.Expect(cluster.Client.Delete(ctx, sp)).To(Succeed())
 	mine.Status.AgentVersion = "v10"
 	g.Expect(merged.Patch(ctx, mine, true, nil)).To(Succeed(), "deleted meanwhile")
+}
+
+// A condition's lastTransitionTime moves only when its status changes: a
+// new message keeps it (tugboat doctor judges "Reconciling since" by it).
+func TestSet_movesTheTransitionTimeOnlyOnAChangeOfStatus(t *testing.T) {
+	g := NewWithT(t)
+	sp := &tugboatv1alpha1.Spoke{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	statuspatch.Set(sp, tugboatv1alpha1.ReconcilingCondition, metav1.ConditionTrue, tugboatv1alpha1.ProgressingReason, "1 of 3")
+	first := apimeta.FindStatusCondition(sp.Status.Conditions, "Reconciling")
+	g.Expect(first.ObservedGeneration).To(BeEquivalentTo(3))
+	since := metav1.NewTime(first.LastTransitionTime.Add(-time.Hour))
+	sp.Status.Conditions[0].LastTransitionTime = since
+
+	statuspatch.Set(sp, tugboatv1alpha1.ReconcilingCondition, metav1.ConditionTrue, tugboatv1alpha1.ProgressingReason, "2 of 3")
+	got := apimeta.FindStatusCondition(sp.Status.Conditions, "Reconciling")
+	g.Expect(got.Message).To(Equal("2 of 3"))
+	g.Expect(got.LastTransitionTime).To(Equal(since), "a new message is no transition")
+
+	statuspatch.Set(sp, tugboatv1alpha1.ReconcilingCondition, metav1.ConditionFalse, tugboatv1alpha1.SucceededReason, "done")
+	g.Expect(apimeta.FindStatusCondition(sp.Status.Conditions, "Reconciling").LastTransitionTime).NotTo(Equal(since))
+	statuspatch.Delete(sp, tugboatv1alpha1.ReconcilingCondition)
+	g.Expect(sp.Status.Conditions).To(BeEmpty())
 }
