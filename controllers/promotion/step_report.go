@@ -87,15 +87,20 @@ func ReportStep(ctx context.Context, c client.Client, reader client.Reader, p *t
 	if st == nil {
 		return nil, &request.NotFoundError{Kind: "webhook step", Namespace: r.Namespace, Name: r.Promotion + "/" + r.Step}
 	}
-	if r.KeySecret != "" {
-		var spec *tugboatv1alpha1.Step
-		if idx := pipeline.EnvironmentIndex(p, pr.Spec.To); idx >= 0 {
-			spec = stepSpec(&p.Spec.Environments[idx], st)
-		}
-		if spec == nil || spec.Webhook == nil || spec.Webhook.SecretRef == nil || spec.Webhook.SecretRef.Name != r.KeySecret {
-			return nil, fmt.Errorf("%w: the key of Secret %s does not sign step %s of environment %s: report with that step's key or the Pipeline's credential",
-				request.ErrNotAllowed, r.KeySecret, r.Step, pr.Spec.To)
-		}
+	var spec *tugboatv1alpha1.Step
+	if idx := pipeline.EnvironmentIndex(p, pr.Spec.To); idx >= 0 {
+		spec = stepSpec(&p.Spec.Environments[idx], st)
+	}
+	signed := spec != nil && spec.Webhook != nil && spec.Webhook.SecretRef != nil && spec.Webhook.SecretRef.Name != ""
+	switch {
+	case r.KeySecret != "" && (!signed || spec.Webhook.SecretRef.Name != r.KeySecret):
+		return nil, fmt.Errorf("%w: the key of Secret %s does not sign step %s of environment %s: report with that step's key",
+			request.ErrNotAllowed, r.KeySecret, r.Step, pr.Spec.To)
+	case r.KeySecret == "" && signed:
+		// The CI that asks for promotions must not pass the checks of
+		// them: a signed step is reported by the key holder only.
+		return nil, fmt.Errorf("%w: step %s of environment %s is signed with the key of Secret %s: only that key reports it (the Pipeline's credential reports unsigned webhook steps only)",
+			request.ErrNotAllowed, r.Step, pr.Spec.To, spec.Webhook.SecretRef.Name)
 	}
 	if st.Phase != tugboatv1alpha1.StepRunning || st.Attempts < 1 {
 		return nil, fmt.Errorf("%w: step %s of promotion %s is %s%s", ErrNotAwaitingReport, r.Step, r.Promotion, st.Phase, suffix(st.Message))

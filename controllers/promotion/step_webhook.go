@@ -227,7 +227,7 @@ func (r *Reconciler) awaitReport(ctx context.Context, pr *tugboatv1alpha1.Promot
 		return attemptResult{done: true, timedOut: true, message: timedOut}, nil
 	}
 	return attemptResult{
-		wait: fmt.Sprintf(`%s: waiting for its report by %s: POST /v1/pipelines/%s/%s/steps {"promotion":%q,"step":%q,"delivery":%q,"result":"succeeded" or "failed"}, signed with the step's key or the Pipeline's credential (docs/ci-api.md)`,
+		wait: fmt.Sprintf(`%s: waiting for its report by %s: POST /v1/pipelines/%s/%s/steps {"promotion":%q,"step":%q,"delivery":%q,"result":"succeeded" or "failed"}, signed with the step's key (the Pipeline's credential for a step without one; docs/ci-api.md)`,
 			how, deadline, pr.Namespace, p.Name, pr.Name, ev.Spec.Step, id),
 		requeue: left,
 	}, nil

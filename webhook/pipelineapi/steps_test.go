@@ -133,6 +133,8 @@ func TestPipelineAPI_stepReportsBadInput(t *testing.T) {
 		{"another Pipeline's promotion", call{path: path, body: report(webPromotion.Name, current), auth: bearer(webToken)}, 404, "not found"},
 		{"an unknown step", call{path: path, body: []byte(`{"promotion":"` + pr.Name + `","step":"smoke","delivery":"` + current + `","result":"succeeded"}`), auth: bearer(webToken)}, 404, "webhook step api-steps/" + pr.Name + "/smoke not found"},
 		{"the key of staging's step", call{path: path, body: good, auth: signed(stagingKey, time.Now())}, 403, "the key of Secret staging-hook does not sign step qa of environment production"},
+		{"the Pipeline's credential on a signed step", call{path: path, body: good, auth: bearer(webToken)}, 403,
+			"step qa of environment production is signed with the key of Secret qa-hook: only that key reports it"},
 		{"a stale delivery", call{path: path, body: report(pr.Name, stale), auth: signed(qaKey, time.Now())}, 409, "delivery " + stale + " is attempt 1's; step qa is at attempt 2"},
 		{"another delivery", call{path: path, body: report(pr.Name, strings.Repeat("0", 32)), auth: signed(qaKey, time.Now())}, 409, "is not the current attempt's of step qa"},
 		{"an attempt that did not answer 202", call{path: path, body: report(unaccepted.Name, promotion.DeliveryID(unaccepted, "qa", 1)), auth: signed(qaKey, time.Now())}, 409, "attempt 1 of step qa did not answer 202 Accepted"},
@@ -144,13 +146,13 @@ func TestPipelineAPI_stepReportsBadInput(t *testing.T) {
 	ev := f.lifecycleEvent(g, promotion.EventName(pr.Name, "qa", 2))
 	g.Expect(ev.Status.Phase).To(BeEmpty(), "no refused report finished the event")
 
-	rec := f.do(call{path: path, body: good, auth: bearer(webToken)})
+	rec := f.do(call{path: path, body: good, auth: signed(qaKey, time.Now())})
 	g.Expect(rec.Code).To(Equal(http.StatusOK), rec.Body.String())
 	g.Expect(decode[pipelineapi.StepReportResponse](g, rec.Body.Bytes())).To(Equal(pipelineapi.StepReportResponse{
-		Promotion: pr.Name, Step: "qa", Result: "succeeded", ReportedBy: "the request credential of pipeline hooked (Secret web-ci)", LifecycleEvent: ev.Name}))
+		Promotion: pr.Name, Step: "qa", Result: "succeeded", ReportedBy: "the webhook key of Secret qa-hook", LifecycleEvent: ev.Name}))
 	ev = f.lifecycleEvent(g, ev.Name)
 	g.Expect(ev.Status.Phase).To(Equal(tugboatv1alpha1.EventDone))
-	g.Expect(ev.Status.Message).To(Equal("the request credential of pipeline hooked (Secret web-ci) reported succeeded: ok"))
+	g.Expect(ev.Status.Message).To(Equal("the webhook key of Secret qa-hook reported succeeded: ok"))
 	g.Expect(ev.Status.FinishedBy).NotTo(BeEmpty(), "the user the API server authenticated the handler's client as")
 
 	rec = f.do(call{path: path, body: good, auth: signed(qaKey, time.Now())})
