@@ -11,10 +11,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"tugboat.dev/tugboat/agent/actions/preview"
 	"tugboat.dev/tugboat/api/clip"
 	"tugboat.dev/tugboat/api/wire"
 )
@@ -111,7 +113,7 @@ func (e *Executor) helmTest(ctx context.Context, log logr.Logger, limits Limits,
 		return "", last.Version, fmt.Errorf("helm test of release %s (revision %d): %w", key, last.Version, runErr)
 	}
 	return "", last.Version, fmt.Errorf("helm test of release %s (revision %d): test %s %s failed: %s",
-		key, last.Version, strings.ToLower(failed.Kind), failed.Name, e.testLog(ctx, a.Namespace, failed))
+		key, last.Version, strings.ToLower(failed.Kind), failed.Name, e.testLog(ctx, a.Namespace, failed, rel))
 }
 
 // testHooks returns rel's test hooks.
@@ -150,8 +152,11 @@ func failedTest(hooks []*release.Hook) *release.Hook {
 }
 
 // testLog returns the end of the failed test Pod's log, bounded, or says
-// why it is unavailable.
-func (e *Executor) testLog(ctx context.Context, namespace string, h *release.Hook) string {
+// why it is unavailable. It leaves the spoke (the Promotion's status, its
+// Events and notices), so the release's secrets are redacted from it
+// (preview.Redact: the data of the Secrets rel renders, its sensitive
+// values, credentials written out).
+func (e *Executor) testLog(ctx context.Context, namespace string, h *release.Hook, rel *release.Release) string {
 	if h.Kind != "Pod" {
 		return "no log: the test is a " + h.Kind + ", not a Pod"
 	}
@@ -176,5 +181,13 @@ func (e *Executor) testLog(ctx context.Context, namespace string, h *release.Hoo
 	if text == "" {
 		return "its log is empty"
 	}
-	return "log (last lines): " + clip.String(text, helmTestLogBytes)
+	var manifest string
+	var values map[string]any
+	if rel != nil {
+		manifest = rel.Manifest
+		if v, err := chartutil.CoalesceValues(rel.Chart, rel.Config); err == nil {
+			values = v
+		}
+	}
+	return "log (last lines): " + clip.String(preview.Redact(manifest, namespace, values, text), helmTestLogBytes)
 }

@@ -337,3 +337,33 @@ func BenchmarkCompute(b *testing.B) {
 		})
 	}
 }
+
+// A failed Helm test's log leaves the spoke (issue 25, review): the data
+// of the release's Secrets, its sensitive values and credentials written
+// out are redacted from it; the rest of the log stays.
+func TestRedact_aTestLogKeepsNoSecret(t *testing.T) {
+	g := NewWithT(t)
+	manifest := `apiVersion: v1
+kind: Secret
+metadata:
+  name: db
+stringData:
+  dsn: postgres://app:s3cr3t-from-secret@db/app
+`
+	values := map[string]any{"auth": map[string]any{"apiToken": "tok-from-values-0123"}, "replicas": 3}
+	log := strings.Join([]string{
+		"connecting to postgres://app:s3cr3t-from-secret@db/app",
+		"GET /healthz with header X-Token tok-from-values-0123",
+		"retrying with password=hunter2hunter2 and Authorization: Bearer abc.def.ghi",
+		`{"api_key": "k-123456789"}`,
+		"FAIL: expected 200, got 503",
+	}, "\n")
+	got := Redact(manifest, "apps", values, log)
+	for _, secret := range []string{"s3cr3t-from-secret", "tok-from-values-0123", "hunter2hunter2", "abc.def.ghi", "k-123456789"} {
+		g.Expect(got).NotTo(ContainSubstring(secret))
+	}
+	g.Expect(got).To(ContainSubstring("FAIL: expected 200, got 503"))
+	g.Expect(got).To(ContainSubstring("password=" + Redacted))
+	g.Expect(got).To(ContainSubstring("Authorization: Bearer " + Redacted))
+	g.Expect(Redact("not: [yaml", "apps", nil, "token: abc123456")).To(Equal("token: " + Redacted), "a manifest that does not parse: the forms still apply")
+}
