@@ -31,8 +31,10 @@ import (
 //     than the budget or the accepted ones allow stops it again.
 //
 // A request that changes nothing (a pause of a paused rollout, a resume of
-// one that is not paused: another person's request came first) is
-// recorded as honored and does nothing. replan is true when the plan must
+// one that is not paused: another person's request came first; a pause
+// once every wave qualified, when only post steps are left, whose
+// deadlines a pause would only run out) is recorded as honored and does
+// nothing (a pause that came too late says so in status.rollout.message). replan is true when the plan must
 // be made again (a resume changed the failures accepted).
 func steer(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observation, now time.Time) (replan bool) {
 	req, st := pr.Status.RolloutRequest, pr.Status.Rollout
@@ -42,6 +44,11 @@ func steer(pr *tugboatv1alpha1.Promotion, plan *rollout.Plan, obs []observation,
 	st.ObservedRequest = req.Sequence
 	paused := pr.Status.Phase == tugboatv1alpha1.PromotionPaused
 	switch {
+	case req.Action == tugboatv1alpha1.RolloutActionPause && !paused && plan.Done():
+		// Every wave qualified: nothing is left to hold, and the post
+		// steps, whose clocks run, would only time out while paused.
+		st.Message = clip.String(fmt.Sprintf("pause by %s not applied: every wave of the rollout already qualified, and only its post steps are left "+
+			"(to stop the promotion: tugboat rollout abort %s -n %s)", req.User, pr.Name, pr.Namespace), 1024)
 	case req.Action == tugboatv1alpha1.RolloutActionPause && !paused:
 		st.Phase, st.PausedBy = tugboatv1alpha1.RolloutPaused, req.User
 		st.Pauses++
