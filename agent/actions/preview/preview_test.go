@@ -365,5 +365,5 @@ stringData:
 	g.Expect(got).To(ContainSubstring("FAIL: expected 200, got 503"))
 	g.Expect(got).To(ContainSubstring("password=" + Redacted))
 	g.Expect(got).To(ContainSubstring("Authorization: Bearer " + Redacted))
-	g.Expect(Redact("not: [yaml", "apps", nil, "token: abc123456")).To(Equal("token: " + Redacted), "a manifest that does not parse: the forms still apply")
+	g.Expect(Redact("not: [yaml", "apps", nil, "token: abc123456")).To(Equal("token: "+Redacted), "a manifest that does not parse: the forms still apply")
 }
