@@ -322,9 +322,10 @@ func TestRollout_fourSpokesCanaryFirstAndAFailedCanaryRolledBack(t *testing.T) {
 	for _, n := range notices.all(pr.Name) {
 		if n.Event == tugboatv1alpha1.EventPromotionWaveCompleted {
 			waveNotices = append(waveNotices, n.Promotion.Wave)
+			t.Logf("notice %s: wave %q, rollout %q", n.Event, n.Promotion.Wave, n.Promotion.Rollout)
 		}
 	}
-	g.Expect(waveNotices).To(HaveExactElements(HavePrefix("canary (1 of 2): 1 of 1"), HavePrefix(st.Waves[1].Name+" (2 of 2): 3 of 3")))
+	g.Expect(waveNotices).To(Equal([]string{"canary (1 of 2)", st.Waves[1].Name + " (2 of 2)"}))
 	t.Logf("1.1.0 rolled out in %s", got.Status.CompletedAt.Sub(got.CreationTimestamp.Time))
 
 	// 1.2.0 on a canary whose node takes no new pod.
