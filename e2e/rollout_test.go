@@ -321,11 +321,12 @@ func TestRollout_fourSpokesCanaryFirstAndAFailedCanaryRolledBack(t *testing.T) {
 	var waveNotices []string
 	for _, n := range notices.all(pr.Name) {
 		if n.Event == tugboatv1alpha1.EventPromotionWaveCompleted {
-			waveNotices = append(waveNotices, n.Promotion.Wave)
-			t.Logf("notice %s: wave %q, rollout %q", n.Event, n.Promotion.Wave, n.Promotion.Rollout)
+			waveNotices = append(waveNotices, n.Promotion.Wave+": "+n.Promotion.Rollout)
 		}
 	}
-	g.Expect(waveNotices).To(Equal([]string{"canary (1 of 2)", st.Waves[1].Name + " (2 of 2)"}))
+	g.Expect(waveNotices).To(HaveExactElements(
+		HavePrefix("canary (1 of 2): wave 2/2 ("+st.Waves[1].Name+"), 1/4 succeeded"),
+		HavePrefix(st.Waves[1].Name+" (2 of 2): Completed: waves 2/2 done, 4/4 succeeded")))
 	t.Logf("1.1.0 rolled out in %s", got.Status.CompletedAt.Sub(got.CreationTimestamp.Time))
 
 	// 1.2.0 on a canary whose node takes no new pod.
