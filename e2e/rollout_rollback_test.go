@@ -197,8 +197,7 @@ func TestRollout_aFluxCanaryIsRolledBackByRestoringItsChartVersion(t *testing.T)
 				g.Expect(rb.Message).To(HavePrefix("HelmRelease set back to 1.0.0"))
 				g.Expect(targets[canary.name].Action).To(BeNil(), "no agent action")
 			} else {
-				g.Expect(rb.Message).To(ContainSubstring("HelmRelease " + canary.namespace + "/demo"))
-				g.Expect(rb.Message).To(ContainSubstring("1.0.0"))
+				g.Expect(rb.Message).To(ContainSubstring("set HelmRelease " + canary.namespace + "/demo spec.chart.spec.version to 1.0.0 (was 1.1.0)"))
 				g.Expect(targets[canary.name].Action).NotTo(BeNil())
 				g.Expect(targets[canary.name].Action.Phase).To(Equal(tugboatv1alpha1.ActionSucceeded), targets[canary.name].Action.Message)
 			}

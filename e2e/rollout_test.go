@@ -113,8 +113,18 @@ type countingSink struct {
 }
 
 func (s countingSink) Info(level int, msg string, kv ...any) {
+	s.GetCallStackHelper()()
 	s.c.add(s.spoke, msg)
 	s.LogSink.Info(level, msg, kv...)
+}
+
+// GetCallStackHelper passes on testr's t.Helper, so that the test log
+// names the line that logged, not this sink.
+func (s countingSink) GetCallStackHelper() func() {
+	if h, ok := s.LogSink.(logr.CallStackHelperLogSink); ok {
+		return h.GetCallStackHelper()
+	}
+	return func() {}
 }
 
 func (s countingSink) WithValues(kv ...any) logr.LogSink {
