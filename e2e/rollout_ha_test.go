@@ -30,7 +30,7 @@ import (
 // the Lease and carries on: both waves complete and the Promotion
 // succeeds; every agent carried out its action exactly once (one
 // "Upgrading release" in its log, one new revision in `helm history`,
-// labelled with the action), and no release has a third revision.
+// labeled with the action), and no release has a third revision.
 func TestRollout_aLeaderKilledMidRolloutLosesNoWaveAndRepeatsNoAction(t *testing.T) {
 	began := time.Now()
 	g := NewWithT(t)
