@@ -129,12 +129,10 @@ func TestRollout_aLeaderKilledMidRolloutLosesNoWaveAndRepeatsNoAction(t *testing
 	g.Expect([]any{st.Waves[0].Targets, st.Waves[0].Succeeded, st.Waves[1].Targets, st.Waves[1].Succeeded}).To(Equal(
 		[]any{int32(1), int32(1), int32(3), int32(3)}), "no wave lost")
 	g.Expect(st.Waves[1].StartedAt.Time).To(Equal(atKill.Status.Rollout.Waves[1].StartedAt.Time), "the second wave was not started again")
-	targets := rolloutTargets(got)
+	targets := rolloutTargets(f.actionsSucceeded(g, pr.Name, 2))
 	g.Expect(targets).To(HaveLen(len(spokes)))
 	for _, s := range spokes {
 		rt := targets[s.name]
-		g.Expect(rt.Action).NotTo(BeNil(), s.name)
-		g.Expect([]any{rt.Action.Phase, rt.Action.Revision}).To(Equal([]any{tugboatv1alpha1.ActionSucceeded, int32(2)}), s.name)
 		// The agent carried it out once...
 		g.Expect(logs.count(s.name, "Upgrading release")).To(Equal(1), "%s's agent upgraded once", s.name)
 		g.Expect(logs.count(s.name, "Action succeeded")).To(Equal(1), "%s's agent carried out one action", s.name)

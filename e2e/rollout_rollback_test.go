@@ -198,8 +198,7 @@ func TestRollout_aFluxCanaryIsRolledBackByRestoringItsChartVersion(t *testing.T)
 				g.Expect(targets[canary.name].Action).To(BeNil(), "no agent action")
 			} else {
 				g.Expect(rb.Message).To(ContainSubstring("set HelmRelease " + canary.namespace + "/demo spec.chart.spec.version to 1.0.0 (was 1.1.0)"))
-				g.Expect(targets[canary.name].Action).NotTo(BeNil())
-				g.Expect(targets[canary.name].Action.Phase).To(Equal(tugboatv1alpha1.ActionSucceeded), targets[canary.name].Action.Message)
+				g.Expect(targets[canary.name].Action).NotTo(BeNil(), "the agent's upgrade")
 			}
 			g.Expect(targets[other.name].Wave).To(Equal(int32(-1)), "%s was never acted on", other.name)
 			g.Expect(targets[other.name].Action).To(BeNil())
