@@ -184,7 +184,7 @@ func (f *fleet) actionsSucceeded(g Gomega, name string, revision int32) *tugboat
 			g.Expect(rt.Action).NotTo(BeNil(), spoke)
 			g.Expect([]any{rt.Action.Phase, rt.Action.Revision}).To(Equal([]any{tugboatv1alpha1.ActionSucceeded, revision}), "%s: %s", spoke, rt.Action.Message)
 		}
-	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed(), "every agent's outcome is recorded")
+	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(), "every agent's outcome is recorded")
 	return pr
 }
 
