@@ -205,6 +205,8 @@ func plannerTarget(o observation, labels map[string]string, now time.Time) rollo
 	}
 	if act := ts.Action; act != nil {
 		switch act.Phase {
+		case tugboatv1alpha1.ActionPending, tugboatv1alpha1.ActionDelivered:
+			a.Awaited = !tr.Unchanged
 		case tugboatv1alpha1.ActionSucceeded:
 			if act.Revision > 0 {
 				a.Produced = &rollout.Rev{Installation: tr.BaselineInstallation, Number: act.Revision}

@@ -96,6 +96,11 @@ type Action struct {
 	// the target already ran the version and the action changed nothing,
 	// the controller sets it to Baseline.
 	Produced *Rev
+	// Awaited is true while the strategy will still say which revision its
+	// action produced (an agent action not reported yet): until then no
+	// revision counts as the action's, however new, since one a person or
+	// another tool made meanwhile would pass for it.
+	Awaited bool
 	// Failed is true when the action failed or was refused; Message says why.
 	Failed  bool
 	Message string
@@ -453,7 +458,7 @@ func judge(t *Target, in Input, spec waveSpec, done bool, next func(time.Time)) 
 		return tp
 	}
 	r := t.Report
-	ours := r != nil && (a.Produced != nil && r.Rev.Same(*a.Produced) || a.Produced == nil && r.Rev.Newer(a.Baseline))
+	ours := r != nil && (a.Produced != nil && r.Rev.Same(*a.Produced) || a.Produced == nil && !a.Awaited && r.Rev.Newer(a.Baseline))
 	switch {
 	case ours && r.Status == tugboatv1alpha1.ReleaseStatusFailed:
 		tp.State, tp.Failure, tp.Message = Failed, tugboatv1alpha1.TargetReleaseFailed, fmt.Sprintf("revision %d failed", r.Rev.Number)
@@ -481,6 +486,8 @@ func judge(t *Target, in Input, spec waveSpec, done bool, next func(time.Time)) 
 	switch {
 	case r == nil:
 		tp.Message = "no report yet"
+	case a.Produced == nil && a.Awaited:
+		tp.Message = fmt.Sprintf("waiting for the agent to report the revision its action produced; reports revision %d (%s)", r.Rev.Number, r.Version)
 	case !ours:
 		tp.Message = fmt.Sprintf("waiting for the revision the promotion produced; reports revision %d (%s)", r.Rev.Number, r.Version)
 	case r.Version != in.Version:

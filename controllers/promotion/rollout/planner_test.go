@@ -64,6 +64,28 @@ func acted(ts []rollout.Target, spoke string, wave int, report *rollout.Report) 
 	panic("no target on " + spoke)
 }
 
+// awaited marks the action on spoke's target as not reported by its agent
+// yet: it produced no known revision.
+func awaited(ts []rollout.Target, spoke string) []rollout.Target {
+	for i := range ts {
+		if ts[i].Spoke == spoke {
+			ts[i].Action.Produced, ts[i].Action.Awaited = nil, true
+		}
+	}
+	return ts
+}
+
+// unknownProduced marks the action on spoke's target as one whose strategy
+// cannot say which revision it produced.
+func unknownProduced(ts []rollout.Target, spoke string) []rollout.Target {
+	for i := range ts {
+		if ts[i].Spoke == spoke {
+			ts[i].Action.Produced = nil
+		}
+	}
+	return ts
+}
+
 func rev(n int32) rollout.Rev { return rollout.Rev{Installation: 1, Number: n} }
 
 // healthy is revision n of the promoted version, deployed and Current since
@@ -222,6 +244,38 @@ func TestPlanner_plansWaves(t *testing.T) {
 				Now: t0.Add(time.Minute),
 			},
 			want: summary{Waves: []string{"canary=[s01]", "final=[s02]"}, States: []string{"s01:InProgress"}},
+		},
+		{
+			// The agent's outcome (which names the revision its upgrade
+			// made) is not in yet; revision 7 of the promoted version,
+			// healthy, may be someone else's upgrade.
+			name: "a newer revision does not qualify while the agent's outcome is awaited",
+			in: rollout.Input{
+				Rollout: canaryBy(tugboatv1alpha1.CanaryWave{Count: ptr.To[int32](1)}),
+				Targets: awaited(acted(numbered(2), "s01", 0, healthy(7)), "s01"),
+				Now:     t0.Add(2 * time.Minute),
+			},
+			want: summary{Waves: []string{"canary=[s01]", "final=[s02]"}, States: []string{"s01:InProgress"}},
+		},
+		{
+			name: "a newer failed revision fails nothing while the agent's outcome is awaited",
+			in: rollout.Input{
+				Rollout: canaryBy(tugboatv1alpha1.CanaryWave{Count: ptr.To[int32](1)}),
+				Targets: awaited(acted(numbered(2), "s01", 0, report(7, version, tugboatv1alpha1.ReleaseStatusFailed, tugboatv1alpha1.HealthFailed)), "s01"),
+				Now:     t0.Add(time.Minute),
+			},
+			want: summary{Waves: []string{"canary=[s01]", "final=[s02]"}, States: []string{"s01:InProgress"}},
+		},
+		{
+			// A strategy that cannot say which revision it made (Flux,
+			// pull request): a newer revision is the action's.
+			name: "without an awaited outcome a newer revision of the version qualifies",
+			in: rollout.Input{
+				Rollout: canaryBy(tugboatv1alpha1.CanaryWave{Count: ptr.To[int32](1)}),
+				Targets: unknownProduced(acted(numbered(2), "s01", 0, healthy(7)), "s01"),
+				Now:     t0.Add(2 * time.Minute),
+			},
+			want: summary{Waves: []string{"canary=[s01]", "final=[s02]"}, States: []string{"s01:Succeeded"}, Current: 1, ActNow: []string{"s02"}},
 		},
 		{
 			name: "a stale report of an older, failed revision fails nothing",
