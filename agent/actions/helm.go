@@ -302,6 +302,7 @@ func (e *Executor) helmConfig(namespace, name string) (*action.Configuration, er
 		}
 		// Set, Helm does not discover the cluster again for this action.
 		cfg.Capabilities = caps
+		e.keepFieldValidation(cfg)
 		if _, err := cfg.Releases.History(name); err == nil {
 			return cfg, nil
 		}
