@@ -43,7 +43,8 @@ type Executor struct {
 	now    func() time.Time
 	apis   *apis // what the spoke serves, shared by every action
 	// fieldValidation keeps what Helm's validator reads from the spoke's
-	// OpenAPI v3 documents, by document hash, across views of its APIs.
+	// OpenAPI v3 documents, by document hash, across views of its APIs
+	// (nil: none kept, Helm's validator as it is).
 	fieldValidation *fieldValidation
 	charts          *chartCache // nil: none kept
 	indexes         *indexCache // nil: none kept

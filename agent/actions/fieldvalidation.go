@@ -157,10 +157,11 @@ func (f *validator) Validator(directive string) (validation.Schema, error) {
 
 // keepFieldValidation makes cfg's Helm kube client build manifests with
 // e's kept field-validation answers. A kube client or factory of another
-// type (not Helm's, not kubectl's) is left as it is.
+// type (not Helm's, not kubectl's) is left as it is, and so is every one
+// when e keeps none.
 func (e *Executor) keepFieldValidation(cfg *action.Configuration) {
 	kc, ok := cfg.KubeClient.(*kube.Client)
-	if !ok {
+	if !ok || e.fieldValidation == nil {
 		return
 	}
 	if f, ok := kc.Factory.(cmdutil.Factory); ok {
