@@ -46,6 +46,7 @@ require (
 	k8s.io/apimachinery v0.36.4
 	k8s.io/cli-runtime v0.36.4
 	k8s.io/client-go v0.36.4
+	k8s.io/kubectl v0.36.4
 	k8s.io/utils v0.0.0-20260507154919-ff6756f316d2
 	oras.land/oras-go/v2 v2.6.2
 	sigs.k8s.io/cluster-api v1.14.2
@@ -190,7 +191,6 @@ require (
 	k8s.io/component-base v0.36.4 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
-	k8s.io/kubectl v0.36.4 // indirect
 	k8s.io/streaming v0.36.4 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.34.0 // indirect
 	sigs.k8s.io/kustomize/api v0.21.1 // indirect

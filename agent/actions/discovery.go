@@ -7,9 +7,12 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 )
 
 // DiscoveryMaxAge is how long the executor trusts what it discovered of
@@ -32,6 +35,7 @@ type apis struct {
 	mu     sync.Mutex
 	filled time.Time // when the view was started (zero: empty)
 	caps   *chartutil.Capabilities
+	mapper meta.RESTMapper // nil: not built for this view yet
 }
 
 func newAPIs(cfg *rest.Config, now func() time.Time) (*apis, error) {
@@ -53,7 +57,7 @@ func (a *apis) begin() (warm bool) {
 		return true
 	}
 	a.CachedDiscoveryInterface.Invalidate()
-	a.filled, a.caps = now, nil
+	a.filled, a.caps, a.mapper = now, nil, nil
 	return false
 }
 
@@ -63,8 +67,41 @@ func (a *apis) Invalidate() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.CachedDiscoveryInterface.Invalidate()
-	a.filled, a.caps = time.Time{}, nil
+	a.filled, a.caps, a.mapper = time.Time{}, nil, nil
 }
+
+// restMapper is the view's REST mapper (kinds to resources, with kubectl's
+// shortcuts), shared by every action until the view is dropped. Built per
+// Helm configuration, as Helm's getter does, it made every build of a
+// manifest map every group and resource of the spoke again: the largest
+// part of an upgrade's CPU once the OpenAPI documents were no longer
+// parsed for each (docs/benchmarks.md). A kind it does not know makes it
+// drop the view when the view is not fresh (as kubectl's mapper does);
+// an upgrade that fails for one is retried with a new view (upgrade).
+func (a *apis) restMapper() meta.RESTMapper {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mapper == nil {
+		a.mapper = &viewMapper{restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(a), a, nil)}
+	}
+	return a.mapper
+}
+
+// viewMapper is a view's REST mapper: one value, which Helm can reset
+// (after installing CRDs), dropping the view.
+type viewMapper struct{ meta.RESTMapper }
+
+// Reset implements meta.ResettableRESTMapper.
+func (m *viewMapper) Reset() { meta.MaybeResetRESTMapper(m.RESTMapper) }
+
+// viewGetter is a Helm REST client getter whose REST mapper is the view's.
+type viewGetter struct {
+	genericclioptions.RESTClientGetter
+	apis *apis
+}
+
+// ToRESTMapper returns the view's REST mapper.
+func (g viewGetter) ToRESTMapper() (meta.RESTMapper, error) { return g.apis.restMapper(), nil }
 
 // capabilities are what Helm's templates see of the cluster
 // (.Capabilities), from the shared view. Set on an action.Configuration,

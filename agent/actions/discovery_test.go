@@ -2,6 +2,7 @@ package actions
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,8 +12,12 @@ import (
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/kube"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -93,7 +98,9 @@ func TestExecutor_discoversTheSpokesAPIsOncePerView(t *testing.T) {
 	g.Expect(execute(t, e, upgradeAction(ns, "three", "1.1.0")).Result).To(Equal(wire.ActionSucceeded))
 	again := counter.take()
 	g.Expect(again).To(HaveKey("/apis"), "past DiscoveryMaxAge the APIs are discovered again")
-	g.Expect(again).To(HaveKey("/openapi/v3/apis/apps/v1"))
+	g.Expect(again).To(HaveKey("/openapi/v3"), "and the OpenAPI v3 documents' hashes")
+	// The documents themselves are not read again while their hashes are
+	// unchanged (TestExecutor_keepsWhatItReadOfTheOpenAPIDocumentsByTheirHash).
 }
 
 // A kind the spoke started serving after the executor's view was taken (a
@@ -154,3 +161,88 @@ func TestExecutor_upgradesWithAKindServedSinceItsView(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// The REST mapper is the view's: every action within the view maps kinds
+// with the one built from it, and a new view has a new one.
+func TestExecutor_keepsTheRESTMapperWithTheView(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	e, _, now := countingExecutor(t, testOptions(allowAll()))
+	mapper := func() meta.RESTMapper {
+		cfg, err := e.helmConfig(ns, "any")
+		g.Expect(err).NotTo(HaveOccurred())
+		// What Helm's kube client builds manifests with.
+		f, ok := cfg.KubeClient.(*kube.Client).Factory.(interface {
+			ToRESTMapper() (meta.RESTMapper, error)
+		})
+		g.Expect(ok).To(BeTrue())
+		m, err := f.ToRESTMapper()
+		g.Expect(err).NotTo(HaveOccurred())
+		return m
+	}
+	e.apis.begin()
+	first := mapper()
+	g.Expect(mapper()).To(BeIdenticalTo(first), "one mapper for the view")
+
+	e.apis.Invalidate()
+	second := mapper()
+	g.Expect(second).NotTo(BeIdenticalTo(first), "a view dropped (a CRD installed, a failure) has a new one")
+
+	*now = now.Add(DiscoveryMaxAge + time.Second)
+	e.apis.begin()
+	g.Expect(mapper()).NotTo(BeIdenticalTo(second), "and so has a view past its age")
+}
+
+// A chart that brings its own CRD and an object of it is installed: Helm
+// installs the CRD, drops the view (discovery and the REST mapper), and
+// maps the object with a new one, although the executor's view was taken
+// before the kind existed.
+func TestExecutor_installsAChartWithItsCRDWithAViewTakenBefore(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	group := "fv" + randomHex(3) + ".tugboat.dev"
+	r := newTestRepo(t)
+	crd := fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: sprockets.%[1]s
+spec:
+  group: %[1]s
+  names: {plural: sprockets, singular: sprocket, kind: Sprocket, listKind: SprocketList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+`, group)
+	ch := configChart("sprockets", "1.0.0", "with-a-crd", gizmoTemplate(group, "Sprocket", "3"))
+	ch.Files = append(ch.Files, &chart.File{Name: "crds/sprockets.yaml", Data: []byte(crd)})
+	r.publish(t, ch)
+	t.Cleanup(func() {
+		_ = cluster.Client.Delete(context.Background(), &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "sprockets." + group}})
+	})
+	install(t, ns, "warm", "1.0.0", nil)
+	opts := testOptions(allowAll())
+	opts.Limits.ChartSources = append(opts.Limits.ChartSources, r.srv.URL)
+	opts.InstallMissing = true
+	e, _, _ := countingExecutor(t, opts)
+	g.Expect(execute(t, e, upgradeAction(ns, "warm", "1.1.0")).Result).To(Equal(wire.ActionSucceeded), "the view is taken")
+
+	a := upgradeAction(ns, "sprockets", "1.0.0")
+	a.Chart = wire.ChartSource{Repository: r.srv.URL, Name: "sprockets"}
+	out := execute(t, e, a)
+	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
+	g.Expect(out.Message).To(ContainSubstring("installed release"))
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: "v1", Kind: "Sprocket"})
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sprockets-sprocket"}, u)).To(Succeed())
+}

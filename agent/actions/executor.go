@@ -34,16 +34,20 @@ var ErrAbandoned = errors.New("actions: abandoned before it was carried out")
 // spoke's limits. It is safe for concurrent use, but two actions on the same
 // release must not run at once (the Poller serializes them).
 type Executor struct {
-	rest    *rest.Config
-	client  client.Client // uncached: HelmReleases and the credentials Secret
-	limits  *limitsSource
-	opts    Options
-	log     logr.Logger
-	http    *http.Client
-	now     func() time.Time
-	apis    *apis       // what the spoke serves, shared by every action
-	charts  *chartCache // nil: none kept
-	indexes *indexCache // nil: none kept
+	rest   *rest.Config
+	client client.Client // uncached: HelmReleases and the credentials Secret
+	limits *limitsSource
+	opts   Options
+	log    logr.Logger
+	http   *http.Client
+	now    func() time.Time
+	apis   *apis // what the spoke serves, shared by every action
+	// fieldValidation keeps what Helm's validator reads from the spoke's
+	// OpenAPI v3 documents, by document hash, across views of its APIs
+	// (nil: none kept, Helm's validator as it is).
+	fieldValidation *fieldValidation
+	charts          *chartCache // nil: none kept
+	indexes         *indexCache // nil: none kept
 }
 
 // NewExecutor returns an Executor for the cluster cfg reaches.
@@ -69,16 +73,17 @@ func NewExecutor(cfg *rest.Config, opts Options, log logr.Logger) (*Executor, er
 		indexes = newIndexCache(opts.IndexCacheSize)
 	}
 	return &Executor{
-		apis:    apis,
-		charts:  charts,
-		indexes: indexes,
-		rest:    rest.CopyConfig(cfg),
-		client:  c,
-		limits:  &limitsSource{flags: opts.Limits, path: opts.LimitsFile},
-		opts:    opts,
-		log:     log,
-		http:    &http.Client{Transport: transport, Timeout: chartFetchTimeout},
-		now:     time.Now,
+		apis:            apis,
+		fieldValidation: newFieldValidation(),
+		charts:          charts,
+		indexes:         indexes,
+		rest:            rest.CopyConfig(cfg),
+		client:          c,
+		limits:          &limitsSource{flags: opts.Limits, path: opts.LimitsFile},
+		opts:            opts,
+		log:             log,
+		http:            &http.Client{Transport: transport, Timeout: chartFetchTimeout},
+		now:             time.Now,
 	}, nil
 }
 

@@ -285,7 +285,7 @@ func (e *Executor) settle(ctx context.Context, log logr.Logger, cfg *action.Conf
 // helmConfig returns a Helm action configuration for the namespace, using
 // the storage driver (Secrets, else ConfigMaps) that holds the release.
 func (e *Executor) helmConfig(namespace, name string) (*action.Configuration, error) {
-	getter := config.Target{RESTConfig: e.rest, Namespace: namespace, Discovery: e.apis}.Getter()
+	getter := viewGetter{RESTClientGetter: config.Target{RESTConfig: e.rest, Namespace: namespace, Discovery: e.apis}.Getter(), apis: e.apis}
 	debug := func(format string, v ...any) { e.log.V(2).Info(fmt.Sprintf(format, v...)) }
 	// Unknown (the API server cannot be read now): Helm reads them itself
 	// when it needs them, failing the way the callers wait out.
@@ -302,6 +302,7 @@ func (e *Executor) helmConfig(namespace, name string) (*action.Configuration, er
 		}
 		// Set, Helm does not discover the cluster again for this action.
 		cfg.Capabilities = caps
+		e.keepFieldValidation(cfg)
 		if _, err := cfg.Releases.History(name); err == nil {
 			return cfg, nil
 		}

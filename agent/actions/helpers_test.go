@@ -33,7 +33,7 @@ import (
 )
 
 // newNamespace creates a namespace for one test.
-func newNamespace(t *testing.T) string {
+func newNamespace(t testing.TB) string {
 	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	if len(name) > 50 {
@@ -55,7 +55,7 @@ func randomHex(n int) string {
 
 // helmConfig is a Helm action configuration for ns, as the executor builds
 // it.
-func helmConfig(t *testing.T, ns string) *action.Configuration {
+func helmConfig(t testing.TB, ns string) *action.Configuration {
 	t.Helper()
 	cfg := new(action.Configuration)
 	if err := cfg.Init(config.Target{RESTConfig: cluster.RESTConfig, Namespace: ns}.Getter(), ns, "secret", func(string, ...any) {}); err != nil {
@@ -65,7 +65,7 @@ func helmConfig(t *testing.T, ns string) *action.Configuration {
 }
 
 // webChart loads the web chart at version, as packaged in the repository.
-func webChart(t *testing.T, version string) *chart.Chart {
+func webChart(t testing.TB, version string) *chart.Chart {
 	t.Helper()
 	ch, err := loader.Load(webChartDir)
 	if err != nil {
@@ -79,7 +79,7 @@ func webChart(t *testing.T, version string) *chart.Chart {
 }
 
 // install installs release name of the web chart at version with values.
-func install(t *testing.T, ns, name, version string, values map[string]any) *release.Release {
+func install(t testing.TB, ns, name, version string, values map[string]any) *release.Release {
 	t.Helper()
 	in := action.NewInstall(helmConfig(t, ns))
 	in.ReleaseName, in.Namespace, in.Timeout = name, ns, 30*time.Second
