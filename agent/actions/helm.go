@@ -82,6 +82,7 @@ func (e *Executor) upgrade(ctx context.Context, log logr.Logger, limits Limits, 
 	up := action.NewUpgrade(cfg)
 	up.Namespace = a.Namespace
 	up.Timeout = e.opts.UpgradeTimeout
+	up.MaxHistory = e.opts.HistoryMax
 	up.Wait = false
 	if a.ValuesPolicy == wire.ValuesResetThenReuse {
 		up.ResetThenReuseValues = true

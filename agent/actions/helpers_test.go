@@ -1,6 +1,7 @@
 package actions
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -97,11 +99,9 @@ func history(t *testing.T, ns, name string) []*release.Release {
 	if err != nil {
 		t.Fatalf("helm history %s: %v", name, err)
 	}
-	byVersion := make([]*release.Release, len(h))
-	for _, r := range h {
-		byVersion[r.Version-1] = r
-	}
-	return byVersion
+	// Oldest first; revisions Helm pruned are absent.
+	slices.SortFunc(h, func(a, b *release.Release) int { return cmp.Compare(a.Version, b.Version) })
+	return h
 }
 
 // last returns the release's latest revision.

@@ -63,5 +63,11 @@ func TestOptions_validate(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("Not_A_Namespace")))
 	g.Expect(err).To(MatchError(ContainSubstring("ftp")))
 	g.Expect(err).To(MatchError(ContainSubstring("--actions-credentials-secret")))
+	for _, bad := range []int{-1, 1} {
+		o := NewOptions()
+		o.HistoryMax = bad
+		g.Expect(o.Validate()).To(MatchError(ContainSubstring("--actions-history-max must be 0 (unlimited) or at least 2")), "history max %d", bad)
+	}
+	g.Expect(NewOptions().HistoryMax).To(Equal(10), "helm's own default")
 	g.Expect(NewOptions().pendingGrace()).To(Equal(DefaultUpgradeTimeout + pendingGraceMargin))
 }

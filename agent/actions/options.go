@@ -96,7 +96,15 @@ type Options struct {
 	// repository indexes kept between actions and read again through a
 	// conditional GET (0: none are kept).
 	IndexCacheSize int64
+	// HistoryMax is how many revisions of a release an upgrade or rollback
+	// keeps, as helm's --history-max (0: all of them). Helm prunes the
+	// oldest superseded revisions beyond it; the revision a rollback
+	// returns to is the one before the promotion's, so at least 2.
+	HistoryMax int
 }
+
+// DefaultHistoryMax is the helm CLI's own default for --history-max.
+const DefaultHistoryMax = 10
 
 // NewOptions returns the defaults: enabled, and refusing everything until
 // limits are set.
@@ -113,6 +121,7 @@ func NewOptions() Options {
 		MaxConcurrent:   DefaultMaxConcurrent,
 		ChartCacheSize:  DefaultChartCacheSize,
 		IndexCacheSize:  DefaultIndexCacheSize,
+		HistoryMax:      DefaultHistoryMax,
 	}
 }
 
@@ -147,6 +156,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"How long a release kept pending by another operation may delay an action before it fails.")
 	fs.Int64Var(&o.ChartCacheSize, "actions-chart-cache-size", o.ChartCacheSize,
 		"Bytes of packaged charts kept between actions, by repository, chart, version and the digest the repository gives (0: none). A chart is downloaded again when its digest changes, and an entry is checked against its SHA-256 before each use.")
+	fs.IntVar(&o.HistoryMax, "actions-history-max", o.HistoryMax,
+		"Revisions of a release kept by the agent's upgrades and rollbacks, as helm's --history-max (0: unlimited). Helm deletes the oldest superseded revisions beyond it.")
 	fs.Int64Var(&o.IndexCacheSize, "actions-index-cache-size", o.IndexCacheSize,
 		"Bytes of HTTP chart repository indexes (index.yaml) kept between actions (0: none). A kept index is used only after the repository answers a conditional GET (ETag or Last-Modified) with 304 Not Modified; one whose server sends neither is read in full every time.")
 }
@@ -192,6 +203,9 @@ func (o *Options) Validate() error {
 	}
 	if o.IndexCacheSize < 0 {
 		add("--actions-index-cache-size must not be negative, got %d", o.IndexCacheSize)
+	}
+	if o.HistoryMax < 0 || o.HistoryMax == 1 {
+		add("--actions-history-max must be 0 (unlimited) or at least 2, so that a rollback finds the revision it returns to, got %d", o.HistoryMax)
 	}
 	if o.MaxConcurrent < 1 {
 		add("actions concurrency must be at least 1")

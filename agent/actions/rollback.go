@@ -121,6 +121,7 @@ func (e *Executor) rollback(ctx context.Context, log logr.Logger, limits Limits,
 	rb := action.NewRollback(cfg)
 	rb.Version = r.Revision
 	rb.Timeout = e.opts.UpgradeTimeout
+	rb.MaxHistory = e.opts.HistoryMax
 	rb.Wait = false
 	log.Info("Rolling back release", "from", chartVersion(last), "revision", last.Version, "to", r.Version, "toRevision", r.Revision)
 	// Like an upgrade, once started it runs to its end (Run takes no

@@ -59,6 +59,36 @@ func TestExecutor_rollsBackTheUpgradeOnceWithHelm(t *testing.T) {
 	g.Expect(history(t, ns, "web")).To(HaveLen(3))
 }
 
+// TestExecutor_keepsAtMostHistoryMaxRevisions: the agent's upgrades and
+// rollbacks prune a release's history as helm --history-max does, oldest
+// superseded revisions first, and a rollback still finds its revision.
+func TestExecutor_keepsAtMostHistoryMaxRevisions(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	install(t, ns, "web", "1.0.0", nil)
+	opts := testOptions(allowAll())
+	opts.HistoryMax = 2
+	e := newExecutor(t, opts)
+
+	g.Expect(execute(t, e, upgradeAction(ns, "web", "1.1.0")).Result).To(Equal(wire.ActionSucceeded))
+	up := upgradeAction(ns, "web", "1.2.0")
+	g.Expect(execute(t, e, up).Result).To(Equal(wire.ActionSucceeded))
+	revisions := func() []int {
+		var out []int
+		for _, r := range history(t, ns, "web") {
+			out = append(out, r.Version)
+		}
+		return out
+	}
+	g.Expect(revisions()).To(Equal([]int{2, 3}), "revision 1 pruned by the upgrade")
+
+	out := execute(t, e, rollbackAction(up, 2, "1.1.0"))
+	g.Expect(out.Result).To(Equal(wire.ActionSucceeded), out.Message)
+	g.Expect(out.Revision).To(Equal(4))
+	g.Expect(revisions()).To(Equal([]int{3, 4}), "revision 2 pruned by the rollback")
+	g.Expect(last(t, ns, "web").Chart.Metadata.Version).To(Equal("1.1.0"))
+}
+
 func TestExecutor_refusesARollbackOverAnotherChange(t *testing.T) {
 	ns := newNamespace(t)
 	install(t, ns, "web", "1.0.0", nil)
