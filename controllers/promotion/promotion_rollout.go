@@ -123,7 +123,7 @@ func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	}
 	recordPlan(pr, plan, obs, now)
 	if plan.Done() {
-		if res, wait, err := r.postSteps(ctx, pr, p, env); wait || err != nil {
+		if res, wait, err := r.postSteps(ctx, pr, p, env, r.postStepFailed(ctx, pr, p, env, plan, obs, now)); wait || err != nil {
 			return res, err
 		}
 	}
