@@ -147,6 +147,12 @@ const (
 	// it.
 	HeldAfterRolloutFailedReason ConditionReason = "HeldAfterRolloutFailed"
 
+	// StoppedByStepReason: a version whose promotion into an environment
+	// failed a post step (its Helm tests, a metric, a check of your own)
+	// runs there but is not promoted out of it; a newer version, or a
+	// person's `tugboat promote`, moves on.
+	StoppedByStepReason ConditionReason = "StoppedByStep"
+
 	// TargetNotFoundReason: a target's Spoke or ReleaseHistory does not exist (yet).
 	TargetNotFoundReason ConditionReason = "TargetNotFound"
 )

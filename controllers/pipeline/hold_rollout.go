@@ -47,6 +47,40 @@ func rolloutHold(promos []tugboatv1alpha1.Promotion, env string) *tugboatv1alpha
 	}
 }
 
+// stoppedByStep says why version is not promoted out of environment env:
+// the newest Promotion of version into env failed a post step (a
+// lifecycle step that checks the version where it runs: its Helm tests,
+// a metric, a check of your own). A version that failed its checks does
+// not move on, even though its targets run it healthy (without a rollout
+// that rolls back, a failed post step leaves it there). "" when it is not
+// stopped: no such Promotion, or the newest one (a retry) did not fail a
+// post step.
+func stoppedByStep(promos []tugboatv1alpha1.Promotion, env, version string) string {
+	var newest *tugboatv1alpha1.Promotion
+	for i := range promos {
+		pr := &promos[i]
+		if pr.Spec.To != env || pr.Spec.Version != version {
+			continue
+		}
+		if newest == nil || newest.CreationTimestamp.Before(&pr.CreationTimestamp) ||
+			newest.CreationTimestamp.Equal(&pr.CreationTimestamp) && pr.Name > newest.Name {
+			newest = pr
+		}
+	}
+	if newest == nil || newest.Status.Phase != tugboatv1alpha1.PromotionFailed {
+		return ""
+	}
+	step := failedPostStep(newest)
+	if step == nil {
+		return ""
+	}
+	how := "failed"
+	if step.Phase == tugboatv1alpha1.StepTimedOut {
+		how = "timed out"
+	}
+	return fmt.Sprintf("%s is not promoted out of %s: its post step %s (%s) %s in promotion %s", version, env, step.Name, step.Type, how, newest.Name)
+}
+
 // failedPostStep returns the post step of pr that failed (or timed out),
 // or nil: a rollout with onFailure Rollback rolls back when one does
 // (controllers/promotion/promotion_steps_rollback.go).
