@@ -24,7 +24,8 @@ import (
 )
 
 // postStepFailed is what becomes of pr, a rollout whose last wave
-// qualified (plan, obs), when one of its post steps fails: a rollback with
+// qualified (plan, obs), or one whose helmTest step with waves Each failed
+// between waves, when one of its post steps fails: a rollback with
 // onFailure Rollback, else a failure (failStep).
 func (r *Reconciler) postStepFailed(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment,
 	plan *rollout.Plan, obs []observation, now time.Time) stepFailed {
@@ -32,13 +33,18 @@ func (r *Reconciler) postStepFailed(ctx context.Context, pr *tugboatv1alpha1.Pro
 		if !rollsBack(pr) {
 			return r.failStep(pr)(st)
 		}
-		return r.rollBack(ctx, pr, p, env, stepStoppedMessage(pr, st), plan, obs, now)
+		where := "after its last wave"
+		if !plan.Done() {
+			where = "before wave " + plan.Waves[plan.Current].Name
+		}
+		return r.rollBack(ctx, pr, p, env, stepStoppedMessage(pr, st, where), plan, obs, now)
 	}
 }
 
-// stepStoppedMessage says why a rollout stopped after its last wave: its
+// stepStoppedMessage says why a rollout stopped where it did (after its
+// last wave, or before a wave for a helmTest step with waves Each): its
 // post step st failed. The step's own message is bounded so that what the
 // rollback adds (what was rolled back, the hold) fits in the condition.
-func stepStoppedMessage(pr *tugboatv1alpha1.Promotion, st *tugboatv1alpha1.StepStatus) string {
-	return fmt.Sprintf("rollout of %s into %s stopped after its last wave: %s", pr.Spec.Version, pr.Spec.To, clip.String(stepFailure(st), 600))
+func stepStoppedMessage(pr *tugboatv1alpha1.Promotion, st *tugboatv1alpha1.StepStatus, where string) string {
+	return fmt.Sprintf("rollout of %s into %s stopped %s: %s", pr.Spec.Version, pr.Spec.To, where, clip.String(stepFailure(st), 600))
 }
