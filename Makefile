@@ -151,7 +151,7 @@ dev: ## Start the local hub and three spokes, production behind an approval gate
 	go run ./cmd/tugboat dev up --spokes 3
 
 .PHONY: demo
-demo: ## The guided demo (tugboat dev demo): promote, approve, a failing upgrade, a rollback and its hold on local clusters, with a timeline; exits 0 and cleans up.
+demo: ## The guided demo (tugboat dev demo): promote, approve, a failing upgrade, a failing smoke test that stops a version, a rollback and its hold on local clusters, with a timeline; exits 0 and cleans up.
 	go run ./cmd/tugboat dev demo
 
 .PHONY: clean

@@ -112,9 +112,9 @@ func testStepsRejectsInvalid(ctx context.Context, t *testing.T, c client.Client)
 		{
 			name: "an unknown helmTest waves",
 			obj: helmStepsWith("step-helmtest-waves", func(s *tugboatv1.Steps) {
-				s.Post[0] = tugboatv1.Step{Name: "smoke", Type: tugboatv1.StepHelmTest, HelmTest: &tugboatv1.HelmTestStep{Waves: "Each"}}
+				s.Post[0] = tugboatv1.Step{Name: "smoke", Type: tugboatv1.StepHelmTest, HelmTest: &tugboatv1.HelmTestStep{Waves: "Last"}}
 			}),
-			want: []string{"spec.environments[1].steps.post[0].helmTest.waves", `Unsupported value: "Each"`},
+			want: []string{"spec.environments[1].steps.post[0].helmTest.waves", `Unsupported value: "Last"`, `supported values: "Canary", "All", "Each"`},
 		},
 		{
 			name: "an unknown step type",
@@ -278,7 +278,8 @@ func testStepsRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 		p := helmStepsWith("steps-helmtest-roundtrip", func(s *tugboatv1.Steps) {
 			s.Post = append(s.Post,
 				tugboatv1.Step{Name: "smoke", Type: tugboatv1.StepHelmTest, Timeout: &metav1.Duration{Duration: 5 * time.Minute}},
-				tugboatv1.Step{Name: "smoke-all", Type: tugboatv1.StepHelmTest, HelmTest: &tugboatv1.HelmTestStep{Waves: tugboatv1.HelmTestAll}})
+				tugboatv1.Step{Name: "smoke-all", Type: tugboatv1.StepHelmTest, HelmTest: &tugboatv1.HelmTestStep{Waves: tugboatv1.HelmTestAll}},
+				tugboatv1.Step{Name: "smoke-each", Type: tugboatv1.StepHelmTest, HelmTest: &tugboatv1.HelmTestStep{Waves: tugboatv1.HelmTestEach}})
 		}).(*tugboatv1.Pipeline)
 		want := p.Spec.Environments[1].Steps.DeepCopy()
 		g.Expect(c.Create(ctx, p)).To(Succeed())

@@ -142,10 +142,16 @@ const (
 	HeldAfterRollbackReason ConditionReason = "HeldAfterRollback"
 
 	// HeldAfterRolloutFailedReason: a rollout into an environment spent its
-	// failure budget and was rolled back automatically (onFailure
-	// Rollback); automatic promotion into it is held until someone resumes
+	// failure budget (or one of its post steps failed) and was rolled back
+	// automatically (onFailure Rollback); automatic promotion into it is held until someone resumes
 	// it.
 	HeldAfterRolloutFailedReason ConditionReason = "HeldAfterRolloutFailed"
+
+	// StoppedByStepReason: a version whose promotion into an environment
+	// failed a post step (its Helm tests, a metric, a check of your own)
+	// runs there but is not promoted out of it; a newer version, or a
+	// person's `tugboat promote`, moves on.
+	StoppedByStepReason ConditionReason = "StoppedByStep"
 
 	// TargetNotFoundReason: a target's Spoke or ReleaseHistory does not exist (yet).
 	TargetNotFoundReason ConditionReason = "TargetNotFound"
@@ -191,9 +197,10 @@ const (
 	// revisions they ran before.
 	RollingBackReason ConditionReason = "RollingBack"
 
-	// RolloutFailedReason: a rollout's failure budget was spent with
-	// onFailure Rollback; the targets it changed were rolled back (or the
-	// rollback ended, as its message says) and the Promotion failed.
+	// RolloutFailedReason: a rollout's failure budget was spent, or one of
+	// its post steps failed, with onFailure Rollback; the targets it changed
+	// were rolled back (or the rollback ended, as its message says) and the
+	// Promotion failed.
 	RolloutFailedReason ConditionReason = "RolloutFailed"
 
 	// AbortedReason: the Promotion was aborted (by a person with tugboat abort,

@@ -481,7 +481,8 @@ const (
 	// HoldUninstall: a target's release was uninstalled.
 	HoldUninstall HoldReason = "Uninstall"
 	// HoldRolloutFailed: a rollout into the environment spent its failure
-	// budget and was rolled back automatically (onFailure Rollback).
+	// budget (or one of its post steps failed) and was rolled back
+	// automatically (onFailure Rollback).
 	HoldRolloutFailed HoldReason = "RolloutFailed"
 )
 
@@ -501,8 +502,8 @@ type HeldEnvironment struct {
 
 	// reason is what was seen: Rollback (a target runs an older chart version
 	// than before), Uninstall (a target's release was uninstalled) or
-	// RolloutFailed (a rollout spent its failure budget and was rolled back
-	// automatically). Empty in holds recorded before this field existed,
+	// RolloutFailed (a rollout spent its failure budget, or one of its post
+	// steps failed, and was rolled back automatically). Empty in holds recorded before this field existed,
 	// which are rollbacks.
 	// +optional
 	Reason HoldReason `json:"reason,omitempty"`

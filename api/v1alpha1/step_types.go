@@ -164,15 +164,20 @@ type Step struct {
 }
 
 // HelmTestWaves says which targets a helmTest step tests.
-// +kubebuilder:validation:Enum=Canary;All
+// +kubebuilder:validation:Enum=Canary;All;Each
 type HelmTestWaves string
 
 const (
 	// HelmTestCanary tests the targets of the rollout's first wave (the
 	// canary) only; without a rollout, every target.
 	HelmTestCanary HelmTestWaves = "Canary"
-	// HelmTestAll tests every target.
+	// HelmTestAll tests every target, once the last wave qualified.
 	HelmTestAll HelmTestWaves = "All"
+	// HelmTestEach tests every target, wave by wave: with a rollout, each
+	// wave's targets are tested once the wave qualified and before the
+	// next wave is acted on (the last wave's, before the Promotion
+	// succeeds); without one, every target.
+	HelmTestEach HelmTestWaves = "Each"
 )
 
 // HelmTestStep configures a helmTest step: the agent of each tested target
@@ -180,8 +185,9 @@ const (
 // Promotion's upgrade made.
 type HelmTestStep struct {
 	// waves is Canary (the default: with a rollout, only the targets of its
-	// first wave are tested; without one, every target) or All (every
-	// target).
+	// first wave are tested; without one, every target), All (every target,
+	// after the last wave) or Each (every target, each wave's before the
+	// next wave starts).
 	// +optional
 	Waves HelmTestWaves `json:"waves,omitempty"`
 }

@@ -92,6 +92,12 @@ func plan(p *tugboatv1alpha1.Pipeline, v *view, promos []tugboatv1alpha1.Promoti
 		if len(dst.unmatched) > 0 {
 			continue // the destination's targets are not known (a spokeSelector matches no Spoke)
 		}
+		if src.stopped != "" {
+			continue // the version failed a post step in the source: it stops there
+		}
+		if finishing(promos, src.env.Name, version) {
+			continue // its promotion into the source has not finished: its post steps check it there first
+		}
 		dstStatus := p.Status.Environments[i+1]
 		if !reported(dstStatus) {
 			continue // what the destination runs is not known yet
@@ -162,6 +168,19 @@ func upToDate(dst tugboatv1alpha1.EnvironmentStatus, version string) bool {
 
 // activeRunning names a Promotion into env that is already carrying out its
 // strategy, or whose rollout is paused (it still holds the environment).
+// finishing reports whether a Promotion of version into env has started
+// and not finished: its targets may run the version already, but its
+// post steps (lifecycle steps) have not all passed, so the version has
+// not proved itself in env yet.
+func finishing(promos []tugboatv1alpha1.Promotion, env, version string) bool {
+	for _, pr := range promos {
+		if pr.Spec.To == env && pr.Spec.Version == version && pr.Status.Phase.Started() {
+			return true
+		}
+	}
+	return false
+}
+
 func activeRunning(promos []tugboatv1alpha1.Promotion, env string) string {
 	for _, pr := range promos {
 		if pr.Spec.To == env && pr.Status.Phase.Started() {
@@ -328,10 +347,14 @@ func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
 		reason            tugboatv1alpha1.ConditionReason
 		message           string
 		active, suspended []string
+		stopped           []string
 	)
 	for _, ev := range v.envs {
 		if ev.active != "" {
 			active = append(active, ev.active)
+		}
+		if ev.stopped != "" {
+			stopped = append(stopped, ev.stopped)
 		}
 		if len(ev.suspended) > 0 {
 			suspended = append(suspended, fmt.Sprintf("automatic promotion into and out of %s is paused: spoke %s is suspended (spec.suspend)",
@@ -348,6 +371,9 @@ func (r *Reconciler) setReady(p *tugboatv1alpha1.Pipeline, v *view) {
 		status, reason, message = metav1.ConditionTrue, tugboatv1alpha1.SuspendedReason, strings.Join(suspended, "; ")
 	case len(active) > 0:
 		status, reason, message = metav1.ConditionTrue, tugboatv1alpha1.PromotionInProgressReason, "promoting: "+strings.Join(active, ", ")
+	case len(stopped) > 0:
+		status, reason, message = metav1.ConditionTrue, tugboatv1alpha1.StoppedByStepReason,
+			strings.Join(stopped, "; ")+fmt.Sprintf("; a newer version moves on (or promote it by hand: tugboat promote %s --to ENV --version VERSION)", p.Name)
 	default:
 		status, reason, message = metav1.ConditionTrue, tugboatv1alpha1.SucceededReason, "every target reports"
 	}

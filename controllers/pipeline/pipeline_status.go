@@ -40,6 +40,10 @@ type envView struct {
 	// out of it meanwhile.
 	unmatched []string
 	active    string
+	// stopped says why the version the environment converged on is not
+	// promoted out of it: its promotion into the environment failed a
+	// post step (stoppedByStep); "" when it is not stopped.
+	stopped string
 }
 
 type view struct {
@@ -227,6 +231,9 @@ func summarize(p *tugboatv1alpha1.Pipeline, f facts, promos []tugboatv1alpha1.Pr
 				es.HealthySince = &metav1.Time{Time: now}
 			}
 			ev.healthySince = es.HealthySince.Time
+			if i+1 < len(p.Spec.Environments) {
+				ev.stopped = stoppedByStep(promos, env.Name, ev.version)
+			}
 		}
 		for k := range promos {
 			pr := &promos[k]

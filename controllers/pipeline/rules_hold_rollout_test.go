@@ -60,6 +60,19 @@ func TestRules_rolloutFailedHold(t *testing.T) {
 			g.Expect(got).NotTo(ContainElement("production@1.3.0"), "staging's 1.3.0 is not promoted into a held production")
 		})
 	}
+	t.Run("naming the post step whose failure rolled it back", func(t *testing.T) {
+		g := NewWithT(t)
+		w := rolledBack(tugboatv1alpha1.PromotionFailed)
+		w.promos[len(w.promos)-1].Status.Steps = []tugboatv1alpha1.StepStatus{
+			{Name: "migrate", Stage: tugboatv1alpha1.StepStagePre, Type: tugboatv1alpha1.StepExternal, Phase: tugboatv1alpha1.StepSucceeded},
+			{Name: "smoke", Stage: tugboatv1alpha1.StepStagePost, Type: tugboatv1alpha1.StepHelmTest, Phase: tugboatv1alpha1.StepFailed},
+		}
+		_, _, _ = w.reconcile(t0.Add(time.Minute))
+		g.Expect(w.heldNames()).To(Equal([]string{"production"}))
+		h := w.p.Status.HeldEnvironments[0]
+		g.Expect(h.Reason).To(Equal(tugboatv1alpha1.HoldRolloutFailed))
+		g.Expect(h.Message).To(Equal("the rollout of 1.2.0 (promotion web-production-1.2.0) failed its post step smoke (helmTest) and was rolled back"))
+	})
 	t.Run("lifted by a resume dated after the rollback started", func(t *testing.T) {
 		g := NewWithT(t)
 		w := rolledBack(tugboatv1alpha1.PromotionFailed)

@@ -51,8 +51,14 @@ func canRollBack(t tugboatv1alpha1.StrategyType) bool {
 // target this Promotion changed gets a rollback (rollbackFor). With
 // nothing to roll back, the Promotion fails at once.
 func (r *Reconciler) startRollback(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment, plan *rollout.Plan, obs []observation, now time.Time) (ctrl.Result, error) {
+	return r.rollBack(ctx, pr, p, env, stoppedMessage(pr, plan), plan, obs, now)
+}
+
+// rollBack stops the rollout for the reason why (a spent budget, or a
+// failed post step: promotion_steps_rollback.go) and rolls back every
+// target this Promotion changed.
+func (r *Reconciler) rollBack(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment, why string, plan *rollout.Plan, obs []observation, now time.Time) (ctrl.Result, error) {
 	st := pr.Status.Rollout
-	why := stoppedMessage(pr, plan)
 	st.Phase = tugboatv1alpha1.RolloutRollingBack
 	recordPlan(pr, plan, obs, now)
 	at := metav1.NewTime(now)

@@ -114,6 +114,14 @@ func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 		return ctrl.Result{}, nil
 	}
 	if len(plan.ActNow) > 0 {
+		// A helmTest step with waves Each tests the waves before the
+		// current one first (step_helmtest_waves.go).
+		if res, stop, err := r.helmTestBetweenWaves(ctx, pr, p, env, plan, obs, now); stop || err != nil {
+			if pr.Status.Rollout.Phase == tugboatv1alpha1.RolloutProgressing {
+				recordPlan(pr, plan, obs, now)
+			}
+			return res, err
+		}
 		if res, stop := r.actOnWave(ctx, pr, p, env, plan, obs, now); stop {
 			return res, nil
 		}
@@ -123,7 +131,7 @@ func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	}
 	recordPlan(pr, plan, obs, now)
 	if plan.Done() {
-		if res, wait, err := r.postSteps(ctx, pr, p, env); wait || err != nil {
+		if res, wait, err := r.postSteps(ctx, pr, p, env, r.postStepFailed(ctx, pr, p, env, plan, obs, now)); wait || err != nil {
 			return res, err
 		}
 	}

@@ -101,12 +101,26 @@ type attemptResult struct {
 	requeue time.Duration
 }
 
+// stepFailed is what becomes of a Promotion whose step st failed: by
+// default (failStep) it fails, naming the step; a failed post step of a
+// rollout with onFailure Rollback rolls back first (rollout).
+type stepFailed func(st *tugboatv1alpha1.StepStatus) (ctrl.Result, error)
+
+// failStep fails pr with reason StepFailed, naming the step st.
+func (r *Reconciler) failStep(pr *tugboatv1alpha1.Promotion) stepFailed {
+	return func(st *tugboatv1alpha1.StepStatus) (ctrl.Result, error) {
+		r.finish(pr, tugboatv1alpha1.PromotionFailed, StepFailedReason, stepFailure(st))
+		return ctrl.Result{}, nil
+	}
+}
+
 // runSteps advances the steps of stage, in order: each reconcile moves the
 // first step not finished. It returns passed when every step of the stage
-// succeeded; otherwise the Promotion was failed (a step failed) or its
-// phase says which step it waits for, and res says when to look again.
+// succeeded; otherwise a step failed (and failed said what becomes of the
+// Promotion) or the Promotion's phase says which step it waits for, and
+// res says when to look again.
 func (r *Reconciler) runSteps(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment,
-	stage tugboatv1alpha1.StepStage, phase tugboatv1alpha1.PromotionPhase) (passed bool, res ctrl.Result, err error) {
+	stage tugboatv1alpha1.StepStage, phase tugboatv1alpha1.PromotionPhase, failed stepFailed) (passed bool, res ctrl.Result, err error) {
 	for i := range pr.Status.Steps {
 		st := &pr.Status.Steps[i]
 		if st.Stage != stage || st.Phase == tugboatv1alpha1.StepSucceeded {
@@ -114,8 +128,8 @@ func (r *Reconciler) runSteps(ctx context.Context, pr *tugboatv1alpha1.Promotion
 		}
 		if st.Phase.Terminal() {
 			// Failed or TimedOut: recorded, the Promotion fails with it.
-			r.finish(pr, tugboatv1alpha1.PromotionFailed, StepFailedReason, stepFailure(st))
-			return false, ctrl.Result{}, nil
+			res, err := failed(st)
+			return false, res, err
 		}
 		if st.Type == tugboatv1alpha1.StepWebhook || st.Type == tugboatv1alpha1.StepMetrics {
 			// A webhook call is a side effect, and a measurement counts:
@@ -136,8 +150,8 @@ func (r *Reconciler) runSteps(ctx context.Context, pr *tugboatv1alpha1.Promotion
 			return false, ctrl.Result{RequeueAfter: out.requeue}, nil
 		}
 		if !out.ok {
-			r.finish(pr, tugboatv1alpha1.PromotionFailed, StepFailedReason, stepFailure(st))
-			return false, ctrl.Result{}, nil
+			res, err := failed(st)
+			return false, res, err
 		}
 	}
 	return true, ctrl.Result{}, nil
@@ -279,14 +293,15 @@ func lower(s tugboatv1alpha1.StepStage) string {
 // acts. wait is true while one is not finished, or when one failed (the
 // Promotion then is Failed).
 func (r *Reconciler) preSteps(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (res ctrl.Result, wait bool, err error) {
-	passed, res, err := r.runSteps(ctx, pr, p, env, tugboatv1alpha1.StepStagePre, tugboatv1alpha1.PromotionRunning)
+	passed, res, err := r.runSteps(ctx, pr, p, env, tugboatv1alpha1.StepStagePre, tugboatv1alpha1.PromotionRunning, r.failStep(pr))
 	return res, !passed, err
 }
 
 // postSteps runs the post steps of a Promotion whose targets all
-// verified. wait is true while one is not finished, or when one failed.
-func (r *Reconciler) postSteps(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (res ctrl.Result, wait bool, err error) {
-	passed, res, err := r.runSteps(ctx, pr, p, env, tugboatv1alpha1.StepStagePost, tugboatv1alpha1.PromotionVerifying)
+// verified. wait is true while one is not finished, or when one failed:
+// failed says what becomes of the Promotion then.
+func (r *Reconciler) postSteps(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment, failed stepFailed) (res ctrl.Result, wait bool, err error) {
+	passed, res, err := r.runSteps(ctx, pr, p, env, tugboatv1alpha1.StepStagePost, tugboatv1alpha1.PromotionVerifying, failed)
 	return res, !passed, err
 }
 

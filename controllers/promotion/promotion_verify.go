@@ -31,7 +31,7 @@ func (r *Reconciler) verifying(ctx context.Context, pr *tugboatv1alpha1.Promotio
 		return ctrl.Result{}, err
 	}
 	if len(laggards) == 0 {
-		if res, wait, err := r.postSteps(ctx, pr, p, env); wait || err != nil {
+		if res, wait, err := r.postSteps(ctx, pr, p, env, r.failStep(pr)); wait || err != nil {
 			return res, err
 		}
 		r.finish(pr, tugboatv1alpha1.PromotionSucceeded, tugboatv1alpha1.SucceededReason,

@@ -50,6 +50,13 @@ var rolloutSpokes = []string{"prod-a", "prod-b", "prod-c"}
 
 func newRolloutFixture(t *testing.T, typ tugboatv1alpha1.StrategyType, with ...func(*tugboatv1alpha1.Rollout)) *rolloutFixture {
 	t.Helper()
+	return newRolloutFixtureEnv(t, typ, nil, with...)
+}
+
+// newRolloutFixtureEnv is newRolloutFixture whose production environment
+// env changes (its steps, say) before the Pipeline is created.
+func newRolloutFixtureEnv(t *testing.T, typ tugboatv1alpha1.StrategyType, env func(*tugboatv1alpha1.Environment), with ...func(*tugboatv1alpha1.Rollout)) *rolloutFixture {
+	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rollout-"}}
 	if err := cluster.Client.Create(ctx, ns); err != nil {
@@ -83,6 +90,9 @@ func newRolloutFixture(t *testing.T, typ tugboatv1alpha1.StrategyType, with ...f
 	}
 	for _, w := range with {
 		w(p.Spec.Environments[1].Rollout)
+	}
+	if env != nil {
+		env(&p.Spec.Environments[1])
 	}
 	if err := cluster.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)

@@ -28,7 +28,10 @@ const helmTestPoll = 10 * time.Second
 
 // helmTestTargets returns the targets of pr that a helmTest step with
 // configuration spec tests: with waves Canary (the default) and a rollout,
-// those of its first wave; else every target.
+// those of its first wave; else (All, Each) every target. With Each, the
+// targets of the waves before the last were tested between the waves
+// (helmTestBetweenWaves), under the same attempt's action ids: their
+// outcomes stand.
 func helmTestTargets(pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step) []*tugboatv1alpha1.PromotionTargetStatus {
 	canary := spec.HelmTest == nil || spec.HelmTest.Waves == "" || spec.HelmTest.Waves == tugboatv1alpha1.HelmTestCanary
 	var out []*tugboatv1alpha1.PromotionTargetStatus
@@ -60,9 +63,17 @@ func (r *Reconciler) helmTestAttempt(_ context.Context, pr *tugboatv1alpha1.Prom
 	if pr.StrategyType() != tugboatv1alpha1.StrategyHelm {
 		return attemptResult{done: true, message: fmt.Sprintf("a helmTest step needs the helm strategy (this promotion uses %s): the destination's agents run the tests", pr.StrategyType())}, nil
 	}
-	tested := helmTestTargets(pr, spec)
+	return r.helmTestOn(pr, spec, st, helmTestTargets(pr, spec)), nil
+}
+
+// helmTestOn is helmTestAttempt on the targets tested. The attempt's
+// clock (st.startedAt) starts again when it asks targets not asked
+// before: with waves Each, a wave's tests are bounded by the step's
+// timeout from when they were asked, whatever the soak of the waves
+// before.
+func (r *Reconciler) helmTestOn(pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step, st *tugboatv1alpha1.StepStatus, tested []*tugboatv1alpha1.PromotionTargetStatus) attemptResult {
 	if len(tested) == 0 {
-		return attemptResult{done: true, message: "no target to test"}, nil
+		return attemptResult{done: true, message: "no target to test"}
 	}
 	now := r.Now()
 	at := metav1.NewTime(now)
@@ -74,17 +85,18 @@ func (r *Reconciler) helmTestAttempt(_ context.Context, pr *tugboatv1alpha1.Prom
 		if ts.HelmTest == nil || ts.HelmTest.ID != id {
 			rev := testedRevision(ts)
 			if rev <= 0 || ts.Version != pr.Spec.Version {
-				return attemptResult{done: true, message: fmt.Sprintf("target %s reports no revision of %s to test", key, pr.Spec.Version)}, nil
+				return attemptResult{done: true, message: fmt.Sprintf("target %s reports no revision of %s to test", key, pr.Spec.Version)}
 			}
 			ts.HelmTest = &tugboatv1alpha1.TargetAction{ID: id, Phase: tugboatv1alpha1.ActionPending, Revision: rev, LastUpdateTime: &at}
+			st.StartedAt = &at
 		}
 		switch a := ts.HelmTest; a.Phase {
 		case tugboatv1alpha1.ActionSucceeded:
 			passed = a.Message
 		case tugboatv1alpha1.ActionRefused:
-			return attemptResult{done: true, message: clip.String(fmt.Sprintf("%s refused the helm test: %s", key, orDefault(a.Message, "no reason given")), tugboatv1alpha1.MaxStepMessageLength)}, nil
+			return attemptResult{done: true, message: clip.String(fmt.Sprintf("%s refused the helm test: %s", key, orDefault(a.Message, "no reason given")), tugboatv1alpha1.MaxStepMessageLength)}
 		case tugboatv1alpha1.ActionFailed:
-			return attemptResult{done: true, message: clip.String(fmt.Sprintf("helm test failed on %s: %s", key, orDefault(a.Message, "no reason given")), tugboatv1alpha1.MaxStepMessageLength)}, nil
+			return attemptResult{done: true, message: clip.String(fmt.Sprintf("helm test failed on %s: %s", key, orDefault(a.Message, "no reason given")), tugboatv1alpha1.MaxStepMessageLength)}
 		case tugboatv1alpha1.ActionDelivered:
 			waiting = append(waiting, key+" (running)")
 		default:
@@ -96,7 +108,7 @@ func (r *Reconciler) helmTestAttempt(_ context.Context, pr *tugboatv1alpha1.Prom
 		if len(tested) == 1 {
 			msg = passed
 		}
-		return attemptResult{done: true, ok: true, message: msg}, nil
+		return attemptResult{done: true, ok: true, message: msg}
 	}
 	timeout := stepTimeout(spec, nil)
 	deadline := now
@@ -104,10 +116,10 @@ func (r *Reconciler) helmTestAttempt(_ context.Context, pr *tugboatv1alpha1.Prom
 		deadline = st.StartedAt.Add(timeout)
 	}
 	if !now.Before(deadline) {
-		return attemptResult{done: true, timedOut: true, message: clip.String(fmt.Sprintf("no outcome within %s from the agents of %s", timeout, listOf(waiting, 3)), tugboatv1alpha1.MaxStepMessageLength)}, nil
+		return attemptResult{done: true, timedOut: true, message: clip.String(fmt.Sprintf("no outcome within %s from the agents of %s", timeout, listOf(waiting, 3)), tugboatv1alpha1.MaxStepMessageLength)}
 	}
 	return attemptResult{
 		wait:    fmt.Sprintf("waiting for the Helm tests of %d of %d target(s): %s, until %s", len(waiting), len(tested), listOf(waiting, 3), deadline.UTC().Format(time.RFC3339)),
 		requeue: min(deadline.Sub(now), helmTestPoll),
-	}, nil
+	}
 }

@@ -71,7 +71,10 @@ type DemoStep struct {
 // the sample chart 1.0.0 in dev with the helm CLI, follows its promotion to
 // staging and to production's approval gate, approves it with
 // opts.Approve, upgrades dev to 1.1.0, which never becomes healthy in
-// staging (the promotion fails and production keeps 1.0.0), and rolls
+// staging (the promotion fails and production keeps 1.0.0), then to 1.2.0,
+// which runs healthy in staging but fails staging's smoke test (the
+// sample Pipeline's helmTest post step, DemoTestStep): its promotion fails
+// with the test Pod's log, and 1.2.0 stops in staging. Last it rolls
 // staging back with `helm rollback`, which holds the environment. The
 // returned Demo holds the environment, still running, unless Up failed.
 func RunDemo(ctx context.Context, opts DemoOptions) (*Demo, error) {
@@ -110,7 +113,7 @@ func RunDemo(ctx context.Context, opts DemoOptions) (*Demo, error) {
 	d.end()
 	for _, step := range []func(context.Context) error{
 		d.installInDev, d.promotedToStaging, d.heldAtTheGate, d.approve,
-		d.upgradeDev, d.failsInStaging, d.rollBackStaging,
+		d.upgradeDev("1.1.0"), d.failsInStaging, d.upgradeDev(DemoFailingTestVersion), d.testFailsInStaging, d.rollBackStaging,
 	} {
 		if err := step(ctx); err != nil {
 			return d.Demo, err
@@ -228,12 +231,15 @@ func (d *demoRun) approve(ctx context.Context) error {
 	return d.waitRelease(ctx, "production", "1.0.0", tugboatv1alpha1.HealthCurrent)
 }
 
-func (d *demoRun) upgradeDev(ctx context.Context) error {
-	d.begin("helm upgrade demo 1.1.0 in dev")
-	if err := d.helm(ctx, "dev", "upgrade", DemoChart, d.Env.ChartRepoURL+"/"+DemoChart+"-1.1.0.tgz", "-n", DemoNamespace); err != nil {
-		return err
+// upgradeDev is the step that upgrades dev to version with the helm CLI.
+func (d *demoRun) upgradeDev(version string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		d.begin("helm upgrade demo " + version + " in dev")
+		if err := d.helm(ctx, "dev", "upgrade", DemoChart, d.Env.ChartRepoURL+"/"+DemoChart+"-"+version+".tgz", "-n", DemoNamespace); err != nil {
+			return err
+		}
+		return d.waitRelease(ctx, "dev", version, tugboatv1alpha1.HealthCurrent)
 	}
-	return d.waitRelease(ctx, "dev", "1.1.0", tugboatv1alpha1.HealthCurrent)
 }
 
 func (d *demoRun) failsInStaging(ctx context.Context) error {
@@ -247,15 +253,48 @@ func (d *demoRun) failsInStaging(ctx context.Context) error {
 	if err := d.recordRelease(ctx, "production"); err != nil {
 		return err
 	}
+	return d.noPromotion(ctx, "production", "1.1.0")
+}
+
+// DemoFailingTestVersion is the sample chart's version whose smoke test
+// fails (its test Pod carries tugboat.dev/test-result: fail, which the
+// harness's kwok stages honor): the demo shows it stopped in staging.
+const DemoFailingTestVersion = "1.2.0"
+
+// testFailsInStaging follows 1.2.0 into staging, where it runs healthy but
+// its smoke test fails: the promotion fails, naming the step, the failing
+// test Pod and the end of its log (waitPromotion prints them whole), and
+// the Pipeline does not promote 1.2.0 out of staging.
+func (d *demoRun) testFailsInStaging(ctx context.Context) error {
+	v := DemoFailingTestVersion
+	d.begin(v + " runs healthy in staging, but its smoke test fails: " + v + " stops there, production keeps 1.0.0")
+	if err := d.waitPromotion(ctx, "staging", v, tugboatv1alpha1.PromotionFailed); err != nil {
+		return err
+	}
+	if err := d.recordRelease(ctx, "staging"); err != nil {
+		return err
+	}
+	if err := d.waitStopped(ctx, v); err != nil {
+		return err
+	}
+	if err := d.recordRelease(ctx, "production"); err != nil {
+		return err
+	}
+	return d.noPromotion(ctx, "production", v)
+}
+
+// noPromotion checks, and records, that the hub created no Promotion of
+// version into env.
+func (d *demoRun) noPromotion(ctx context.Context, env, version string) error {
 	var pr tugboatv1alpha1.Promotion
-	err := d.Env.Hub.Client.Get(ctx, client.ObjectKey{Namespace: d.Env.Namespace, Name: d.promotionName("production", "1.1.0")}, &pr)
+	err := d.Env.Hub.Client.Get(ctx, client.ObjectKey{Namespace: d.Env.Namespace, Name: d.promotionName(env, version)}, &pr)
 	switch {
 	case err == nil:
-		return fmt.Errorf("expected no promotion of 1.1.0 into production, found %s (phase %s)", pr.Name, pr.Status.Phase)
+		return fmt.Errorf("expected no promotion of %s into %s, found %s (phase %s)", version, env, pr.Name, pr.Status.Phase)
 	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("looking for a promotion of 1.1.0 into production: %w", err)
+		return fmt.Errorf("looking for a promotion of %s into %s: %w", version, env, err)
 	}
-	d.fact("no promotion of 1.1.0 into production")
+	d.fact("no promotion of %s into %s", version, env)
 	return nil
 }
 

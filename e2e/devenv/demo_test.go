@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,7 +34,9 @@ type timeline struct {
 	holds      map[string]string // environment → "Reason, message"
 	// stepFacts: "promotion/step" → the phase printed for a lifecycle step.
 	stepFacts map[string]string
-	total     time.Duration
+	// stopped: what the Pipeline said of a version it stopped.
+	stopped []string
+	total   time.Duration
 }
 
 type timelineStep struct {
@@ -53,6 +56,7 @@ var (
 	approvedFact  = regexp.MustCompile(`^\s+approved by (\S+)$`)
 	holdFact      = regexp.MustCompile(`^\s+hold (\S+): (.+)$`)
 	stepFact      = regexp.MustCompile(`^\s+step (\S+) of (\S+) \((\w+) (\w+)\): (\w+)$`)
+	stoppedFact   = regexp.MustCompile(`^\s+stopped: (.+)$`)
 	totalLine     = regexp.MustCompile(`^Total: ([0-9.]+)s$`)
 )
 
@@ -84,6 +88,8 @@ func parseTimeline(t *testing.T, out string) timeline {
 			tl.holds[m[1]] = m[2]
 		} else if m := stepFact.FindStringSubmatch(line); m != nil {
 			tl.stepFacts[m[2]+"/"+m[1]] = m[5]
+		} else if m := stoppedFact.FindStringSubmatch(line); m != nil {
+			tl.stopped = append(tl.stopped, m[1])
 		} else if m := totalLine.FindStringSubmatch(line); m != nil {
 			tl.total = secs(m[1])
 			break
@@ -96,8 +102,10 @@ func parseTimeline(t *testing.T, out string) timeline {
 // and checks its printed timeline against what the hub recorded: every
 // Promotion it names, with the phase it printed last, and no other; every
 // release revision it printed, with its chart version, in the
-// ReleaseHistories; the approval under the user the hub's API server
-// authenticates; the rollback hold on staging; production still at 1.0.0.
+// ReleaseHistories; staging's smoke test passing for 1.0.0 and failing for
+// 1.2.0, with the test Pod's log printed and recorded, and 1.2.0 stopped in
+// staging; the approval under the user the hub's API server authenticates;
+// the rollback hold on staging; production still at 1.0.0.
 // Then Ctrl-C stops every process and removes the directory.
 func TestDevDemo_timelineMatchesTheHub(t *testing.T) {
 	g := NewWithT(t)
@@ -108,7 +116,7 @@ func TestDevDemo_timelineMatchesTheHub(t *testing.T) {
 	out := demo.out()
 	tl := parseTimeline(t, out)
 
-	g.Expect(tl.steps).To(HaveLen(8), out)
+	g.Expect(tl.steps).To(HaveLen(10), out)
 	for i, s := range tl.steps {
 		g.Expect(s.took).To(BeNumerically(">=", 0), s.title)
 		if i > 0 {
@@ -139,7 +147,8 @@ func TestDevDemo_timelineMatchesTheHub(t *testing.T) {
 		"demo-staging-1.0.0":    "Succeeded",
 		"demo-production-1.0.0": "Succeeded",
 		"demo-staging-1.1.0":    "Failed",
-	}))
+		"demo-staging-1.2.0":    "Failed",
+	}), "1.2.0 stopped in staging: no promotion of it into production")
 
 	// Releases: every printed revision is in the ReleaseHistory with the
 	// printed chart version, and the last printed is the current one.
@@ -157,8 +166,8 @@ func TestDevDemo_timelineMatchesTheHub(t *testing.T) {
 		g.Expect(rh.Status.Current).NotTo(BeNil())
 		g.Expect(rh.Status.Current.Revision).To(Equal(revs[len(revs)-1].revision), id)
 	}
-	g.Expect(tl.releases["production/demo/demo"]).To(Equal([]printedRevision{{1, "1.0.0"}, {1, "1.0.0"}}), "production keeps 1.0.0")
-	g.Expect(tl.releases["staging/demo/demo"]).To(Equal([]printedRevision{{1, "1.0.0"}, {2, "1.1.0"}, {3, "1.0.0"}}))
+	g.Expect(tl.releases["production/demo/demo"]).To(Equal([]printedRevision{{1, "1.0.0"}, {1, "1.0.0"}, {1, "1.0.0"}}), "production keeps 1.0.0")
+	g.Expect(tl.releases["staging/demo/demo"]).To(Equal([]printedRevision{{1, "1.0.0"}, {2, "1.1.0"}, {3, "1.2.0"}, {4, "1.0.0"}}))
 
 	// Staging's smoke test (the sample Pipeline's helmTest post step) is
 	// printed as it ended, and so recorded on the hub.
@@ -166,6 +175,28 @@ func TestDevDemo_timelineMatchesTheHub(t *testing.T) {
 	var staged tugboatv1alpha1.Promotion
 	g.Expect(hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-staging-1.0.0"}, &staged)).To(Succeed())
 	g.Expect(staged.Status.Steps).To(ConsistOf(And(HaveField("Name", devenv.DemoTestStep), HaveField("Phase", tugboatv1alpha1.StepSucceeded))))
+
+	// 1.2.0's smoke test fails in staging (kwok fails its test Pod, and
+	// serves the harness's stand-in log as the node's kubelet): the
+	// promotion fails naming the step and the test Pod, with the end of
+	// its log, printed line by line; the Pipeline stops 1.2.0 there.
+	g.Expect(tl.stepFacts).To(HaveKeyWithValue("demo-staging-1.2.0/"+devenv.DemoTestStep, "Failed"), out)
+	var failed tugboatv1alpha1.Promotion
+	g.Expect(hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-staging-1.2.0"}, &failed)).To(Succeed())
+	g.Expect(failed.Status.Steps).To(HaveLen(1))
+	smoke := failed.Status.Steps[0]
+	g.Expect([]any{smoke.Name, smoke.Type, smoke.Phase}).To(Equal([]any{devenv.DemoTestStep, tugboatv1alpha1.StepHelmTest, tugboatv1alpha1.StepFailed}))
+	g.Expect(smoke.Message).To(HavePrefix("helm test failed on staging/demo/demo: "))
+	g.Expect(smoke.Message).To(HaveSuffix("test pod demo-smoke failed: log (last lines): " + strings.TrimSpace(harness.KwokPodLog)))
+	ready := findReady(failed.Status.Conditions)
+	g.Expect(ready).NotTo(BeNil())
+	g.Expect(ready.Reason).To(Equal("StepFailed"))
+	g.Expect(ready.Message).To(HavePrefix("post step smoke (helmTest) failed after 1 attempt(s): helm test failed on staging/demo/demo"))
+	g.Expect(out).To(ContainSubstring("post step smoke (helmTest) Failed after 1 attempt(s):"))
+	for _, line := range strings.Split(strings.TrimSpace(harness.KwokPodLog), "\n") {
+		g.Expect(out).To(ContainSubstring("  |   "+line), "the log's lines are printed")
+	}
+	g.Expect(tl.stopped).To(Equal([]string{"1.2.0 is not promoted out of staging: its post step smoke (helmTest) failed in promotion demo-staging-1.2.0"}))
 
 	// The approval names the user the hub's API server authenticates for
 	// the environment's kubeconfig.
@@ -198,6 +229,16 @@ func TestDevDemo_timelineMatchesTheHub(t *testing.T) {
 		g.Expect(harness.ProcessAlive(pid)).To(BeFalse(), "pid %d after Ctrl-C", pid)
 	}
 	g.Expect(dir).NotTo(BeADirectory())
+}
+
+// findReady returns the Ready condition, or nil.
+func findReady(conds []metav1.Condition) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == "Ready" {
+			return &conds[i]
+		}
+	}
+	return nil
 }
 
 // TestDevDemo_ctrlCMidwayWithABrokenPipeCleansUp interrupts the real demo

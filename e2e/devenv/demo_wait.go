@@ -154,12 +154,60 @@ func (d *demoRun) waitPromotion(ctx context.Context, env, version string, phase 
 		return err
 	}
 	d.fact("promotion %s: %s", name, phase)
-	for _, st := range steps {
+	var failed *tugboatv1alpha1.StepStatus
+	for i, st := range steps {
 		d.fact("step %s of %s (%s %s): %s", st.Name, name, st.Stage, st.Type, st.Phase)
+		if st.Phase == tugboatv1alpha1.StepFailed || st.Phase == tugboatv1alpha1.StepTimedOut {
+			failed = &steps[i]
+		}
 	}
-	if msg != "" && phase != tugboatv1alpha1.PromotionSucceeded {
+	switch {
+	case failed != nil:
+		d.printStepFailure(failed)
+	case msg != "" && phase != tugboatv1alpha1.PromotionSucceeded:
 		d.say("  (%s)", oneLine(msg, 300))
 	}
+	return nil
+}
+
+// printStepFailure prints how the failed step st ended: its message,
+// which for a helmTest step names the failing test Pod and ends with its
+// log's last lines, each printed on a line of its own.
+func (d *demoRun) printStepFailure(st *tugboatv1alpha1.StepStatus) {
+	d.say("  %s step %s (%s) %s after %d attempt(s):", strings.ToLower(string(st.Stage)), st.Name, st.Type, st.Phase, st.Attempts)
+	head, log, found := strings.Cut(st.Message, "log (last lines): ")
+	d.say("  | %s", strings.TrimSpace(head))
+	if found {
+		d.say("  | log (last lines):")
+		for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+			d.say("  |   %s", line)
+		}
+	}
+}
+
+// waitStopped waits until the Pipeline says that version is not promoted
+// out of the environment where it failed a post step (its Ready reason
+// StoppedByStep), then records it.
+func (d *demoRun) waitStopped(ctx context.Context, version string) error {
+	msg := ""
+	err := d.wait(ctx, "the pipeline to stop "+version, func(ctx context.Context) (string, bool, error) {
+		var p tugboatv1alpha1.Pipeline
+		if err := d.Env.Hub.Client.Get(ctx, client.ObjectKey{Namespace: d.Env.Namespace, Name: d.Env.Pipeline}, &p); err != nil {
+			return "", false, err
+		}
+		c := apimeta.FindStatusCondition(p.Status.Conditions, tugboatv1alpha1.ReadyCondition.String())
+		if c == nil {
+			return fmt.Sprintf("pipeline %s: no Ready condition yet", p.Name), false, nil
+		}
+		msg = c.Message
+		return fmt.Sprintf("pipeline %s: %s: %s", p.Name, c.Reason, oneLine(c.Message, 200)),
+			c.Reason == tugboatv1alpha1.StoppedByStepReason.String() && strings.HasPrefix(c.Message, version+" is not promoted"), nil
+	})
+	if err != nil {
+		return err
+	}
+	stopped, _, _ := strings.Cut(msg, ";")
+	d.fact("stopped: %s", stopped)
 	return nil
 }
 

@@ -43,6 +43,8 @@ type promotionPage struct {
 	Targets, Succeeded int32
 	// Preview is what the Promotion would change (nil without one).
 	Preview *previewView
+	// Steps are its lifecycle steps (status.steps), pre steps first.
+	Steps []stepView
 }
 
 // entry is one step of a Promotion's timeline.
@@ -97,6 +99,7 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.Timeline = timeline(pr)
+	p.Steps = stepsOf(pr)
 	if r := pr.Status.Rollout; r != nil {
 		p.Targets, p.Succeeded = r.Counts()
 	}

@@ -23,7 +23,7 @@ func newDevDemoCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "A guided, non-interactive tour: promote, approve, fail, roll back and hold, on local clusters",
+		Short: "A guided, non-interactive tour: promote, approve, fail, a failing test, roll back and hold, on local clusters",
 		Long: `demo starts a hub and the spokes dev, staging and production on this machine
 (production behind an approval gate) and walks through tugboat's loop, printing
 each step, a live line whenever what it waits for changes, and a timeline at the
@@ -37,7 +37,10 @@ end with the time each step took:
   4. helm upgrade demo 1.1.0 in dev; 1.1.0 never becomes healthy in staging
      (its pods lack the toleration of staging's dedicated node), so its
      promotion fails and production keeps 1.0.0;
-  5. helm rollback in staging, which holds the environment.
+  5. helm upgrade demo 1.2.0 in dev; 1.2.0 runs healthy in staging, but its
+     smoke test (staging's helmTest step) fails: the promotion fails with the
+     test Pod's log, and 1.2.0 stops in staging;
+  6. helm rollback in staging, which holds the environment.
 
 Then it stops everything and removes its directory (a new temporary one unless
 --dir), or with --stay keeps running for exploration until Ctrl-C. Ctrl-C at
