@@ -200,7 +200,7 @@ func (r *Reconciler) refreshPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 	// (promotion_preview_recheck.go), are the Promotion's, not the
 	// PromotionPreview's: kept.
 	next.ApprovedPhase, next.ApprovedDigest = cur.ApprovedPhase, cur.ApprovedDigest
-	next.RecomputedAt, next.ChangedSinceApproval = cur.RecomputedAt, cur.ChangedSinceApproval
+	next.RecomputedAt, next.ChangedSinceApproval, next.ApprovalsReset = cur.RecomputedAt, cur.ChangedSinceApproval, cur.ApprovalsReset
 	if next.Phase != cur.Phase || next.Digest != cur.Digest || next.TargetsPreviewed != cur.TargetsPreviewed || next.Reason != cur.Reason {
 		now := metav1.NewTime(r.Now())
 		next.ComputedAt = &now
