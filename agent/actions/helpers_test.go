@@ -33,9 +33,9 @@ import (
 )
 
 // newNamespace creates a namespace for one test.
-func newNamespace(t *testing.T) string {
+func newNamespace(t testing.TB) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", "=", "-").Replace(t.Name()))
 	if len(name) > 50 {
 		name = name[:50]
 	}
@@ -55,7 +55,7 @@ func randomHex(n int) string {
 
 // helmConfig is a Helm action configuration for ns, as the executor builds
 // it.
-func helmConfig(t *testing.T, ns string) *action.Configuration {
+func helmConfig(t testing.TB, ns string) *action.Configuration {
 	t.Helper()
 	cfg := new(action.Configuration)
 	if err := cfg.Init(config.Target{RESTConfig: cluster.RESTConfig, Namespace: ns}.Getter(), ns, "secret", func(string, ...any) {}); err != nil {
