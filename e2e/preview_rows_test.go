@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -98,7 +99,7 @@ func mailText(g Gomega, data []byte) string {
 	walk = func(r *multipart.Reader) {
 		for {
 			p, err := r.NextPart()
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())

@@ -119,7 +119,7 @@ func BenchmarkPreview_perTarget(b *testing.B) {
 						changed++
 					}
 				}
-				if changed != c.objects && !(c.objects > len(out.Preview.Objects) && out.Preview.Truncated) {
+				if cut := out.Preview.Truncated && c.objects > len(out.Preview.Objects); changed != c.objects && !cut {
 					b.Fatalf("preview: %d objects changed, want %d: %s", changed, c.objects, strings.Join(objectNames(out.Preview), ", "))
 				}
 			}

@@ -40,7 +40,7 @@ func answerPreview(g Gomega, ns, name string, revision int32, digest string) {
 // alice, and the previewed release moves to another revision before the
 // approval, so the hub computes the preview again after it, and the change
 // differs from the one approved. Without reapproveOnChange the Promotion
-// proceeds (today's behaviour). With it, the approval is asked again: the
+// proceeds (today's behavior). With it, the approval is asked again: the
 // hub clears status.approval, sets status.preview.approvalsReset (alice's
 // vote no longer counts), says why in the Ready message and an Event
 // ApprovalAskedAgain, and waits; alice approves again (request.Decide
