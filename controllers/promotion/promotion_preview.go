@@ -131,7 +131,8 @@ func previewTargets(ctx context.Context, c client.Reader, ns string, hs *tugboat
 	for _, rt := range resolved {
 		release := pipeline.ReleaseOf(p, &rt.Target)
 		if rt.HelmRelease != nil {
-			why = "targets managed by a Flux HelmRelease are not previewed yet"
+			why = fmt.Sprintf("%s/%s/%s not previewed: Flux target (a Flux HelmRelease manages the release: its chart source and values are helm-controller's, which the agent does not render)",
+				rt.Spoke, rt.Namespace, release)
 			continue
 		}
 		if _, err := helm.ChartSource(hs, release, false); err != nil {

@@ -177,3 +177,51 @@ func readyMessage(pr *tugboatv1alpha1.Promotion) string {
 	}
 	return ""
 }
+
+// TestReconciler_aFluxTargetIsNotPreviewedAndSaysWhy (issue 26): a helm
+// Promotion into an environment that requires approval, whose only target
+// a Flux HelmRelease manages, is not previewed, and its status.preview
+// says so (Failed, "not previewed: Flux target"); it still waits for
+// approval, and the approval is counted.
+func TestReconciler_aFluxTargetIsNotPreviewedAndSaysWhy(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "flux-preview-"}}
+	g.Expect(cluster.Client.Create(ctx, ns)).To(Succeed())
+	p := &tugboatv1alpha1.Pipeline{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "web"},
+		Spec: tugboatv1alpha1.PipelineSpec{
+			Release: "web",
+			Promotion: tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyHelm, Helm: &tugboatv1alpha1.HelmStrategy{
+				Repository: "https://charts.example.com", Chart: "web"}},
+			Environments: []tugboatv1alpha1.Environment{{
+				Name: "production", Gates: tugboatv1alpha1.Gates{RequireApproval: true},
+				Targets: []tugboatv1alpha1.Target{{Spoke: "prod-1", Namespace: "apps", HelmRelease: &tugboatv1alpha1.ObjectReference{Name: "web"}}},
+			}},
+		},
+	}
+	g.Expect(cluster.Client.Create(ctx, p)).To(Succeed())
+	g.Expect(identity.Grant(ctx, cluster.Client, ns.Name, "alice", "web/production")).To(Succeed())
+	hubtest.Start(t, identity.HubConfig(cluster.RESTConfig), hubtest.Options())
+	pr, err := request.Create(ctx, hubc, p, "production", "1.4.0", tugboatv1alpha1.RequestedByCI, "ci")
+	g.Expect(err).NotTo(HaveOccurred())
+	get := func() *tugboatv1alpha1.Promotion {
+		got := &tugboatv1alpha1.Promotion{}
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(pr), got)).To(Succeed())
+		return got
+	}
+	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return get().Status.Phase }, 30*time.Second, 50*time.Millisecond).
+		Should(Equal(tugboatv1alpha1.PromotionWaitingApproval))
+	sum := get().Status.Preview
+	g.Expect(sum).NotTo(BeNil())
+	g.Expect(sum.Phase).To(Equal(tugboatv1alpha1.PreviewFailed))
+	g.Expect(sum.Reason).To(HavePrefix("no target can be previewed: prod-1/apps/web not previewed: Flux target (a Flux HelmRelease manages the release"))
+	g.Expect(sum.Line()).To(HavePrefix("Failed: no target can be previewed: prod-1/apps/web not previewed: Flux target"))
+
+	alice, err := identity.Client(cluster.RESTConfig, cluster.Client.Scheme(), "alice")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = request.Decide(ctx, alice, ns.Name, pr.Name, tugboatv1alpha1.ApprovalVote{
+		Decision: tugboatv1alpha1.DecisionApprove, User: "alice", Source: tugboatv1alpha1.ApprovalSourceKubernetes})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() *metav1.Time { return get().Status.StartedAt }, 30*time.Second, 50*time.Millisecond).ShouldNot(BeNil())
+}
