@@ -150,6 +150,13 @@ func printDiff(w io.Writer, p painter, v diffView) {
 			cmp.Or(string(sum.ApprovedPhase), "unknown"), cmp.Or(short(sum.ApprovedDigest), "none"))
 		if sum.ChangedSinceApproval {
 			line := "The change differs from what was approved; the promotion proceeds (tugboat abort " + v.Promotion + " stops it)."
+			if sum.ApprovalsReset > 0 {
+				votes := fmt.Sprintf("the %d earlier votes no longer count", sum.ApprovalsReset)
+				if sum.ApprovalsReset == 1 {
+					votes = "the earlier vote no longer counts"
+				}
+				line = "The change differs from what was approved; the approval is asked again (reapproveOnChange): " + votes + " (tugboat approve " + v.Promotion + ")."
+			}
 			if p.on {
 				line = red + line + reset
 			}

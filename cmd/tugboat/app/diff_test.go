@@ -78,6 +78,18 @@ func previewFixture(t *testing.T, ns string) {
 		ApprovedPhase: tugboatv1alpha1.PreviewStale, ApprovedDigest: strings.Repeat("c0", 32), ChangedSinceApproval: true}
 	g.Expect(cluster.Client.Status().Patch(ctx, drifted, client.MergeFrom(orig))).To(Succeed())
 
+	// Approved, computed again, another change, and the gate asks for
+	// approval again (reapproveOnChange): alice's vote no longer counts.
+	reasked, err := request.Create(ctx, cluster.Client, p, "production", "1.4.4", tugboatv1alpha1.RequestedByCI, "ci")
+	g.Expect(err).NotTo(HaveOccurred())
+	orig = reasked.DeepCopy()
+	reasked.Status.Phase = tugboatv1alpha1.PromotionWaitingApproval
+	reasked.Status.Approvals = []tugboatv1alpha1.ApprovalVote{{Decision: tugboatv1alpha1.DecisionApprove, User: "alice", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: t1}}
+	reasked.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewReady, Name: reasked.Name + "-recheck", Digest: strings.Repeat("e2", 32),
+		ObjectsChanged: 2, LinesChanged: 9, Groups: 1, TargetsPreviewed: 1, ComputedAt: &t1, RecomputedAt: &t1,
+		ApprovedPhase: tugboatv1alpha1.PreviewStale, ApprovedDigest: strings.Repeat("c0", 32), ChangedSinceApproval: true, ApprovalsReset: 1}
+	g.Expect(cluster.Client.Status().Patch(ctx, reasked, client.MergeFrom(orig))).To(Succeed())
+
 	// Its preview's name taken by someone else: an on-demand preview they
 	// created under the name, which the Promotion does not own.
 	squatted, err := request.Create(ctx, cluster.Client, p, "production", "1.4.3", tugboatv1alpha1.RequestedByCI, "ci")
@@ -99,7 +111,8 @@ func previewFixture(t *testing.T, ns string) {
 // TestGolden_diff: `tugboat diff` prints a Promotion's preview (each
 // distinct change with the targets it stands for, the objects, their
 // diffs, the values diff; a Secret only as changed), a failed one with its
-// reason, one computed again after the approval and found changed, and
+// reason, one computed again after the approval and found changed (and
+// one whose approval was asked again because of it), and
 // an unknown Promotion as not found; and refuses a PromotionPreview of the
 // preview's name that the Promotion does not own (PromotionPreview.Of:
 // someone else created it), in every format; in table, JSON and YAML,
@@ -114,6 +127,7 @@ func TestGolden_diff(t *testing.T) {
 	}
 	expectGolden(t, "diff-failed", goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.1"}, kc...)...))
 	expectGolden(t, "diff-changed-since-approval", goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.2"}, kc...)...))
+	expectGolden(t, "diff-approval-asked-again", goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.4"}, kc...)...))
 	expectGolden(t, "diff-not-ours", goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.3", "-o", "json"}, kc...)...))
 	expectGolden(t, "diff-unknown", goldenRun(ns, masks, append([]string{"diff", "nope"}, kc...)...))
 	out := goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.0"}, kc...)...)
