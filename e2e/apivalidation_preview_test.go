@@ -190,10 +190,59 @@ func testPromotionPreviews(ctx context.Context, t *testing.T, c client.Client) {
 		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
 		g.Expect(err.Error()).To(ContainSubstring(`status.preview.phase: Unsupported value: "Guessed"`))
 
+		for _, row := range []struct {
+			name  string
+			reset int32
+			want  string
+		}{
+			{"negative", -1, "status.preview.approvalsReset: Invalid value: -1: preview.approvalsReset in body should be greater than or equal to 0"},
+			{"more than status.approvals holds", 21, "status.preview.approvalsReset: Invalid value: 21: preview.approvalsReset in body should be less than or equal to 20"},
+		} {
+			bad := pr.DeepCopy()
+			bad.Status.Preview = &tugboatv1.PreviewSummary{Phase: tugboatv1.PreviewReady, ChangedSinceApproval: true, ApprovalsReset: row.reset}
+			err := c.Status().Update(ctx, bad)
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: want an Invalid error, got %v", row.name, err)
+			g.Expect(err.Error()).To(ContainSubstring(row.want), row.name)
+		}
+
 		ok := pr.DeepCopy()
 		now := metav1.NewTime(time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC))
 		ok.Status.Preview = &tugboatv1.PreviewSummary{Phase: tugboatv1.PreviewReady, Name: pr.Name, Digest: strings.Repeat("cd", 32),
-			ObjectsChanged: 2, LinesChanged: 4, Groups: 1, TargetsPreviewed: 3, ComputedAt: &now}
+			ObjectsChanged: 2, LinesChanged: 4, Groups: 1, TargetsPreviewed: 3, ComputedAt: &now,
+			ApprovedPhase: tugboatv1.PreviewStale, ApprovedDigest: strings.Repeat("ab", 32), RecomputedAt: &now, ChangedSinceApproval: true, ApprovalsReset: 2}
 		g.Expect(c.Status().Update(ctx, ok)).To(Succeed())
+		again := &tugboatv1.Promotion{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pr), again)).To(Succeed())
+		g.Expect(again.Status.Preview.ApprovalsReset).To(BeEquivalentTo(2))
+	})
+
+	// gates.reapproveOnChange (asking for approval again when the preview
+	// changed after it) needs an approval gate.
+	t.Run("gates.reapproveOnChange", func(t *testing.T) {
+		for _, row := range []struct {
+			name  string
+			gates tugboatv1.Gates
+			want  string
+		}{
+			{"without requireApproval", tugboatv1.Gates{ReapproveOnChange: true},
+				"spec.environments[0].gates.reapproveOnChange: Invalid value: reapproveOnChange needs requireApproval"},
+		} {
+			g := NewWithT(t)
+			err := c.Create(ctx, pipelineWith("reapprove-bad", func(p *tugboatv1.Pipeline) { p.Spec.Environments[0].Gates = row.gates }))
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: want an Invalid error, got %v", row.name, err)
+			g.Expect(err.Error()).To(ContainSubstring(row.want), row.name)
+		}
+		for i, gates := range []tugboatv1.Gates{
+			{RequireApproval: true, ReapproveOnChange: true},
+			{RequireApproval: false, ReapproveOnChange: false},
+		} {
+			g := NewWithT(t)
+			p := pipelineWith(fmt.Sprintf("reapprove-ok-%d", i), func(p *tugboatv1.Pipeline) { p.Spec.Environments[0].Gates = gates })
+			g.Expect(c.Create(ctx, p)).To(Succeed())
+			t.Cleanup(func() { _ = c.Delete(ctx, p) })
+			got := &tugboatv1.Pipeline{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+			g.Expect(got.Spec.Environments[0].Gates.ReapproveOnChange).To(Equal(gates.ReapproveOnChange))
+		}
 	})
 }

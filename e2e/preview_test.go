@@ -35,8 +35,10 @@ import (
 )
 
 // previewChart is a chart with a Secret fed by a value. From 1.0.0 to
-// 1.1.0 the Deployment gains the toleration its new default value adds,
-// the ConfigMap a log level, and the Secret a key.
+// 1.1.0 the Deployment gains the toleration its new default value adds
+// and an annotation of the value region (default "global"), the ConfigMap
+// a log level, and the Secret a key. 2.0.0 is 1.1.0 without the ConfigMap
+// and with a Service: one object more and one less.
 func previewChart(version string) *chart.Chart {
 	values := map[string]any{"logLevel": "info", "db": map[string]any{"password": "chart-default-password"}}
 	if version != "1.0.0" {
@@ -65,6 +67,10 @@ data:
 kind: Deployment
 metadata:
   name: {{ .Release.Name }}
+{{- if ne .Chart.Version "1.0.0" }}
+  annotations:
+    region: {{ .Values.region | default "global" | quote }}
+{{- end }}
 spec:
   replicas: 1
   selector:
@@ -81,6 +87,18 @@ spec:
 {{ toYaml . | indent 8 }}
 {{- end }}
 `,
+	}
+	if version == "2.0.0" {
+		delete(templates, "configmap.yaml")
+		templates["service.yaml"] = `apiVersion: v1
+kind: Service
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  selector: {app: {{ .Release.Name }}}
+  ports:
+    - port: 80
+`
 	}
 	ch := &chart.Chart{Metadata: &chart.Metadata{APIVersion: chart.APIVersionV2, Name: "vault-app", Version: version, AppVersion: version}, Values: values}
 	raw, _ := yaml.Marshal(values)

@@ -37,7 +37,7 @@ import (
 // newNamespace creates a namespace for one test.
 func newNamespace(t testing.TB) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", "=", "-").Replace(t.Name()))
 	if len(name) > 50 {
 		name = name[:50]
 	}

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -129,11 +130,16 @@ data:
 	return ch
 }
 
-// packagePreviewCharts packages vaultChart and lookupChart at 1.0.0 and
-// 1.1.0 into dir.
+// packagePreviewCharts packages vaultChart, lookupChart, manyChart and
+// the sample chart (demo) at 1.0.0 and 1.1.0 into dir.
 func packagePreviewCharts(dir string) error {
 	for _, v := range []string{"1.0.0", "1.1.0"} {
-		for _, ch := range []*chart.Chart{vaultChartAt(v), lookupChartAt(v)} {
+		demo, err := loader.Load(demoChartDir)
+		if err != nil {
+			return err
+		}
+		demo.Metadata.Version, demo.Metadata.AppVersion = v, v
+		for _, ch := range []*chart.Chart{vaultChartAt(v), lookupChartAt(v), manyChartAt(v), demo} {
 			if _, err := chartutil.Save(ch, dir); err != nil {
 				return err
 			}

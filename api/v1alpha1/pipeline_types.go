@@ -176,6 +176,7 @@ type Target struct {
 // Gates are the checks between environments.
 // +kubebuilder:validation:XValidation:rule="!has(self.approvals) || (has(self.requireApproval) && self.requireApproval)",message="approvals needs requireApproval",fieldPath=".approvals"
 // +kubebuilder:validation:XValidation:rule="!has(self.approvers) || (has(self.requireApproval) && self.requireApproval)",message="approvers needs requireApproval",fieldPath=".approvers"
+// +kubebuilder:validation:XValidation:rule="!has(self.reapproveOnChange) || !self.reapproveOnChange || (has(self.requireApproval) && self.requireApproval)",message="reapproveOnChange needs requireApproval",fieldPath=".reapproveOnChange"
 type Gates struct {
 	// soakTime is how long every target must run a version, healthy, before it
 	// is promoted onwards. Defaults to 0 (promote as soon as healthy).
@@ -209,6 +210,19 @@ type Gates struct {
 	// signers); see docs/approvals.md.
 	// +optional
 	Approvers *Approvers `json:"approvers,omitempty"`
+
+	// reapproveOnChange asks for approval again when a promotion's preview
+	// changed after the approval: a previewed release moved, the hub
+	// computed the preview again before the strategy acted, and the change
+	// differs from the one approved (or could not be computed again). The
+	// votes cast before no longer count (status.preview.approvalsReset),
+	// the approvers are told with the new preview (the notice
+	// PromotionPreviewChanged, the Event ApprovalAskedAgain), and the
+	// Promotion waits for approval. Defaults to false: the approvers are
+	// told, and the promotion proceeds. Needs requireApproval; applies to
+	// promotions with a preview (the helm strategy).
+	// +optional
+	ReapproveOnChange bool `json:"reapproveOnChange,omitempty"`
 
 	// requireHealthy requires every target to be healthy (kstatus Current)
 	// before a version is promoted onwards. Defaults to true.

@@ -16,6 +16,9 @@ const (
 	// MaxPreviewGroups is the most distinct changes stored; more are
 	// counted in status.otherChanges.
 	MaxPreviewGroups = 4
+	// MaxPreviewVotes is the most votes status.preview.approvalsReset
+	// sets aside (status.approvals holds at most 20).
+	MaxPreviewVotes = 20
 	// MaxPreviewSpokes is the most spokes a group or target names.
 	MaxPreviewSpokes = 20
 	// MaxPreviewObjects is the most objects a group lists.
@@ -429,9 +432,21 @@ type PreviewSummary struct {
 	// strategy acted differs from the one approved (another digest), or
 	// could not be computed again (reason says why). The approvers are
 	// told (the notice PromotionPreviewChanged and the Event
-	// PreviewChanged); the promotion proceeds.
+	// PreviewChanged); the promotion proceeds, unless the environment's
+	// gate sets reapproveOnChange (approvalsReset).
 	// +optional
 	ChangedSinceApproval bool `json:"changedSinceApproval,omitempty"`
+
+	// approvalsReset is how many of status.approvals, the first ones, no
+	// longer count: they were cast before the preview changed since the
+	// approval (changedSinceApproval) in an environment whose gate sets
+	// reapproveOnChange. The hub then cleared status.approval, and the
+	// Promotion waits for approval again; a person who voted before may
+	// vote again.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	ApprovalsReset int32 `json:"approvalsReset,omitempty"`
 }
 
 // Line is the one-line summary of a preview, as the CLI and the notices

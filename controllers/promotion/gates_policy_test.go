@@ -28,6 +28,7 @@ func TestPolicy_weakeningAGateNeedsTheApproveVerb(t *testing.T) {
 	ns, p := stagingProduction(g, "gates", func(gates *tugboatv1alpha1.Gates) {
 		gates.RequireApproval, gates.Approvals = true, ptr.To[int32](2)
 		gates.Approvers = &tugboatv1alpha1.Approvers{SlackUsers: []string{"U012ALICE"}}
+		gates.ReapproveOnChange = true
 	})
 	editorRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "pipeline-editor"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"pipelines"}, Verbs: []string{"get", "update", "patch"}},
@@ -70,14 +71,15 @@ func TestPolicy_weakeningAGateNeedsTheApproveVerb(t *testing.T) {
 	for name, weaken := range map[string]func(*tugboatv1alpha1.Pipeline){
 		"approval off": func(p *tugboatv1alpha1.Pipeline) {
 			g := production(p)
-			g.RequireApproval, g.Approvals, g.Approvers = false, nil, nil
+			g.RequireApproval, g.Approvals, g.Approvers, g.ReapproveOnChange = false, nil, nil, false
 		},
 		"an approver added": func(p *tugboatv1alpha1.Pipeline) {
 			production(p).Approvers.SlackUsers = append(production(p).Approvers.SlackUsers, "U666EDDIE")
 		},
-		"the approvers gone":   func(p *tugboatv1alpha1.Pipeline) { production(p).Approvers = nil },
-		"approvals defaulted":  func(p *tugboatv1alpha1.Pipeline) { production(p).Approvals = nil },
-		"approvals lowered to": func(p *tugboatv1alpha1.Pipeline) { production(p).Approvals = ptr.To[int32](1) },
+		"the approvers gone":    func(p *tugboatv1alpha1.Pipeline) { production(p).Approvers = nil },
+		"approvals defaulted":   func(p *tugboatv1alpha1.Pipeline) { production(p).Approvals = nil },
+		"approvals lowered to":  func(p *tugboatv1alpha1.Pipeline) { production(p).Approvals = ptr.To[int32](1) },
+		"reapproveOnChange off": func(p *tugboatv1alpha1.Pipeline) { production(p).ReapproveOnChange = false },
 	} {
 		g.Expect(update(eddie, weaken)).To(MatchError(ContainSubstring(refused)), name)
 	}

@@ -202,6 +202,7 @@ func TestPreview_onlyTheHubWritesAPromotionsPreview(t *testing.T) {
 		},
 		"phase":                func(s *tugboatv1alpha1.PreviewSummary) { s.Phase = tugboatv1alpha1.PreviewReady },
 		"changedSinceApproval": func(s *tugboatv1alpha1.PreviewSummary) { s.ChangedSinceApproval = true },
+		"approvalsReset":       func(s *tugboatv1alpha1.PreviewSummary) { s.ApprovalsReset = 1 },
 	} {
 		forged := pr.DeepCopy()
 		forge(forged.Status.Preview)

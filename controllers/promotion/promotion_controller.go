@@ -327,6 +327,9 @@ func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Pr
 				reason = tugboatv1alpha1.ApprovalPolicyNotEnforcedReason
 				msg += "; Kubernetes votes do not count: " + why + ", so nothing checks who wrote them"
 			}
+			if again := approvalAskedAgain(pr); again != "" {
+				msg += "; " + again
+			}
 			r.setPhase(pr, tugboatv1alpha1.PromotionWaitingApproval, reason, msg)
 			return ctrl.Result{}, nil
 		}
@@ -340,6 +343,13 @@ func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Pr
 			"approved by "+pr.Status.Approval.ApprovedBy+"; the preview went stale since, so it is computed again before "+
 				pr.Spec.Version+" is promoted into "+pr.Spec.To+": "+pr.Status.Preview.Reason)
 		return ctrl.Result{RequeueAfter: after}, err
+	}
+	if pr.Status.Approval == nil {
+		// The preview changed since the approval, and the gate asks for
+		// approval again (reapproveOnChange): waits for new votes.
+		r.setPhase(pr, tugboatv1alpha1.PromotionWaitingApproval, tugboatv1alpha1.WaitingForApprovalReason,
+			fmt.Sprintf("promotion of %s into %s waits for approval again (tugboat approve %s); %s", pr.Spec.Version, pr.Spec.To, pr.Name, approvalAskedAgain(pr)))
+		return ctrl.Result{}, nil
 	}
 	return r.start(ctx, pr, p, env)
 }

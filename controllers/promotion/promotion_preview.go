@@ -131,7 +131,8 @@ func previewTargets(ctx context.Context, c client.Reader, ns string, hs *tugboat
 	for _, rt := range resolved {
 		release := pipeline.ReleaseOf(p, &rt.Target)
 		if rt.HelmRelease != nil {
-			why = "targets managed by a Flux HelmRelease are not previewed yet"
+			why = fmt.Sprintf("%s/%s/%s not previewed: Flux target (a Flux HelmRelease manages the release: its chart source and values are helm-controller's, which the agent does not render)",
+				rt.Spoke, rt.Namespace, release)
 			continue
 		}
 		if _, err := helm.ChartSource(hs, release, false); err != nil {
@@ -200,7 +201,7 @@ func (r *Reconciler) refreshPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 	// (promotion_preview_recheck.go), are the Promotion's, not the
 	// PromotionPreview's: kept.
 	next.ApprovedPhase, next.ApprovedDigest = cur.ApprovedPhase, cur.ApprovedDigest
-	next.RecomputedAt, next.ChangedSinceApproval = cur.RecomputedAt, cur.ChangedSinceApproval
+	next.RecomputedAt, next.ChangedSinceApproval, next.ApprovalsReset = cur.RecomputedAt, cur.ChangedSinceApproval, cur.ApprovalsReset
 	if next.Phase != cur.Phase || next.Digest != cur.Digest || next.TargetsPreviewed != cur.TargetsPreviewed || next.Reason != cur.Reason {
 		now := metav1.NewTime(r.Now())
 		next.ComputedAt = &now

@@ -3,6 +3,7 @@ package promotion
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,8 +33,14 @@ import (
 //
 // The promotion then proceeds: the approvers approved this version into
 // this environment, and they are told that the change differs from what
-// they saw (they can abort it: tugboat abort). A preview that did not go
-// stale is not computed again.
+// they saw (they can abort it: tugboat abort). Unless the environment's
+// gate sets reapproveOnChange: then the approval is asked again
+// (askApprovalAgain): the votes cast so far no longer count
+// (status.preview.approvalsReset), status.approval is cleared, an Event
+// ApprovalAskedAgain says why, and the Promotion waits for approval with
+// the new preview (the notice PromotionPreviewChanged carries it). A
+// preview that did not go stale is not computed again, and is computed
+// again at most once per Promotion.
 
 // Event reasons of the recheck.
 const (
@@ -43,6 +50,10 @@ const (
 	// EventPreviewChanged: the preview computed again differs from the
 	// one approved, or could not be computed again.
 	EventPreviewChanged = "PreviewChanged"
+	// EventApprovalAskedAgain: the preview changed since the approval and
+	// the environment's gate sets reapproveOnChange: the votes cast so far
+	// no longer count.
+	EventApprovalAskedAgain = "ApprovalAskedAgain"
 )
 
 // recheckSuffix names the second PromotionPreview of a Promotion.
@@ -117,7 +128,35 @@ func (r *Reconciler) recheckPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 	if sum.Phase == tugboatv1alpha1.PreviewFailed {
 		sum.Reason = clip.String("the preview went stale after the approval and could not be computed again: "+sum.Reason, 1024)
 	}
+	if sum.ChangedSinceApproval && env.Gates.ReapproveOnChange {
+		askApprovalAgain(pr)
+	}
 	return false, 0, nil
+}
+
+// askApprovalAgain resets pr's approval gate because its preview changed
+// since the approval (gates.reapproveOnChange): the votes cast so far no
+// longer count (status.preview.approvalsReset; request.Count), and
+// status.approval is cleared, so the Promotion waits for approval again.
+// What the first approvers saw (approvedPhase, approvedDigest) stays.
+func askApprovalAgain(pr *tugboatv1alpha1.Promotion) {
+	pr.Status.Preview.ApprovalsReset = int32(min(len(pr.Status.Approvals), tugboatv1alpha1.MaxPreviewVotes))
+	pr.Status.Approval = nil
+}
+
+// approvalAskedAgain is the Ready message of a Promotion whose approval
+// was asked again, or "" when it was not.
+func approvalAskedAgain(pr *tugboatv1alpha1.Promotion) string {
+	sum := pr.Status.Preview
+	if sum == nil || sum.ApprovalsReset == 0 {
+		return ""
+	}
+	votes := fmt.Sprintf("the %d votes cast before no longer count", sum.ApprovalsReset)
+	if sum.ApprovalsReset == 1 {
+		votes = "the vote cast before no longer counts"
+	}
+	return fmt.Sprintf("approval asked again: the preview changed since the approval (%s; approved: digest %s), and the gate of %s sets reapproveOnChange, so %s",
+		sum.Line(), short(sum.ApprovedDigest), pr.Spec.To, votes)
 }
 
 // recordPreviewRecheck emits the Events of the recheck: when it started,
@@ -130,9 +169,17 @@ func recordPreviewRecheck(rec events.EventRecorder, before, after *tugboatv1alph
 		rec.Eventf(pr, nil, corev1.EventTypeNormal, EventPreviewRecomputing, "Preview", "%s",
 			clip.String("approved, but the preview went stale; computing it again before promoting: "+after.Reason, 1000))
 	}
+	reset := after.ApprovalsReset > 0 && (before == nil || before.ApprovalsReset == 0)
 	if after.ChangedSinceApproval && (before == nil || !before.ChangedSinceApproval) {
+		next := "proceeding (tugboat diff " + pr.Name + ", tugboat abort " + pr.Name + ")"
+		if reset {
+			next = "approval asked again (tugboat diff " + pr.Name + ", tugboat approve " + pr.Name + ")"
+		}
 		rec.Eventf(pr, nil, corev1.EventTypeWarning, EventPreviewChanged, "Preview", "%s",
-			clip.String("the change differs from what was approved (digest "+short(after.ApprovedDigest)+"): "+after.Line()+"; proceeding (tugboat diff "+pr.Name+", tugboat abort "+pr.Name+")", 1000))
+			clip.String("the change differs from what was approved (digest "+short(after.ApprovedDigest)+"): "+after.Line()+"; "+next, 1000))
+	}
+	if reset {
+		rec.Eventf(pr, nil, corev1.EventTypeWarning, EventApprovalAskedAgain, "Approve", "%s", clip.String(approvalAskedAgain(pr), 1000))
 	}
 }
 

@@ -103,6 +103,12 @@ The diffs are colored on a terminal, plain when piped or with NO_COLOR.`,
 				pp := &tugboatv1alpha1.PromotionPreview{}
 				err := s.client.Get(ctx, types.NamespacedName{Namespace: s.namespace, Name: sum.Name}, pp)
 				switch {
+				case err == nil && !pp.Of(pr):
+					// Anyone who may ask an on-demand preview may pick its
+					// name: one the Promotion does not own is never shown
+					// as its preview (as the hub, the dashboard and the
+					// pull request body do).
+					return fmt.Errorf("the PromotionPreview %s/%s is not the preview of promotion %s (it does not name the promotion, or the promotion does not own it: someone else created it under that name); refusing to show it", s.namespace, sum.Name, pr.Name)
 				case err == nil:
 					v.TotalTargets, v.Groups, v.OtherChanges = pp.Spec.TotalTargets, pp.Status.Groups, pp.Status.OtherChanges
 				case !apierrors.IsNotFound(err):
@@ -144,6 +150,13 @@ func printDiff(w io.Writer, p painter, v diffView) {
 			cmp.Or(string(sum.ApprovedPhase), "unknown"), cmp.Or(short(sum.ApprovedDigest), "none"))
 		if sum.ChangedSinceApproval {
 			line := "The change differs from what was approved; the promotion proceeds (tugboat abort " + v.Promotion + " stops it)."
+			if sum.ApprovalsReset > 0 {
+				votes := fmt.Sprintf("the %d earlier votes no longer count", sum.ApprovalsReset)
+				if sum.ApprovalsReset == 1 {
+					votes = "the earlier vote no longer counts"
+				}
+				line = "The change differs from what was approved; the approval is asked again (reapproveOnChange): " + votes + " (tugboat approve " + v.Promotion + ")."
+			}
 			if p.on {
 				line = red + line + reset
 			}

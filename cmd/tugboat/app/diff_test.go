@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/controllers/promotion/request"
@@ -38,6 +39,7 @@ func previewFixture(t *testing.T, ns string) {
 				{Spoke: "prod-3", Namespace: "apps", Release: "web", ActionID: strings.Repeat("2b", 16), Targets: 1, Spokes: []string{"prod-3"}},
 			}},
 	}
+	g.Expect(controllerutil.SetControllerReference(pr, pp, cluster.Client.Scheme())).To(Succeed())
 	g.Expect(cluster.Client.Create(ctx, pp)).To(Succeed())
 	deployment := tugboatv1alpha1.PreviewObject{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: "web", Change: tugboatv1alpha1.PreviewChanged,
 		Diff: "--- Deployment apps/web (live)\n+++ Deployment apps/web (promoted)\n@@ -7,3 +7,6 @@\n     spec:\n-      - image: registry.example/web:1.3.0\n+      - image: registry.example/web:1.4.0\n+      tolerations:\n+      - key: dedicated\n"}
@@ -75,13 +77,45 @@ func previewFixture(t *testing.T, ns string) {
 		ObjectsChanged: 2, LinesChanged: 9, Groups: 1, TargetsPreviewed: 1, ComputedAt: &t1, RecomputedAt: &t1,
 		ApprovedPhase: tugboatv1alpha1.PreviewStale, ApprovedDigest: strings.Repeat("c0", 32), ChangedSinceApproval: true}
 	g.Expect(cluster.Client.Status().Patch(ctx, drifted, client.MergeFrom(orig))).To(Succeed())
+
+	// Approved, computed again, another change, and the gate asks for
+	// approval again (reapproveOnChange): alice's vote no longer counts.
+	reasked, err := request.Create(ctx, cluster.Client, p, "production", "1.4.4", tugboatv1alpha1.RequestedByCI, "ci")
+	g.Expect(err).NotTo(HaveOccurred())
+	orig = reasked.DeepCopy()
+	reasked.Status.Phase = tugboatv1alpha1.PromotionWaitingApproval
+	reasked.Status.Approvals = []tugboatv1alpha1.ApprovalVote{{Decision: tugboatv1alpha1.DecisionApprove, User: "alice", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: t1}}
+	reasked.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewReady, Name: reasked.Name + "-recheck", Digest: strings.Repeat("e2", 32),
+		ObjectsChanged: 2, LinesChanged: 9, Groups: 1, TargetsPreviewed: 1, ComputedAt: &t1, RecomputedAt: &t1,
+		ApprovedPhase: tugboatv1alpha1.PreviewStale, ApprovedDigest: strings.Repeat("c0", 32), ChangedSinceApproval: true, ApprovalsReset: 1}
+	g.Expect(cluster.Client.Status().Patch(ctx, reasked, client.MergeFrom(orig))).To(Succeed())
+
+	// Its preview's name taken by someone else: an on-demand preview they
+	// created under the name, which the Promotion does not own.
+	squatted, err := request.Create(ctx, cluster.Client, p, "production", "1.4.3", tugboatv1alpha1.RequestedByCI, "ci")
+	g.Expect(err).NotTo(HaveOccurred())
+	squat := &tugboatv1alpha1.PromotionPreview{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: squatted.Name},
+		Spec:       tugboatv1alpha1.PromotionPreviewSpec{Pipeline: "web", From: "staging", To: "production"},
+	}
+	g.Expect(cluster.Client.Create(ctx, squat)).To(Succeed())
+	squat.Status = pp.Status
+	g.Expect(cluster.Client.Status().Update(ctx, squat)).To(Succeed())
+	orig = squatted.DeepCopy()
+	squatted.Status.Phase = tugboatv1alpha1.PromotionWaitingApproval
+	squatted.Status.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewReady, Name: squat.Name, Digest: strings.Repeat("c0", 32),
+		ObjectsChanged: 3, LinesChanged: 7, Groups: 2, TargetsPreviewed: 3, ComputedAt: &t1}
+	g.Expect(cluster.Client.Status().Patch(ctx, squatted, client.MergeFrom(orig))).To(Succeed())
 }
 
 // TestGolden_diff: `tugboat diff` prints a Promotion's preview (each
 // distinct change with the targets it stands for, the objects, their
 // diffs, the values diff; a Secret only as changed), a failed one with its
-// reason, one computed again after the approval and found changed, and
-// an unknown Promotion as not found; in table, JSON and YAML,
+// reason, one computed again after the approval and found changed (and
+// one whose approval was asked again because of it), and
+// an unknown Promotion as not found; and refuses a PromotionPreview of the
+// preview's name that the Promotion does not own (PromotionPreview.Of:
+// someone else created it), in every format; in table, JSON and YAML,
 // never colored into a buffer.
 func TestGolden_diff(t *testing.T) {
 	ns := newNamespace(t)
@@ -93,6 +127,8 @@ func TestGolden_diff(t *testing.T) {
 	}
 	expectGolden(t, "diff-failed", goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.1"}, kc...)...))
 	expectGolden(t, "diff-changed-since-approval", goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.2"}, kc...)...))
+	expectGolden(t, "diff-approval-asked-again", goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.4"}, kc...)...))
+	expectGolden(t, "diff-not-ours", goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.3", "-o", "json"}, kc...)...))
 	expectGolden(t, "diff-unknown", goldenRun(ns, masks, append([]string{"diff", "nope"}, kc...)...))
 	out := goldenRun(ns, masks, append([]string{"diff", "web-production-1.4.0"}, kc...)...)
 	if strings.Contains(out, "\x1b[") {

@@ -37,6 +37,9 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 		if e == tugboatv1alpha1.EventPromotionPreviewChanged && s.Preview.ApprovedDigest != "" {
 			info.Preview = s.Preview.Line() + ", not the change approved (digest " + clip.String(s.Preview.ApprovedDigest, 15) + ") (tugboat diff " + pr.Name + ")"
 		}
+		if e == tugboatv1alpha1.EventPromotionPreviewChanged && s.Preview.ApprovalsReset > 0 {
+			info.Preview += "; approval asked again (reapproveOnChange): the earlier votes no longer count"
+		}
 	}
 	info.DashboardURL = r.opts.promotionPage(pr)
 	if s.Approval != nil {
@@ -96,7 +99,11 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 				HelmRelease: helmRelease(t.Spoke, t.Namespace, rel)})
 		}
 	}
-	if e == tugboatv1alpha1.EventPromotionWaitingApproval && s.Phase == tugboatv1alpha1.PromotionWaitingApproval &&
+	// The approval asked again because the preview changed
+	// (reapproveOnChange): the notice of the change asks for the decision.
+	asks := e == tugboatv1alpha1.EventPromotionWaitingApproval ||
+		e == tugboatv1alpha1.EventPromotionPreviewChanged && s.Preview != nil && s.Preview.ApprovalsReset > 0
+	if asks && s.Phase == tugboatv1alpha1.PromotionWaitingApproval &&
 		env != nil && env.Gates.Approvers != nil && len(env.Gates.Approvers.SlackUsers) > 0 {
 		n.Approval = &notify.ApprovalRequest{Namespace: pr.Namespace, Pipeline: pr.Spec.Pipeline, Promotion: pr.Name, Notifier: spec.Name}
 	}

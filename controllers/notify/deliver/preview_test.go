@@ -119,3 +119,29 @@ func TestDeliver_previewChangedSinceApprovalIsTold(t *testing.T) {
 	g.Expect(n.Promotion.Preview).To(Equal("Ready: changed since approval: 4 objects and 12 lines change (1 target previewed), " +
 		"not the change approved (digest abababababab…) (tugboat diff web-production-1.4.0)"))
 }
+
+// When the preview changed since the approval and the gate asks for
+// approval again (reapproveOnChange: status.preview.approvalsReset), the
+// PromotionPreviewChanged notice carries the new preview, the digest
+// approved, and that the approval is asked again (issue 26).
+func TestDeliver_previewChangedNoticeSaysTheApprovalIsAskedAgain(t *testing.T) {
+	g := NewWithT(t)
+	ns := "notify-reapprove"
+	rcv, url := newReceiver(t)
+	fixture(t, ns, webhookNotifier("hook", url, "", tugboatv1alpha1.EventPromotionPreviewChanged))
+	startDeliverer(t, fastOptions())
+	pr := newPromotion(t, ns)
+	now := metav1.Now()
+	setStatus(g, ns, pr.Name, func(s *tugboatv1alpha1.PromotionStatus) {
+		s.Phase = tugboatv1alpha1.PromotionWaitingApproval
+		s.Conditions = ready(metav1.ConditionUnknown, tugboatv1alpha1.WaitingForApprovalReason, "waits for approval again")
+		s.Approvals = []tugboatv1alpha1.ApprovalVote{{Decision: tugboatv1alpha1.DecisionApprove, User: "alice", Source: tugboatv1alpha1.ApprovalSourceKubernetes, Time: now}}
+		s.Preview = &tugboatv1alpha1.PreviewSummary{Phase: tugboatv1alpha1.PreviewReady, Name: pr.Name + "-recheck", Digest: strings.Repeat("b2", 32),
+			ObjectsChanged: 1, LinesChanged: 2, Groups: 1, TargetsPreviewed: 1, ComputedAt: &now, RecomputedAt: &now,
+			ApprovedPhase: tugboatv1alpha1.PreviewStale, ApprovedDigest: strings.Repeat("a1", 32), ChangedSinceApproval: true, ApprovalsReset: 1}
+	})
+	g.Eventually(rcv.events, 20*time.Second, 50*time.Millisecond).Should(Equal([]string{"PromotionPreviewChanged"}))
+	line := rcv.notices()[0].Promotion.Preview
+	g.Expect(line).To(HavePrefix("Ready: changed since approval: 1 object and 2 lines change (1 target previewed), not the change approved (digest a1a1a1a1a1"))
+	g.Expect(line).To(HaveSuffix(" (tugboat diff web-production-1.4.0); approval asked again (reapproveOnChange): the earlier votes no longer count"))
+}

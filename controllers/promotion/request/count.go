@@ -38,7 +38,9 @@ type Tally struct {
 // among the first status.unverifiedVotes (written while the API server did
 // not enforce the policy tugboat-approvals, which the Promotion controller
 // records; the user may vote again). Other Kubernetes votes were checked
-// by the API server when written.
+// by the API server when written. Votes cast before the preview changed
+// since the approval, where the gate asks for approval again
+// (gates.reapproveOnChange), do not count either (superseded).
 func Count(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion) Tally {
 	t := Tally{Required: 1}
 	if idx := pipeline.EnvironmentIndex(p, pr.Spec.To); idx >= 0 {
@@ -51,6 +53,9 @@ func Count(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion) Tally {
 	voted := map[Person]string{}    // people counted → how they voted, described
 	for i, v := range pr.Status.Approvals {
 		key := string(v.Source) + "\x00" + v.User
+		if superseded(pr, i) {
+			continue // cast before the preview changed: asked again (reapproveOnChange)
+		}
 		if isUnverified(pr, i) {
 			// Not the user's vote for all anyone knows: it neither counts
 			// nor stands in the way of the user's own.
@@ -138,6 +143,14 @@ func (t Tally) Missing() string {
 // isUnverified reports whether pr's i-th vote is a Kubernetes vote among
 // the first status.unverifiedVotes: written while the API server did not
 // enforce the policy tugboat-approvals, so nothing checked who wrote it.
+// superseded reports whether the i-th vote of pr was cast before its
+// preview changed since the approval in an environment whose gate asks for
+// approval again (gates.reapproveOnChange; status.preview.approvalsReset):
+// it no longer counts, and whoever cast it may vote again.
+func superseded(pr *tugboatv1alpha1.Promotion, i int) bool {
+	return pr.Status.Preview != nil && i < int(pr.Status.Preview.ApprovalsReset)
+}
+
 func isUnverified(pr *tugboatv1alpha1.Promotion, i int) bool {
 	return pr.Status.Approvals[i].Source == tugboatv1alpha1.ApprovalSourceKubernetes && i < int(pr.Status.UnverifiedVotes)
 }

@@ -145,11 +145,12 @@ func MayApprove(p *tugboatv1alpha1.Pipeline, env string, source tugboatv1alpha1.
 }
 
 // voteOf returns the first vote on pr of the person who cast v (PersonOf),
-// through whichever identity, leaving out unverified votes (isUnverified).
+// through whichever identity, leaving out unverified votes (isUnverified)
+// and votes cast before the approval was asked again (superseded).
 func voteOf(p *tugboatv1alpha1.Pipeline, pr *tugboatv1alpha1.Promotion, v tugboatv1alpha1.ApprovalVote) *tugboatv1alpha1.ApprovalVote {
 	who := PersonOf(p, pr.Spec.To, v)
 	for i := range pr.Status.Approvals {
-		if prev := &pr.Status.Approvals[i]; !isUnverified(pr, i) && PersonOf(p, pr.Spec.To, *prev) == who {
+		if prev := &pr.Status.Approvals[i]; !isUnverified(pr, i) && !superseded(pr, i) && PersonOf(p, pr.Spec.To, *prev) == who {
 			return prev
 		}
 	}
