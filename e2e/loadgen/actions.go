@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -213,7 +214,9 @@ func (g *Generator) serveSpoke(ctx context.Context, sim *spokeSim, opts ActionOp
 				return
 			}
 			res.PollErrors++
-			_ = sleep(ctx, opts.MinPollInterval)
+			var he *hubError
+			_ = errors.As(err, &he)
+			_ = sleep(ctx, max(opts.MinPollInterval, retryDelay(he)))
 			continue
 		}
 		res.Polls++
@@ -226,7 +229,7 @@ func (g *Generator) serveSpoke(ctx context.Context, sim *spokeSim, opts ActionOp
 				// list asked for after the report was answered means the hub
 				// lost it: report it again, as the agent does.
 				if !d.reported.IsZero() && polled.After(d.reported) {
-					if err := g.report(context.WithoutCancel(ctx), sim.spoke, d.outcome); err == nil {
+					if err := g.report(ctx, sim.spoke, d.outcome); err == nil {
 						d.reported = time.Now()
 					}
 				}
@@ -282,7 +285,7 @@ func (g *Generator) carryOut(ctx context.Context, sim *spokeSim, a wire.Action, 
 	}
 	outcome.Time = time.Now().UTC()
 	rep.Result, rep.Revision = outcome.Result, outcome.Revision
-	if err := g.report(reqCtx, sim.spoke, outcome); err != nil {
+	if err := g.report(ctx, sim.spoke, outcome); err != nil {
 		res.OutcomeErrors++
 		rep.Err = err
 		return rep
@@ -331,14 +334,47 @@ func (g *Generator) poll(ctx context.Context, s Spoke, timeout time.Duration) ([
 	return list.Actions, nil
 }
 
-// report posts an action's outcome.
+// report posts an action's outcome until the hub answers it 200, refuses
+// it for good (another code than 429 and 503), or ctx ends: as the agent
+// does, a transport error, a 429 or a 503 is retried after Retry-After (1 s
+// without one). The requests themselves are not canceled with ctx.
 func (g *Generator) report(ctx context.Context, s Spoke, o wire.ActionOutcome) error {
 	body, err := json.Marshal(o)
 	if err != nil {
 		return err
 	}
-	_, err = g.signed(ctx, s, http.MethodPost, wire.ActionPath(s.Name, o.ID), body, g.opts.RequestTimeout)
-	return err
+	for {
+		_, err = g.signed(context.WithoutCancel(ctx), s, http.MethodPost, wire.ActionPath(s.Name, o.ID), body, g.opts.RequestTimeout)
+		var he *hubError
+		if err == nil || errors.As(err, &he) && !he.retryable() || !sleep(ctx, retryDelay(he)) {
+			return err
+		}
+	}
+}
+
+// hubError is an answer other than 200 on the actions channel.
+type hubError struct {
+	method, path string
+	code         int
+	body         string
+	retryAfter   time.Duration
+}
+
+func (e *hubError) Error() string {
+	return fmt.Sprintf("loadgen: %s %s answered %d: %s", e.method, e.path, e.code, e.body)
+}
+
+func (e *hubError) retryable() bool {
+	return e.code == http.StatusTooManyRequests || e.code == http.StatusServiceUnavailable
+}
+
+// retryDelay is how long to wait before sending again after he (nil: no
+// answer at all).
+func retryDelay(he *hubError) time.Duration {
+	if he == nil || he.retryAfter <= 0 {
+		return time.Second
+	}
+	return he.retryAfter
 }
 
 // signed sends a request of the actions channel, signed with s's key and
@@ -368,7 +404,11 @@ func (g *Generator) signed(ctx context.Context, s Spoke, method, path string, bo
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("loadgen: %s %s answered %d: %s", method, path, resp.StatusCode, clip.String(string(bytes.TrimSpace(raw)), 256))
+		he := &hubError{method: method, path: path, code: resp.StatusCode, body: clip.String(string(bytes.TrimSpace(raw)), 256)}
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
+			he.retryAfter = time.Duration(secs) * time.Second
+		}
+		return nil, he
 	}
 	if err := wire.VerifyResponse(s.Key, req, resp.StatusCode, resp.Header.Get(wire.HeaderResponseSignature), raw); err != nil {
 		return nil, fmt.Errorf("%w: %s %s: %w", errUnsigned, method, path, err)
