@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/cmd/tugboat/app/hub"
 	"tugboat.dev/tugboat/controllers/promotion/request"
@@ -255,6 +257,17 @@ func BenchmarkRollout_fleet(b *testing.B) {
 	}
 	progress(b, "load average: %s before the promotions, %s after", loadBefore, loadAfter)
 	progress(b, "simulated agents: %s", res)
+	if raw, err := os.ReadFile(hp.log); err == nil {
+		var failed []string
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.Contains(line, "Store failed") {
+				failed = append(failed, line)
+			}
+		}
+		if len(failed) > 0 {
+			progress(b, "the hub answered 503 to %d requests because its store failed; the first: %s", len(failed), clip.String(failed[0], 600))
+		}
+	}
 	progress(b, "wave gap (last target of a wave reported healthy → next wave's first action received): %d samples, p50 %s p99 %s max %s",
 		len(gaps), loadgen.Quantile(gaps, 0.5), loadgen.Quantile(gaps, 0.99), loadgen.Quantile(gaps, 1))
 	progress(b, "wave gap from the hub's answer to that report (persisted): p50 %s p99 %s", loadgen.Quantile(gapsPersisted, 0.5), loadgen.Quantile(gapsPersisted, 0.99))

@@ -100,8 +100,10 @@ type ActionResult struct {
 	// Actions is how many actions were carried out (each once); Repeats how
 	// many times an action already carried out was offered again.
 	Actions, Repeats int
-	// OutcomeErrors counts outcome reports the hub did not answer 200.
-	OutcomeErrors int
+	// OutcomeErrors counts outcome reports the hub did not answer 200 in
+	// the end; OutcomeRetries the answers (429, 503, none) that had a
+	// report sent again.
+	OutcomeErrors, OutcomeRetries int
 }
 
 // ServeActions has every spoke do what an agent with --actions-enabled
@@ -166,6 +168,7 @@ func (g *Generator) ServeActions(ctx context.Context, opts ActionOptions) (*Acti
 		total.Actions += r.Actions
 		total.Repeats += r.Repeats
 		total.OutcomeErrors += r.OutcomeErrors
+		total.OutcomeRetries += r.OutcomeRetries
 	}
 	total.Result = merge(all)
 	total.Elapsed = time.Since(start)
@@ -174,8 +177,8 @@ func (g *Generator) ServeActions(ctx context.Context, opts ActionOptions) (*Acti
 
 // String summarizes the result on one line.
 func (r *ActionResult) String() string {
-	return fmt.Sprintf("%d polls (%d failed), %d actions carried out, %d offered again, %d outcome reports failed; requests: %s",
-		r.Polls, r.PollErrors, r.Actions, r.Repeats, r.OutcomeErrors, r.Result)
+	return fmt.Sprintf("%d polls (%d failed), %d actions carried out, %d offered again, %d outcome reports failed, %d sent again after a 429, 503 or no answer; requests: %s",
+		r.Polls, r.PollErrors, r.Actions, r.Repeats, r.OutcomeErrors, r.OutcomeRetries, r.Result)
 }
 
 // heartbeat posts sim's snapshot every StateInterval (±10%) until ctx ends.
@@ -229,7 +232,7 @@ func (g *Generator) serveSpoke(ctx context.Context, sim *spokeSim, opts ActionOp
 				// list asked for after the report was answered means the hub
 				// lost it: report it again, as the agent does.
 				if !d.reported.IsZero() && polled.After(d.reported) {
-					if err := g.report(ctx, sim.spoke, d.outcome); err == nil {
+					if err := g.report(ctx, sim.spoke, d.outcome, res); err == nil {
 						d.reported = time.Now()
 					}
 				}
@@ -285,7 +288,7 @@ func (g *Generator) carryOut(ctx context.Context, sim *spokeSim, a wire.Action, 
 	}
 	outcome.Time = time.Now().UTC()
 	rep.Result, rep.Revision = outcome.Result, outcome.Revision
-	if err := g.report(ctx, sim.spoke, outcome); err != nil {
+	if err := g.report(ctx, sim.spoke, outcome, res); err != nil {
 		res.OutcomeErrors++
 		rep.Err = err
 		return rep
@@ -338,7 +341,7 @@ func (g *Generator) poll(ctx context.Context, s Spoke, timeout time.Duration) ([
 // it for good (another code than 429 and 503), or ctx ends: as the agent
 // does, a transport error, a 429 or a 503 is retried after Retry-After (1 s
 // without one). The requests themselves are not canceled with ctx.
-func (g *Generator) report(ctx context.Context, s Spoke, o wire.ActionOutcome) error {
+func (g *Generator) report(ctx context.Context, s Spoke, o wire.ActionOutcome, res *ActionResult) error {
 	body, err := json.Marshal(o)
 	if err != nil {
 		return err
@@ -349,6 +352,7 @@ func (g *Generator) report(ctx context.Context, s Spoke, o wire.ActionOutcome) e
 		if err == nil || errors.As(err, &he) && !he.retryable() || !sleep(ctx, retryDelay(he)) {
 			return err
 		}
+		res.OutcomeRetries++
 	}
 }
 
