@@ -159,7 +159,7 @@ func BenchmarkRollout_fleet(b *testing.B) {
 	}
 	slices.Sort(names) // the rollout's order: by spoke name, then namespace and release
 
-	var gaps, gapsPersisted, firsts, totals []time.Duration
+	var gaps, gapsPersisted, spreads, firsts, totals []time.Duration
 	var cpu time.Duration
 	var writes float64
 	writeKinds := map[string]float64{}
@@ -205,18 +205,27 @@ func BenchmarkRollout_fleet(b *testing.B) {
 		}
 		st, err := waveTimes(final, names, got)
 		if err != nil {
+			b.Logf("promotion %s, status.rollout.waves: %+v", pr.Name, final.Status.Rollout.Waves)
+			slices.SortFunc(got, func(x, y loadgen.ActionReport) int { return x.Received.Compare(y.Received) })
+			for _, r := range got {
+				b.Logf("%s: received %s, outcome answered %s (revision %d), healthy sent %s, answered %s", r.Spoke,
+					r.Received.Format(time.StampMicro), r.Reported.Format(time.StampMicro), r.Revision,
+					r.HealthySent.Format(time.StampMicro), r.HealthyAnswered.Format(time.StampMicro))
+			}
 			b.Fatalf("promotion %s: %v", pr.Name, err)
 		}
 		gaps = append(gaps, st.gaps...)
 		gapsPersisted = append(gapsPersisted, st.gapsPersisted...)
+		spreads = append(spreads, st.spreads...)
 		firsts = append(firsts, st.first.Sub(created))
 		totals = append(totals, took)
-		progress(b, "promotion %s (%s): Succeeded in %s; first action %s after the Promotion was created; wave gaps %s",
-			pr.Name, version, took.Round(time.Millisecond), st.first.Sub(created).Round(time.Millisecond), roundAll(st.gaps))
+		progress(b, "promotion %s (%s): Succeeded in %s; first action %s after the Promotion was created; wave gaps %s; first to last action of each wave %s",
+			pr.Name, version, took.Round(time.Millisecond), st.first.Sub(created).Round(time.Millisecond), roundAll(st.gaps), roundAll(st.spreads))
 	}
 	loadAfter := loadAverage()
 	slices.Sort(gaps)
 	slices.Sort(gapsPersisted)
+	slices.Sort(spreads)
 
 	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/apis/tugboat.dev/v1alpha1/namespaces", ns, "promotions").DoRaw(ctx)
 	if err != nil {
@@ -270,6 +279,7 @@ func BenchmarkRollout_fleet(b *testing.B) {
 	}
 	progress(b, "wave gap (last target of a wave reported healthy → next wave's first action received): %d samples, p50 %s p99 %s max %s",
 		len(gaps), loadgen.Quantile(gaps, 0.5), loadgen.Quantile(gaps, 0.99), loadgen.Quantile(gaps, 1))
+	progress(b, "within a wave, first to last action received: p50 %s max %s", loadgen.Quantile(spreads, 0.5), loadgen.Quantile(spreads, 1))
 	progress(b, "wave gap from the hub's answer to that report (persisted): p50 %s p99 %s", loadgen.Quantile(gapsPersisted, 0.5), loadgen.Quantile(gapsPersisted, 0.99))
 	progress(b, "hub CPU %s over %d promotions (%.1f ms per target); API server writes %.0f (%.2f per target): %s",
 		cpu.Round(time.Millisecond), promotions, float64(cpu.Milliseconds())/targets, writes, writes/targets, strings.Join(kinds, ", "))
@@ -280,6 +290,7 @@ func BenchmarkRollout_fleet(b *testing.B) {
 	b.ReportMetric(millis(loadgen.Quantile(gaps, 0.5)), "wave-gap-p50-ms")
 	b.ReportMetric(millis(loadgen.Quantile(gaps, 0.99)), "wave-gap-p99-ms")
 	b.ReportMetric(millis(loadgen.Quantile(gaps, 1)), "wave-gap-max-ms")
+	b.ReportMetric(millis(loadgen.Quantile(spreads, 1)), "wave-spread-max-ms")
 	slices.Sort(firsts)
 	b.ReportMetric(millis(loadgen.Quantile(firsts, 0.5)), "first-action-ms")
 	slices.Sort(totals)
@@ -297,6 +308,8 @@ type rolloutTimes struct {
 	// being sent to the next wave's first action being received;
 	// gapsPersisted from the hub's answer to that report instead.
 	gaps, gapsPersisted []time.Duration
+	// spreads are, per wave, from its first action received to its last.
+	spreads []time.Duration
 	// first is when the first wave's first action was received.
 	first time.Time
 }
@@ -331,7 +344,7 @@ func waveTimes(final *tugboatv1alpha1.Promotion, names []string, reports []loadg
 		if int(ws.Succeeded) != k || at+k > len(names) {
 			return out, fmt.Errorf("wave %s: %d of %d targets succeeded (%d targets in all)", ws.Name, ws.Succeeded, k, len(names))
 		}
-		var first, healthy, answered time.Time
+		var first, last, healthy, answered time.Time
 		for _, name := range names[at : at+k] {
 			r, ok := bySpoke[name]
 			if !ok {
@@ -344,9 +357,11 @@ func waveTimes(final *tugboatv1alpha1.Promotion, names []string, reports []loadg
 			if first.IsZero() || r.Received.Before(first) {
 				first = r.Received
 			}
+			last = later(last, r.Received)
 			healthy = later(healthy, r.HealthySent)
 			answered = later(answered, r.HealthyAnswered)
 		}
+		out.spreads = append(out.spreads, last.Sub(first))
 		if w == 0 {
 			out.first = first
 		} else {

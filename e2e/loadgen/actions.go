@@ -118,9 +118,12 @@ type ActionResult struct {
 //  2. after opts.Delay, the outcome Succeeded with that revision (signed
 //     POST wire.ActionPath), as the agent reports once Helm's upgrade
 //     returned;
-//  3. an event batch with ReleaseStatus deployed and HealthChanged Current
-//     for that revision at the action's version, and the previous revision
-//     superseded: what the agent sends once the rollout completed.
+//  3. once the outcome was answered, an event batch with ReleaseStatus
+//     deployed and HealthChanged Current for that revision at the action's
+//     version, and the previous revision superseded: what the agent sends
+//     once the rollout completed. Until then the spoke's snapshots report
+//     the revision pending, so nothing reports it healthy before
+//     ActionReport.HealthySent.
 //
 // An upgrade of a release already at the version deployed is reported
 // Succeeded with its revision, changing nothing; any other action (a
@@ -258,8 +261,7 @@ func (g *Generator) carryOut(ctx context.Context, sim *spokeSim, a wire.Action, 
 	rep := ActionReport{Spoke: sim.spoke.Name, Action: a, Received: received, Result: wire.ActionRefused}
 	outcome := wire.ActionOutcome{ID: a.ID, Result: wire.ActionRefused}
 	r := sim.release(a.Namespace, a.Release)
-	var healthy []byte
-	var healthyEvents int
+	upgraded := false
 	switch {
 	case a.TypeOf() != wire.ActionUpgrade:
 		outcome.Message = "the load generator's simulated agent carries out upgrades only, not " + clip.String(a.TypeOf(), 64)
@@ -282,9 +284,9 @@ func (g *Generator) carryOut(ctx context.Context, sim *spokeSim, a wire.Action, 
 			return rep
 		}
 		sim.mu.Lock()
-		healthy, healthyEvents = sim.upgradeHealthy(r, time.Now())
 		outcome.Result, outcome.Revision, outcome.Message = wire.ActionSucceeded, r.revision, "upgraded by the load generator's simulated agent"
 		sim.mu.Unlock()
+		upgraded = true
 	}
 	outcome.Time = time.Now().UTC()
 	rep.Result, rep.Revision = outcome.Result, outcome.Revision
@@ -294,8 +296,13 @@ func (g *Generator) carryOut(ctx context.Context, sim *spokeSim, a wire.Action, 
 		return rep
 	}
 	rep.Reported = time.Now()
-	if healthy != nil {
+	if upgraded {
+		// The release turns healthy only now, so that no snapshot (the
+		// heartbeat) reports it healthy before HealthySent.
+		sim.mu.Lock()
 		rep.HealthySent = time.Now()
+		healthy, healthyEvents := sim.upgradeHealthy(r, rep.HealthySent)
+		sim.mu.Unlock()
 		o := g.sendOutcome(ctx, reqCtx, sim, wire.EventsPath(sim.spoke.Name), healthy, healthyEvents, res.Result)
 		if o.code == http.StatusAccepted && o.err == nil {
 			rep.HealthyAnswered = time.Now()
