@@ -333,7 +333,11 @@ func waveTimes(final *tugboatv1alpha1.Promotion, names []string, reports []loadg
 			return out, fmt.Errorf("spoke %s received two actions of the promotion", r.Spoke)
 		}
 		if r.Err != nil || r.Result != "Succeeded" || r.HealthySent.IsZero() {
-			return out, fmt.Errorf("spoke %s: action %s %s (revision %d): %v", r.Spoke, r.Action.ID, r.Result, r.Revision, r.Err)
+			err := fmt.Errorf("spoke %s: action %s %s (revision %d), healthy reported at %v", r.Spoke, r.Action.ID, r.Result, r.Revision, r.HealthySent)
+			if r.Err != nil {
+				err = fmt.Errorf("%w: %w", err, r.Err)
+			}
+			return out, err
 		}
 		bySpoke[r.Spoke] = r
 	}

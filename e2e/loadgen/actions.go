@@ -307,7 +307,10 @@ func (g *Generator) carryOut(ctx context.Context, sim *spokeSim, a wire.Action, 
 		if o.code == http.StatusAccepted && o.err == nil {
 			rep.HealthyAnswered = time.Now()
 		} else {
-			rep.Err = fmt.Errorf("reporting revision %d healthy: answered %d: %v", rep.Revision, o.code, o.err)
+			rep.Err = fmt.Errorf("reporting revision %d healthy: answered %d", rep.Revision, o.code)
+			if o.err != nil {
+				rep.Err = fmt.Errorf("%w: %w", rep.Err, o.err)
+			}
 		}
 	}
 	return rep
