@@ -139,31 +139,33 @@ func (g *Generator) ServeActions(ctx context.Context, opts ActionOptions) (*Acti
 	}
 	start := time.Now()
 	results := make([]*ActionResult, len(g.sims))
+	snaps := make([]*Result, len(g.sims))
 	var wg sync.WaitGroup
 	for i, sim := range g.sims {
 		res := &ActionResult{Result: newResult()}
 		results[i] = res
-		var snapRes *Result
 		if opts.Snapshots {
-			snapRes = newResult()
+			snaps[i] = newResult()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				g.heartbeat(ctx, sim, snapRes)
+				g.heartbeat(ctx, sim, snaps[i])
 			}()
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			g.serveSpoke(ctx, sim, opts, res)
-			if snapRes != nil {
-				res.Result = merge([]*Result{res.Result, snapRes})
-			}
 		}()
 	}
 	wg.Wait()
 	total := &ActionResult{}
 	var all []*Result
+	for _, r := range snaps {
+		if r != nil {
+			all = append(all, r)
+		}
+	}
 	for _, r := range results {
 		all = append(all, r.Result)
 		total.Polls += r.Polls

@@ -278,3 +278,95 @@ func TestGenerator_refusesNegativeActionOptions(t *testing.T) {
 	_, err = gen.ServeActions(context.Background(), loadgen.ActionOptions{Delay: -time.Second})
 	g.Expect(err).To(MatchError(ContainSubstring("must not be negative")))
 }
+
+// snapshotStore is eventStore keeping, for each snapshot, when it arrived
+// and the state of its first release.
+type snapshotStore struct {
+	*eventStore
+	mu    sync.Mutex
+	snaps []snapshotSeen
+}
+
+type snapshotSeen struct {
+	at    time.Time
+	state wire.ReleaseState
+}
+
+func (s *snapshotStore) RecordState(ctx context.Context, sp ingest.Spoke, snap *wire.StateSnapshot) error {
+	s.mu.Lock()
+	if len(snap.Releases) > 0 {
+		s.snaps = append(s.snaps, snapshotSeen{at: time.Now(), state: snap.Releases[0]})
+	}
+	s.mu.Unlock()
+	return s.countingStore.RecordState(ctx, sp, snap)
+}
+
+// TestGenerator_heartbeatsNeverReportAnUpgradeHealthyEarly: while an
+// upgrade is under way, the spoke's snapshots (every 20 ms here) report its
+// revision pending; none says it is deployed and Current before the
+// simulated agent reports it so (ActionReport.HealthySent), which the
+// rollout benchmark takes as the moment the target qualified.
+func TestGenerator_heartbeatsNeverReportAnUpgradeHealthyEarly(t *testing.T) {
+	g := NewWithT(t)
+	spokes, keys := fleetOf(1)
+	store := &snapshotStore{eventStore: &eventStore{countingStore: &countingStore{keys: keys, kinds: map[wire.EventKind]int{}, revision: map[string]int{}}, got: map[string][]wire.Event{}}}
+	acts := newActionStore()
+	opts := receiver.NewOptions()
+	opts.Registerer = prometheus.NewRegistry()
+	opts.Logger = logr.Discard()
+	opts.Actions = acts
+	opts.ActionPollTimeout = time.Second
+	srv, err := receiver.New(store, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	gen, err := loadgen.New(loadgen.Options{URL: hs.URL, Spokes: spokes, Releases: 1, Duration: time.Minute, MaxRequests: 1000,
+		StateInterval: 20 * time.Millisecond})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer gen.Close()
+
+	a := upgrade(spokes[0].Name, "svc-00", "1.1.0")
+	acts.queue(spokes[0].Name, a)
+	var mu sync.Mutex
+	var rep *loadgen.ActionReport
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = gen.ServeActions(ctx, loadgen.ActionOptions{Delay: 300 * time.Millisecond, Snapshots: true, OnAction: func(r loadgen.ActionReport) {
+			mu.Lock()
+			defer mu.Unlock()
+			rep = &r
+		}})
+	}()
+	g.Eventually(func() bool { mu.Lock(); defer mu.Unlock(); return rep != nil }).WithTimeout(10 * time.Second).Should(BeTrue())
+	// Snapshots go on after the upgrade; then stop.
+	g.Eventually(func() int { store.mu.Lock(); defer store.mu.Unlock(); return len(store.snaps) }).WithTimeout(5 * time.Second).Should(BeNumerically(">", 15))
+	cancel()
+	<-done
+
+	mu.Lock()
+	healthySent := rep.HealthySent
+	mu.Unlock()
+	g.Expect(healthySent).NotTo(BeZero())
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	pending, healthyAfter := 0, 0
+	for _, s := range store.snaps {
+		st := s.state
+		if st.Revision != 2 {
+			continue
+		}
+		if st.Status == wire.StatusDeployed && st.Health == wire.HealthCurrent {
+			g.Expect(s.at).To(BeTemporally(">=", healthySent), "a snapshot reported revision 2 healthy before the agent did")
+			g.Expect(st.ChartVersion).To(Equal("1.1.0"))
+			healthyAfter++
+			continue
+		}
+		g.Expect([]any{st.Status, st.Health}).To(Equal([]any{wire.StatusPendingUpgrade, wire.HealthInProgress}))
+		pending++
+	}
+	g.Expect(pending).To(BeNumerically(">", 0), "snapshots were taken during the upgrade")
+	g.Expect(healthyAfter).To(BeNumerically(">", 0), "and after it")
+}
