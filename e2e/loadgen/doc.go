@@ -21,8 +21,17 @@
 // 503 by waiting Retry-After and resending (as the agent does), records
 // every request's latency and counts answers by status code.
 //
-// Register creates the Spokes on the hub and reads the keys the hub
-// generates for them.
+// ServeActions has the spokes do what an agent with --actions-enabled does
+// for the helm strategy: long-poll the hub for their actions (answers
+// verified with the spoke's key), carry out each upgrade (ReleaseStarted,
+// the outcome Succeeded with the next revision after a delay, then that
+// revision deployed and Current), refuse other actions, and keep posting
+// their snapshots. BenchmarkRollout_fleet rolls a Promotion out into such
+// spokes.
+//
+// Register creates the Spokes on the hub (RegisterLabeled with labels, for
+// a Pipeline's spokeSelector) and reads the keys the hub generates for
+// them.
 //
 // It is a benchmark tool, not a test double: it talks to loopback
 // addresses only and refuses any other URL, so a mistyped flag cannot

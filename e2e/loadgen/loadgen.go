@@ -218,8 +218,10 @@ func (g *Generator) Grow(spokes []Spoke) {
 	}
 	g.client = &http.Client{Transport: &http.Transport{
 		Proxy:               nil,
-		MaxIdleConns:        len(g.sims) + 16,
-		MaxIdleConnsPerHost: len(g.sims) + 16,
+		// Two per spoke: under ServeActions each holds a poll while it
+		// reports or posts its snapshot.
+		MaxIdleConns:        2*len(g.sims) + 16,
+		MaxIdleConnsPerHost: 2*len(g.sims) + 16,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}}

@@ -32,6 +32,13 @@ func SpokeName(prefix string, i int) string { return fmt.Sprintf("%s-%03d", pref
 // waits until the hub has generated every key, or ctx ends. It returns the
 // spokes with their keys, in order. Spokes that already exist are reused.
 func Register(ctx context.Context, c client.Client, namespace, prefix string, n int) ([]Spoke, error) {
+	return RegisterLabeled(ctx, c, namespace, prefix, n, nil)
+}
+
+// RegisterLabeled is Register with labels on the Spokes it creates (a
+// Pipeline's spokeSelector selects them); Spokes that already exist are
+// reused as they are.
+func RegisterLabeled(ctx context.Context, c client.Client, namespace, prefix string, n int, labels map[string]string) ([]Spoke, error) {
 	// Created by registerParallel workers: thousands of spokes one by one
 	// take minutes on a busy API server.
 	next := make(chan int)
@@ -44,7 +51,7 @@ func Register(ctx context.Context, c client.Client, namespace, prefix string, n 
 			for i := range next {
 				name := SpokeName(prefix, i)
 				sp := &tugboatv1alpha1.Spoke{
-					ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+					ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
 					Spec:       tugboatv1alpha1.SpokeSpec{KeySecretRef: tugboatv1alpha1.LocalSecretReference{Name: name + "-key"}},
 				}
 				if err := c.Create(ctx, sp); err != nil && !apierrors.IsAlreadyExists(err) {

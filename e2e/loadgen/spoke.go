@@ -3,6 +3,7 @@ package loadgen
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"tugboat.dev/tugboat/api/wire"
@@ -25,9 +26,20 @@ type release struct {
 	// step is the next rollout step: 0 starts an upgrade, 1 deploys it, 2
 	// reports its health.
 	step int
+	// chartVersion, when set, is the chart version an action upgraded
+	// to; else it is 1.<minor>.0.
+	chartVersion string
+	// prev is the state before an action's upgrade, superseded once it
+	// is healthy.
+	prev wire.ReleaseState
 }
 
-func (r *release) version() string { return fmt.Sprintf("1.%d.0", r.minor) }
+func (r *release) version() string {
+	if r.chartVersion != "" {
+		return r.chartVersion
+	}
+	return fmt.Sprintf("1.%d.0", r.minor)
+}
 
 func (r *release) state() wire.ReleaseState {
 	return wire.ReleaseState{
@@ -38,8 +50,11 @@ func (r *release) state() wire.ReleaseState {
 	}
 }
 
-// spokeSim is one simulated agent. Only its own goroutine uses it.
+// spokeSim is one simulated agent. Only its own goroutine uses it, but
+// under ServeActions, where its actions loop and its heartbeat share it
+// under mu.
 type spokeSim struct {
+	mu       sync.Mutex
 	index    int
 	spoke    Spoke
 	releases []release
@@ -123,6 +138,7 @@ func (s *spokeSim) step(events []wire.Event, r *release, now time.Time) []wire.E
 	case 0: // helm upgrade starts: the release Secret, then the Deployment changes.
 		r.revision++
 		r.minor++
+		r.chartVersion = ""
 		r.status, r.health, r.healthReason = wire.StatusPendingUpgrade, wire.HealthInProgress, "Deployment "+r.name+" is rolling out"
 		st := r.state()
 		events = append(events,
@@ -209,4 +225,55 @@ func (s *spokeSim) pod(r *release, i int) *wire.ObjectRef {
 func (s *spokeSim) oldPod(r *release) *wire.ObjectRef {
 	s.uid++
 	return &wire.ObjectRef{Kind: "Pod", Namespace: r.namespace, Name: fmt.Sprintf("%s-%08x-1", r.name, r.revision-1), UID: fmt.Sprintf("old-%d-%d", s.index, s.uid)}
+}
+
+// release returns the spoke's release namespace/name, or nil.
+func (s *spokeSim) release(namespace, name string) *release {
+	for i := range s.releases {
+		if r := &s.releases[i]; r.namespace == namespace && r.name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// upgradeStarted starts an upgrade of r to version, as an action does,
+// and returns the event batch the agent sends when Helm's pending record
+// appears: ReleaseStarted for the next revision, pending upgrade,
+// InProgress.
+func (s *spokeSim) upgradeStarted(r *release, version string, now time.Time) ([]byte, int) {
+	r.prev = r.state()
+	r.revision++
+	r.minor++
+	r.chartVersion = version
+	r.status, r.health, r.healthReason = wire.StatusPendingUpgrade, wire.HealthInProgress, "Deployment "+r.name+" is rolling out"
+	r.step = 0
+	st := r.state()
+	events := []wire.Event{s.event(r, wire.EventReleaseStarted, wire.EventTypeNormal, "UpgradeStarted", nil, &st, now, "Helm upgrade to "+version+" started")}
+	b, _ := json.Marshal(wire.EventBatch{Spoke: s.spoke.Name, AgentVersion: agentVersion, SentAt: now.UTC(), Events: events})
+	return b, len(events)
+}
+
+// upgradeHealthy ends the upgrade upgradeStarted began, and returns the
+// event batch the agent sends once it rolled out: the new revision
+// deployed and Current, the previous one superseded.
+func (s *spokeSim) upgradeHealthy(r *release, now time.Time) ([]byte, int) {
+	r.status, r.health, r.healthReason = wire.StatusDeployed, wire.HealthCurrent, ""
+	r.lastDeployed = now.UTC().Truncate(time.Second)
+	st := r.state()
+	prev := r.prev
+	prev.Status, prev.Health, prev.HealthReason = wire.StatusSuperseded, wire.HealthUnknown, ""
+	events := []wire.Event{
+		s.event(r, wire.EventReleaseStatus, wire.EventTypeNormal, "Deployed", nil, &st, now, "revision deployed"),
+		s.event(r, wire.EventHealthChanged, wire.EventTypeNormal, "HealthCurrent", nil, &st, now, "release health is Current"),
+	}
+	e := wire.Event{
+		Spoke: s.spoke.Name, Namespace: r.namespace, Release: r.name, Revision: prev.Revision,
+		Kind: wire.EventReleaseStatus, Type: wire.EventTypeNormal, Reason: "Superseded", State: &prev,
+		Message: "revision superseded", Time: now.UTC(), Sequence: s.nextSeq(),
+	}
+	e.ID = e.ComputeID()
+	events = append(events, e)
+	b, _ := json.Marshal(wire.EventBatch{Spoke: s.spoke.Name, AgentVersion: agentVersion, SentAt: now.UTC(), Events: events})
+	return b, len(events)
 }
