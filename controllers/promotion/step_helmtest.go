@@ -29,11 +29,14 @@ const helmTestPoll = 10 * time.Second
 // helmTestTargets returns the targets of pr that a helmTest step with
 // configuration spec tests: with waves Canary (the default) and a rollout,
 // those of its first wave; else every target.
-func helmTestTargets(pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step) []*tugboatv1alpha1.PromotionTargetStatus {
+func helmTestTargets(pr *tugboatv1alpha1.Promotion, set *targetSet, spec *tugboatv1alpha1.Step) []*target {
 	canary := spec.HelmTest == nil || spec.HelmTest.Waves == "" || spec.HelmTest.Waves == tugboatv1alpha1.HelmTestCanary
-	var out []*tugboatv1alpha1.PromotionTargetStatus
-	for i := range pr.Status.Targets {
-		ts := &pr.Status.Targets[i]
+	var out []*target
+	for i := range set.items {
+		ts := &set.items[i]
+		if !kept(pr, ts) {
+			continue // a target no wave acted on
+		}
 		if canary && hasRollout(pr) && (ts.Rollout == nil || ts.Rollout.Wave != 0) {
 			continue
 		}
@@ -44,7 +47,7 @@ func helmTestTargets(pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step) 
 
 // testedRevision is the revision of target ts that a helm test tests: the
 // one its upgrade action made or found, else the one it reports.
-func testedRevision(ts *tugboatv1alpha1.PromotionTargetStatus) int32 {
+func testedRevision(ts *target) int32 {
 	if ts.Action != nil && ts.Action.Revision > 0 {
 		return ts.Action.Revision
 	}
@@ -56,11 +59,11 @@ func testedRevision(ts *tugboatv1alpha1.PromotionTargetStatus) int32 {
 // when every tested target passed, fails at the first target that failed
 // or refused (naming it, with its agent's message: the failing test Pod
 // and its log excerpt), and times out after the step's timeout.
-func (r *Reconciler) helmTestAttempt(_ context.Context, pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step, st *tugboatv1alpha1.StepStatus) (attemptResult, error) {
+func (r *Reconciler) helmTestAttempt(ctx context.Context, pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step, st *tugboatv1alpha1.StepStatus) (attemptResult, error) {
 	if pr.StrategyType() != tugboatv1alpha1.StrategyHelm {
 		return attemptResult{done: true, message: fmt.Sprintf("a helmTest step needs the helm strategy (this promotion uses %s): the destination's agents run the tests", pr.StrategyType())}, nil
 	}
-	tested := helmTestTargets(pr, spec)
+	tested := helmTestTargets(pr, targetsOf(ctx), spec)
 	if len(tested) == 0 {
 		return attemptResult{done: true, message: "no target to test"}, nil
 	}

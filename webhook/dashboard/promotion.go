@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -96,7 +98,11 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 			p.Tally, p.Missing = t.Summary(), t.Missing()
 		}
 	}
-	p.Timeline = timeline(pr)
+	targets, err := s.promotionTargets(ctx, pr)
+	if err != nil {
+		p.Warnings = append(p.Warnings, err.Error())
+	}
+	p.Timeline = timeline(pr, targets)
 	if r := pr.Status.Rollout; r != nil {
 		p.Targets, p.Succeeded = r.Counts()
 	}
@@ -109,7 +115,7 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 // timeline orders what happened to pr: created, votes, the gate's outcome,
 // started with the strategy's result, targets converging, notices
 // delivered, completed.
-func timeline(pr *tugboatv1alpha1.Promotion) []entry {
+func timeline(pr *tugboatv1alpha1.Promotion, targets []tugboatv1alpha1.PromotionTarget) []entry {
 	by := string(pr.Spec.RequestedBy)
 	if pr.Spec.Requester != "" {
 		by += ": " + pr.Spec.Requester
@@ -155,12 +161,13 @@ func timeline(pr *tugboatv1alpha1.Promotion) []entry {
 		}
 		out = append(out, e)
 	}
-	for _, t := range pr.Status.Targets {
+	for _, pt := range targets {
+		t := pt.Status
 		state := "waiting"
 		if t.Done {
 			state = "done"
 		}
-		title := fmt.Sprintf("%s/%s/%s %s", t.Spoke, t.Namespace, t.Release, state)
+		title := fmt.Sprintf("%s %s", pt.Key(), state)
 		detail := t.Message
 		if t.Version != "" {
 			detail = strings.TrimSpace(fmt.Sprintf("reports %s (revision %d, %s). %s", t.Version, t.Revision, orUnknown(t.Health), t.Message))
@@ -370,4 +377,29 @@ func isForbidden(err error) bool { return apierrors.IsForbidden(err) }
 
 func isNotFound(err error) bool {
 	return apierrors.IsNotFound(err) || errors.Is(err, request.ErrNotFound)
+}
+
+// maxTimelineTargets bounds the targets a Promotion's timeline shows (not
+// done first); status.rollout counts them all.
+const maxTimelineTargets = 100
+
+// promotionTargets reads pr's PromotionTargets: those not done first, at
+// most maxTimelineTargets.
+func (s *Server) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion) ([]tugboatv1alpha1.PromotionTarget, error) {
+	var list tugboatv1alpha1.PromotionTargetList
+	if err := s.reader.List(ctx, &list, client.InNamespace(pr.Namespace),
+		client.MatchingLabels{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(pr.Name)}); err != nil {
+		return nil, fmt.Errorf("reading the targets of promotion %s: %w", pr.Name, err)
+	}
+	out := slices.DeleteFunc(list.Items, func(pt tugboatv1alpha1.PromotionTarget) bool { return pt.Spec.Promotion != pr.Name })
+	slices.SortStableFunc(out, func(a, b tugboatv1alpha1.PromotionTarget) int {
+		if a.Status.Done != b.Status.Done {
+			if a.Status.Done {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Key(), b.Key())
+	})
+	return out[:min(len(out), maxTimelineTargets)], nil
 }
