@@ -151,7 +151,7 @@ func grantView(t *testing.T, ns, user string) {
 	ctx := context.Background()
 	name := "view-" + user
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"pipelines", "promotions", "releasehistories", "spokes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"pipelines", "promotions", "promotiontargets", "releasehistories", "spokes"}, Verbs: []string{"get", "list", "watch"}},
 	}}
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},

@@ -34,6 +34,10 @@ type promotionPage struct {
 	// failed.
 	Ready    string
 	Timeline []entry
+	// TargetList is the Promotion's PromotionTargets, not done first, at
+	// most maxTimelineTargets; MoreTargets counts the others.
+	TargetList  []tugboatv1alpha1.PromotionTarget
+	MoreTargets int
 	Tally    string
 	Missing  string
 	Decide   decideView
@@ -98,10 +102,11 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 			p.Tally, p.Missing = t.Summary(), t.Missing()
 		}
 	}
-	targets, err := s.promotionTargets(ctx, pr)
+	targets, more, err := s.promotionTargets(ctx, pr)
 	if err != nil {
 		p.Warnings = append(p.Warnings, err.Error())
 	}
+	p.TargetList, p.MoreTargets = targets, more
 	p.Timeline = timeline(pr, targets)
 	if r := pr.Status.Rollout; r != nil {
 		p.Targets, p.Succeeded = r.Counts()
@@ -384,12 +389,12 @@ func isNotFound(err error) bool {
 const maxTimelineTargets = 100
 
 // promotionTargets reads pr's PromotionTargets: those not done first, at
-// most maxTimelineTargets.
-func (s *Server) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion) ([]tugboatv1alpha1.PromotionTarget, error) {
+// most maxTimelineTargets, and how many more there are.
+func (s *Server) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion) ([]tugboatv1alpha1.PromotionTarget, int, error) {
 	var list tugboatv1alpha1.PromotionTargetList
 	if err := s.reader.List(ctx, &list, client.InNamespace(pr.Namespace),
 		client.MatchingLabels{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(pr.Name)}); err != nil {
-		return nil, fmt.Errorf("reading the targets of promotion %s: %w", pr.Name, err)
+		return nil, 0, fmt.Errorf("reading the targets of promotion %s: %w", pr.Name, err)
 	}
 	out := slices.DeleteFunc(list.Items, func(pt tugboatv1alpha1.PromotionTarget) bool { return pt.Spec.Promotion != pr.Name })
 	slices.SortStableFunc(out, func(a, b tugboatv1alpha1.PromotionTarget) int {
@@ -401,5 +406,6 @@ func (s *Server) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Promo
 		}
 		return strings.Compare(a.Key(), b.Key())
 	})
-	return out[:min(len(out), maxTimelineTargets)], nil
+	n := min(len(out), maxTimelineTargets)
+	return out[:n], len(out) - n, nil
 }
