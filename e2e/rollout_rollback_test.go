@@ -124,7 +124,7 @@ func TestRollout_agentsRollBackAFailedCanary(t *testing.T) {
 	g.Expect(ready).NotTo(BeNil())
 	g.Expect(ready.Reason).To(Equal(tugboatv1alpha1.RolloutFailedReason.String()))
 	g.Expect(ready.Message).To(ContainSubstring("rolled back 1 target(s) to the revision they ran before: prod-a/apps/demo"))
-	for _, ts := range got.Status.Targets {
+	for _, ts := range f.targets(g, pr.Name) {
 		switch ts.Spoke {
 		case "prod-a":
 			g.Expect(ts.Rollout.Rollback).NotTo(BeNil())

@@ -93,7 +93,7 @@ func TestRollout_agentsUpgradeTheCanaryFirst(t *testing.T) {
 		g.Expect([]any{w.Targets, w.Succeeded}).To(Equal([]any{int32(1), int32(1)}), "wave %s", w.Name)
 	}
 	g.Expect(st.Waves[1].StartedAt.Time).NotTo(BeTemporally("<", st.Waves[0].CompletedAt.Time), "the final wave started after the canary qualified")
-	for _, ts := range got.Status.Targets {
+	for _, ts := range f.targets(g, pr.Name) {
 		g.Expect(ts.Action).NotTo(BeNil())
 		g.Expect([]any{ts.Spoke, ts.Action.Phase, ts.Action.Revision}).To(Equal([]any{ts.Spoke, tugboatv1alpha1.ActionSucceeded, int32(2)}))
 	}
