@@ -38,9 +38,9 @@ type promotionPage struct {
 	// most maxTimelineTargets; MoreTargets counts the others.
 	TargetList  []tugboatv1alpha1.PromotionTarget
 	MoreTargets int
-	Tally    string
-	Missing  string
-	Decide   decideView
+	Tally       string
+	Missing     string
+	Decide      decideView
 	// Steer is the rollout's Pause, Resume and Abort buttons.
 	Steer steerView
 	CSRF  string

@@ -203,7 +203,7 @@ func TestDoctor_healthyNamespaceHasNoProblems(t *testing.T) {
 	findings, err := doctorJSON(t, cluster.KubeconfigPath, "-n", ns)
 	g.Expect(err).NotTo(HaveOccurred(), "%+v", findings)
 	g.Expect(severities(findings)).To(Equal(map[string]int{"ok": 7}), "%+v", findings)
-	g.Expect(findingsOf(findings, "crds", "")).To(haveFinding("ok", "Spoke, ReleaseHistory, Pipeline, Promotion, PromotionPreview, Lifecycle, LifecycleEvent and SpokeClass are installed, established and serve tugboat.dev/v1alpha1"))
+	g.Expect(findingsOf(findings, "crds", "")).To(haveFinding("ok", "Spoke, ReleaseHistory, Pipeline, Promotion, PromotionTarget, PromotionPreview, Lifecycle, LifecycleEvent and SpokeClass are installed, established and serve tugboat.dev/v1alpha1"))
 	g.Expect(findingsOf(findings, "hub", "")).To(haveFinding("ok", "the receiver records heartbeats: 1 of 1 Spoke reported in the last 10m"))
 	g.Expect(findingsOf(findings, "hub", "")).To(haveFinding("ok", "the controllers reconcile: 2 of 2 Spokes and Pipelines are up to date"))
 	g.Expect(findingsOf(findings, "spoke", ns+"/dev-1")).To(ConsistOf(HaveField("Message", MatchRegexp(`^Ready, last seen \d+s ago, agent v0\.3\.1, Kubernetes v1\.36\.3, 3 releases$`))))
