@@ -3,7 +3,7 @@ package promotion
 // helmTest steps (issue 25): the agent of each tested target runs the
 // release's Helm test hooks (wire.ActionHelmTest), on the revision this
 // Promotion produced, and reports pass or fail. Each attempt queues one
-// action per tested target in status.targets[].helmTest, with a
+// action per tested target in its PromotionTarget's status.helmTest, with a
 // deterministic id (wire.NewHelmTestActionID: the Promotion's UID, the
 // step, the attempt and the target), so a hub that restarts mid-step finds
 // the same actions and their outcomes, and never asks an agent twice for
