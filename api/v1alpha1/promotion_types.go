@@ -266,7 +266,7 @@ type PromotionStatus struct {
 	StrategyResult *StrategyResult `json:"strategyResult,omitempty"`
 
 	// There is no list of targets here: each target the Promotion acts on
-	// has its own PromotionTarget (owned by the Promotion, labelled
+	// has its own PromotionTarget (owned by the Promotion, labeled
 	// tugboat.dev/promotion), so a Promotion into 5,000 targets stays
 	// small and an agent's report rewrites one small object. status.rollout
 	// holds the per-wave counts and the failing targets, bounded.

@@ -96,7 +96,7 @@ type PromotionTargetStatus struct {
 // one small object. The Promotion controller creates it when it acts on
 // the target (with a rollout, when the target's wave starts; without, for
 // every target as the Promotion starts), owned by the Promotion, named
-// PromotionTargetName, labelled LabelPromotion and LabelSpoke.
+// PromotionTargetName, labeled LabelPromotion and LabelSpoke.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

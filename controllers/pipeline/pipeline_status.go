@@ -406,7 +406,7 @@ func boundTargets(targets []tugboatv1alpha1.TargetStatus) (shown []tugboatv1alph
 			healthy++
 		}
 	}
-	count = int32(min(len(targets), math.MaxInt32)) //nolint:gosec // bounded just above
+	count = int32(min(len(targets), math.MaxInt32))
 	if len(targets) <= tugboatv1alpha1.MaxTargetStatuses {
 		return targets, count, healthy
 	}

@@ -62,16 +62,6 @@ func targetsOf(ctx context.Context) *targetSet {
 	return &targetSet{}
 }
 
-// find returns the target with key, or nil.
-func (s *targetSet) find(key string) *target {
-	for i := range s.items {
-		if s.items[i].key() == key {
-			return &s.items[i]
-		}
-	}
-	return nil
-}
-
 // listTargets returns the PromotionTargets of pr that r reads through c,
 // sorted by target.
 func listTargets(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion) ([]tugboatv1alpha1.PromotionTarget, error) {
@@ -138,7 +128,7 @@ func (r *Reconciler) writeTargets(ctx context.Context, pr *tugboatv1alpha1.Promo
 			continue
 		}
 		orig := pt.DeepCopy()
-		pt.Status = *t.PromotionTargetStatus.DeepCopy()
+		pt.Status = *t.DeepCopy()
 		if err := r.Client.Status().Patch(ctx, pt, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			if apierrors.IsConflict(err) {
 				return true, nil

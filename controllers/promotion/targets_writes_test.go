@@ -16,7 +16,7 @@ import (
 // queued), reconciles of a Promotion whose targets report nothing new
 // write no PromotionTarget and no Promotion status; the agent's outcome is
 // a transition, written to the canary's PromotionTarget alone. The
-// PromotionTarget is owned by the Promotion and labelled with it and its
+// PromotionTarget is owned by the Promotion and labeled with it and its
 // spoke.
 func TestReconciler_writesAPromotionTargetOnlyOnATransition(t *testing.T) {
 	g := NewWithT(t)

@@ -79,7 +79,6 @@ func TestActions_offersTheRollbackOfAFailedCanary(t *testing.T) {
 	}
 	g.Expect(canary.outcome(g, rb.ID, wire.ActionFailed, "changed its mind", 0)).To(Equal(http.StatusConflict))
 	g.Eventually(phase(ns, name)).WithTimeout(30 * time.Second).Should(Equal(tugboatv1alpha1.PromotionFailed))
-	pr = getPromotion(g, ns, name)
 	done := getTargets(g, ns, name)[0].Rollout.Rollback
 	g.Expect([]any{done.Phase, done.Revision, done.Message}).To(Equal([]any{tugboatv1alpha1.ActionSucceeded, int32(6), msg}))
 	g.Expect(getTargets(g, ns, name)[0].Action.Phase).To(Equal(tugboatv1alpha1.ActionSucceeded), "the upgrade's outcome stays")
