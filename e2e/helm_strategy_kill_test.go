@@ -186,7 +186,6 @@ func TestHelmStrategy_agentKilledMidUpgradeCompletesOnce(t *testing.T) {
 
 	g.Eventually(f.phase(name)).WithTimeout(180*time.Second).WithPolling(200*time.Millisecond).
 		Should(Equal(tugboatv1alpha1.PromotionSucceeded), "promotion %s", name)
-	pr = f.promotion(g, name)
 	g.Expect(f.targets(g, name)).To(HaveLen(1))
 	act := f.targets(g, name)[0].Action
 	g.Expect(act).NotTo(BeNil())
