@@ -117,10 +117,19 @@ func (r *Reconciler) writeTargets(ctx context.Context, pr *tugboatv1alpha1.Promo
 		seen[t.key()] = true
 		pt := set.stored[t.key()]
 		if pt == nil {
-			if pt, err = r.createTarget(ctx, pr, t); err != nil {
-				if apierrors.IsAlreadyExists(err) {
-					return true, nil
+			if pt, err = r.createTarget(ctx, pr, t); apierrors.IsAlreadyExists(err) {
+				// Created by a reconcile whose Promotion status write did
+				// not land (the phase it moved to was not recorded): the
+				// same target of the same Promotion, so it is this one.
+				pt = &tugboatv1alpha1.PromotionTarget{}
+				key := client.ObjectKey{Namespace: pr.Namespace, Name: tugboatv1alpha1.PromotionTargetName(pr.Name, t.Spoke, t.Namespace, t.Release)}
+				if err := r.APIReader.Get(ctx, key, pt); err != nil {
+					return false, client.IgnoreNotFound(err)
 				}
+				if !metav1.IsControlledBy(pt, pr) || pt.Spec.Promotion != pr.Name || pt.Key() != t.key() {
+					return false, fmt.Errorf("promotion target %s exists and is not promotion %s's target %s", key.Name, pr.Name, t.key())
+				}
+			} else if err != nil {
 				return false, err
 			}
 		}
