@@ -62,6 +62,13 @@ func minimalSpoke(name string) *tugboatv1.Spoke {
 	}
 }
 
+func minimalPromotionTarget(name string) *tugboatv1.PromotionTarget {
+	return &tugboatv1.PromotionTarget{
+		ObjectMeta: meta(name),
+		Spec:       tugboatv1.PromotionTargetSpec{Promotion: "web-production-1.4.0", Spoke: "prod-1", Namespace: "apps", Release: "web"},
+	}
+}
+
 func minimalPromotion(name string) *tugboatv1.Promotion {
 	return &tugboatv1.Promotion{
 		ObjectMeta: meta(name),
@@ -568,15 +575,6 @@ func testStatusRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 			Phase:          tugboatv1.PromotionVerifying,
 			Attempts:       1,
 			StrategyResult: &tugboatv1.StrategyResult{URL: "https://git.example.com/org/fleet/pulls/7", Reference: "tugboat/web/production/1.4.0@1a2b3c", Message: "opened pull request #7"},
-			Targets: []tugboatv1.PromotionTargetStatus{{
-				Spoke: "prod-1", Namespace: "apps", Release: "web", Version: "1.3.9", Revision: 12,
-				Health: tugboatv1.HealthCurrent, Message: "runs 1.3.9", LastTransitionTime: at(10),
-				Rollout: &tugboatv1.TargetRollout{
-					Wave: 0, ActedAt: *at(3), BaselineRevision: 11, BaselineInstallation: 1, BaselineVersion: "1.3.9",
-					Rollback: &tugboatv1.TargetAction{ID: strings.Repeat("ab", 16), Phase: tugboatv1.ActionSucceeded, Revision: 13, Deliveries: 1,
-						Message: "rolled back release apps/web to revision 11", LastUpdateTime: at(40)},
-				},
-			}},
 			Notifications: []tugboatv1.NotificationDelivery{
 				{Notifier: "chat", Event: tugboatv1.EventPromotionRunning, Reference: "C024BE91L/1700000000.000100",
 					DeliveryState: tugboatv1.DeliveryState{Phase: tugboatv1.NotificationDelivered, Attempts: 1, LastAttemptAt: at(5), DeliveredAt: at(5)}},
@@ -619,6 +617,61 @@ func testStatusRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 		g.Expect(got.Spec).To(Equal(minimalPromotion("status-roundtrip").Spec))
 	})
 
+	t.Run("PromotionTarget", func(t *testing.T) {
+		g := NewWithT(t)
+		pt := minimalPromotionTarget("status-roundtrip")
+		g.Expect(c.Create(ctx, pt)).To(Succeed())
+		t.Cleanup(func() { _ = c.Delete(ctx, pt) })
+		at := func(sec int64) *metav1.Time { t := metav1.Unix(1767225600+sec, 0); return &t }
+		pt.Status = tugboatv1.PromotionTargetStatus{
+			Version: "1.3.9", Revision: 12, Health: tugboatv1.HealthCurrent, Message: "runs 1.3.9", LastTransitionTime: at(10),
+			Action: &tugboatv1.TargetAction{ID: strings.Repeat("cd", 16), Phase: tugboatv1.ActionSucceeded, Revision: 12, Deliveries: 2, LastUpdateTime: at(8)},
+			Rollout: &tugboatv1.TargetRollout{
+				Wave: 0, ActedAt: *at(3), BaselineRevision: 11, BaselineInstallation: 1, BaselineVersion: "1.3.9",
+				Rollback: &tugboatv1.TargetAction{ID: strings.Repeat("ab", 16), Phase: tugboatv1.ActionSucceeded, Revision: 13, Deliveries: 1,
+					Message: "rolled back release apps/web to revision 11", LastUpdateTime: at(40)},
+			},
+		}
+		want := pt.Status.DeepCopy()
+		g.Expect(c.Status().Update(ctx, pt)).To(Succeed())
+		got := &tugboatv1.PromotionTarget{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pt), got)).To(Succeed())
+		g.Expect(got.Status).To(Equal(*want))
+		g.Expect(got.Spec).To(Equal(minimalPromotionTarget("status-roundtrip").Spec))
+
+		// Bad input: one problem per update, naming the field.
+		bad := got.DeepCopy()
+		bad.Status.Rollout.Rollback.Phase = "Undone"
+		err := c.Status().Update(ctx, bad)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring(`status.rollout.rollback.phase: Unsupported value: "Undone"`))
+
+		bad = got.DeepCopy()
+		bad.Status.Rollout.BaselineVersion = strings.Repeat("9", 65)
+		err = c.Status().Update(ctx, bad)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring(`status.rollout.baselineVersion: Too long`))
+
+		bad = got.DeepCopy()
+		bad.Status.Message = strings.Repeat("m", 1025)
+		err = c.Status().Update(ctx, bad)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring(`status.message: Too long`))
+
+		// Its spec names the target and never changes.
+		bad = got.DeepCopy()
+		bad.Spec.Spoke = "prod-2"
+		err = c.Update(ctx, bad)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("spec is immutable"))
+
+		bad = minimalPromotionTarget("no-spoke")
+		bad.Spec.Spoke = ""
+		err = c.Create(ctx, bad)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("spec.spoke"))
+	})
+
 	t.Run("Promotion status is validated too", func(t *testing.T) {
 		g := NewWithT(t)
 		p := minimalPromotion("status-invalid")
@@ -646,20 +699,6 @@ func testStatusRoundTrip(ctx context.Context, t *testing.T, c client.Client) {
 		err = c.Status().Update(ctx, bad)
 		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
 		g.Expect(err.Error()).To(ContainSubstring(`status.rollout.failedTargets[0].reason: Unsupported value: "Unlucky"`))
-
-		bad = p.DeepCopy()
-		bad.Status.Targets = []tugboatv1.PromotionTargetStatus{{Spoke: "prod-1", Namespace: "apps", Release: "web",
-			Rollout: &tugboatv1.TargetRollout{ActedAt: metav1.Unix(1767225600, 0), Rollback: &tugboatv1.TargetAction{ID: "a", Phase: "Undone"}}}}
-		err = c.Status().Update(ctx, bad)
-		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-		g.Expect(err.Error()).To(ContainSubstring(`status.targets[0].rollout.rollback.phase: Unsupported value: "Undone"`))
-
-		bad = p.DeepCopy()
-		bad.Status.Targets = []tugboatv1.PromotionTargetStatus{{Spoke: "prod-1", Namespace: "apps", Release: "web",
-			Rollout: &tugboatv1.TargetRollout{ActedAt: metav1.Unix(1767225600, 0), BaselineVersion: strings.Repeat("9", 65)}}}
-		err = c.Status().Update(ctx, bad)
-		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-		g.Expect(err.Error()).To(ContainSubstring(`status.targets[0].rollout.baselineVersion: Too long`))
 
 		bad = p.DeepCopy()
 		bad.Status.Phase = tugboatv1.PromotionFailed

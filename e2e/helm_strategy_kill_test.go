@@ -148,9 +148,9 @@ func TestHelmStrategy_agentKilledMidUpgradeCompletesOnce(t *testing.T) {
 	}).WithTimeout(180 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	pr := f.promotion(g, name)
 	g.Expect(pr).NotTo(BeNil())
-	g.Expect(pr.Status.Targets).To(HaveLen(1))
-	g.Expect(pr.Status.Targets[0].Action).NotTo(BeNil())
-	actionID := pr.Status.Targets[0].Action.ID
+	g.Expect(f.targets(g, name)).To(HaveLen(1))
+	g.Expect(f.targets(g, name)[0].Action).NotTo(BeNil())
+	actionID := f.targets(g, name)[0].Action.ID
 
 	// A real kill, mid-upgrade: nothing gets to finish or report.
 	g.Expect(syscall.Kill(-first.Process.Pid, syscall.SIGKILL)).To(Succeed())
@@ -166,8 +166,8 @@ func TestHelmStrategy_agentKilledMidUpgradeCompletesOnce(t *testing.T) {
 	g.Expect(v1.Info.Status).To(Equal(release.StatusDeployed))
 	pr = f.promotion(g, name)
 	g.Expect(pr.Status.Phase).NotTo(Equal(tugboatv1alpha1.PromotionSucceeded))
-	g.Expect(pr.Status.Targets[0].Action.Phase).To(Equal(tugboatv1alpha1.ActionDelivered), "delivered, never reported")
-	deliveriesAtKill := pr.Status.Targets[0].Action.Deliveries
+	g.Expect(f.targets(g, name)[0].Action.Phase).To(Equal(tugboatv1alpha1.ActionDelivered), "delivered, never reported")
+	deliveriesAtKill := f.targets(g, name)[0].Action.Deliveries
 	g.Expect(deliveriesAtKill).To(BeNumerically(">=", 1))
 	t.Logf("agent killed with revision 2 pending-upgrade; action %s delivered %d times", actionID, deliveriesAtKill)
 
@@ -186,9 +186,8 @@ func TestHelmStrategy_agentKilledMidUpgradeCompletesOnce(t *testing.T) {
 
 	g.Eventually(f.phase(name)).WithTimeout(180*time.Second).WithPolling(200*time.Millisecond).
 		Should(Equal(tugboatv1alpha1.PromotionSucceeded), "promotion %s", name)
-	pr = f.promotion(g, name)
-	g.Expect(pr.Status.Targets).To(HaveLen(1))
-	act := pr.Status.Targets[0].Action
+	g.Expect(f.targets(g, name)).To(HaveLen(1))
+	act := f.targets(g, name)[0].Action
 	g.Expect(act).NotTo(BeNil())
 	g.Expect(act.ID).To(Equal(actionID))
 	g.Expect(act.Phase).To(Equal(tugboatv1alpha1.ActionSucceeded), act.Message)

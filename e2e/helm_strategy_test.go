@@ -82,11 +82,10 @@ func TestHelmStrategy_agentsPromoteWithinTheirLimits(t *testing.T) {
 			name := pipeline.PromotionName("demo", env, "1.1.0")
 			g.Eventually(f.phase(name)).WithTimeout(120*time.Second).WithPolling(200*time.Millisecond).
 				Should(Equal(tugboatv1alpha1.PromotionSucceeded), "promotion %s", name)
-			pr := f.promotion(g, name)
-			g.Expect(pr.Status.Targets).To(HaveLen(1))
-			g.Expect(pr.Status.Targets[0].Action).NotTo(BeNil())
-			g.Expect(pr.Status.Targets[0].Action.Phase).To(Equal(tugboatv1alpha1.ActionSucceeded))
-			g.Expect(pr.Status.Targets[0].Action.Revision).To(Equal(int32(2)))
+			g.Expect(f.targets(g, name)).To(HaveLen(1))
+			g.Expect(f.targets(g, name)[0].Action).NotTo(BeNil())
+			g.Expect(f.targets(g, name)[0].Action.Phase).To(Equal(tugboatv1alpha1.ActionSucceeded))
+			g.Expect(f.targets(g, name)[0].Action.Revision).To(Equal(int32(2)))
 			g.Expect(f.current(env, "apps", "demo")(g)).To(Equal(current{2, "1.1.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent}))
 		}
 		// The revision was made by the agent's action.

@@ -132,8 +132,8 @@ func TestHelmTestStep_theAgentRunsTheChartsTestsAfterTheUpgrade(t *testing.T) {
 	st := got.Status.Steps[0]
 	g.Expect([]any{st.Name, st.Phase, st.Attempts}).To(Equal([]any{"smoke-test", tugboatv1alpha1.StepSucceeded, int32(1)}))
 	g.Expect(st.Message).To(Equal("release apps/smoke (revision 2, chart version 1.1.0): 1 test(s) passed: smoke-test"))
-	g.Expect(got.Status.Targets).To(HaveLen(1))
-	ht := got.Status.Targets[0].HelmTest
+	g.Expect(f.targets(g, pr.Name)).To(HaveLen(1))
+	ht := f.targets(g, pr.Name)[0].HelmTest
 	g.Expect(ht).NotTo(BeNil())
 	g.Expect([]any{ht.Phase, ht.Revision}).To(Equal([]any{tugboatv1alpha1.ActionSucceeded, int32(2)}))
 	// Offered again while it ran, as an upgrade is: the agent's poller

@@ -197,10 +197,9 @@ func TestPipelineRestart_onePromotionOneApplyAcrossHubRestarts(t *testing.T) {
 		g.Expect(upgrades).To(Equal(1), "and it did not apply again")
 		g.Expect(revisionsAt(g, staging, "apps", "web", "1.0.0")).To(Equal(1), "one Helm revision at 1.0.0 on staging")
 		g.Expect(promotionsTo(g, "1.0.0")).To(Equal([]string{first}))
-		pr := f.promotion(g, first)
-		g.Expect(pr.Status.Targets).To(HaveLen(1))
-		g.Expect(pr.Status.Targets[0].Done).To(BeTrue())
-		g.Expect(pr.Status.Targets[0].Revision).To(Equal(int32(2)))
+		g.Expect(f.targets(g, first)).To(HaveLen(1))
+		g.Expect(f.targets(g, first)[0].Done).To(BeTrue())
+		g.Expect(f.targets(g, first)[0].Revision).To(Equal(int32(2)))
 	})
 
 	t.Run("a restart while waiting for approval keeps waiting; approval then proceeds", func(t *testing.T) {

@@ -116,7 +116,7 @@ func TestPipeline_spokeSelector(t *testing.T) {
 	// targetsOf lists a Promotion's targets as spoke@version.
 	targetsOf := func(pr *tugboatv1alpha1.Promotion) []string {
 		var out []string
-		for _, t := range pr.Status.Targets {
+		for _, t := range f.targets(g, pr.Name) {
 			out = append(out, t.Spoke+"@"+t.Version)
 		}
 		return out

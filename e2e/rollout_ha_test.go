@@ -111,7 +111,7 @@ func TestRollout_aLeaderKilledMidRolloutLosesNoWaveAndRepeatsNoAction(t *testing
 	g.Eventually(func() bool { return harness.ProcessAlive(pid) }).WithTimeout(30 * time.Second).Should(BeFalse())
 	atKill := f.promotion(g, pr.Name)
 	g.Expect(atKill.Status.Phase).NotTo(Equal(tugboatv1alpha1.PromotionSucceeded), "killed mid-rollout")
-	for name, rt := range rolloutTargets(atKill) {
+	for name, rt := range f.rolloutTargets(g, atKill) {
 		if rt.Action != nil {
 			t.Logf("at the kill: %s wave %d action %s (%d deliveries)", name, rt.Wave, rt.Action.Phase, rt.Action.Deliveries)
 		}
@@ -129,7 +129,7 @@ func TestRollout_aLeaderKilledMidRolloutLosesNoWaveAndRepeatsNoAction(t *testing
 	g.Expect([]any{st.Waves[0].Targets, st.Waves[0].Succeeded, st.Waves[1].Targets, st.Waves[1].Succeeded}).To(Equal(
 		[]any{int32(1), int32(1), int32(3), int32(3)}), "no wave lost")
 	g.Expect(st.Waves[1].StartedAt.Time).To(Equal(atKill.Status.Rollout.Waves[1].StartedAt.Time), "the second wave was not started again")
-	targets := rolloutTargets(f.actionsSucceeded(g, pr.Name, 2))
+	targets := f.rolloutTargets(g, f.actionsSucceeded(g, pr.Name, 2))
 	g.Expect(targets).To(HaveLen(len(spokes)))
 	for _, s := range spokes {
 		rt := targets[s.name]

@@ -188,7 +188,7 @@ func TestRollout_aFluxCanaryIsRolledBackByRestoringItsChartVersion(t *testing.T)
 			g.Expect(ready).NotTo(BeNil())
 			g.Expect(ready.Reason).To(Equal(tugboatv1alpha1.RolloutFailedReason.String()))
 			g.Expect(ready.Message).To(ContainSubstring("rolled back 1 target(s) to the revision they ran before: " + canary.name + "/" + canary.namespace + "/demo"))
-			targets := rolloutTargets(got)
+			targets := f.rolloutTargets(g, got)
 			rb := targets[canary.name].Rollback
 			g.Expect(targets[canary.name].Wave).To(Equal(int32(0)))
 			g.Expect(rb).NotTo(BeNil())

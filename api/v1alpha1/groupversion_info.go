@@ -24,6 +24,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&ReleaseHistory{}, &ReleaseHistoryList{},
 		&Pipeline{}, &PipelineList{},
 		&Promotion{}, &PromotionList{},
+		&PromotionTarget{}, &PromotionTargetList{},
 		&PromotionPreview{}, &PromotionPreviewList{},
 		&SpokeClass{}, &SpokeClassList{},
 		&Lifecycle{}, &LifecycleList{},

@@ -404,8 +404,8 @@ type EnvironmentStatus struct {
 	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name"`
 
-	// versions are the distinct chart versions the targets run, sorted; one
-	// entry when the environment is converged.
+	// versions are the distinct chart versions the targets run, newest
+	// first (at most 100); one entry when the environment is converged.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=100
@@ -424,13 +424,30 @@ type EnvironmentStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	ActivePromotion string `json:"activePromotion,omitempty"`
 
-	// targets holds one entry per target, in spec order; a spokeSelector
-	// target gives one entry per Spoke it matches, sorted by name.
+	// targets holds one entry per target, in spec order (a spokeSelector
+	// target gives one entry per Spoke it matches, sorted by name), at
+	// most MaxTargetStatuses: with more targets, those that do not run a
+	// release deployed and Current come first, and targetCount says how
+	// many there are. An environment may have up to 5,000 targets.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=100
 	Targets []TargetStatus `json:"targets,omitempty"`
+
+	// targetCount is how many targets the environment has, its
+	// spokeSelectors expanded (targets lists at most 100 of them).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TargetCount int32 `json:"targetCount,omitempty"`
+
+	// healthyTargets is how many of them report health Current.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	HealthyTargets int32 `json:"healthyTargets,omitempty"`
 }
+
+// MaxTargetStatuses bounds a Pipeline's status.environments[].targets.
+const MaxTargetStatuses = 100
 
 // TargetStatus is what the target's ReleaseHistory reports.
 type TargetStatus struct {

@@ -129,70 +129,6 @@ type StrategyResult struct {
 	Message string `json:"message,omitempty"`
 }
 
-// PromotionTargetStatus is one destination target's progress.
-type PromotionTargetStatus struct {
-	// spoke is the target's Spoke.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
-	Spoke string `json:"spoke"`
-
-	// namespace is the release's namespace on the spoke.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
-	Namespace string `json:"namespace"`
-
-	// release is the release's name.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=53
-	Release string `json:"release"`
-
-	// version is the chart version the target last reported.
-	// +optional
-	// +kubebuilder:validation:MaxLength=64
-	Version string `json:"version,omitempty"`
-
-	// revision is the Helm revision the target last reported.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	Revision int32 `json:"revision,omitempty"`
-
-	// health is the target's health as last reported.
-	// +optional
-	Health Health `json:"health,omitempty"`
-
-	// done is true once the target runs the version, healthy.
-	// +optional
-	Done bool `json:"done,omitempty"`
-
-	// message explains what the target is waiting for, or why it failed.
-	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	Message string `json:"message,omitempty"`
-
-	// lastTransitionTime is when version, health or done last changed.
-	// +optional
-	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
-
-	// action is the agent action of the helm strategy for this target.
-	// +optional
-	Action *TargetAction `json:"action,omitempty"`
-
-	// rollout is what this Promotion's rollout did to the target (only
-	// with a rollout, once the target's wave was acted on).
-	// +optional
-	Rollout *TargetRollout `json:"rollout,omitempty"`
-
-	// helmTest is the agent action of the running (or last) attempt of a
-	// helmTest step on this target: the release's Helm test hooks, run on
-	// the revision action made. Its message names the failing test Pod
-	// and holds an excerpt of its log.
-	// +optional
-	HelmTest *TargetAction `json:"helmTest,omitempty"`
-}
-
 // TargetRollout records when and in which wave a rollout acted on a
 // target, and what the target ran then: a wave qualifies only on the
 // revision the action produced, never on an older report.
@@ -329,16 +265,11 @@ type PromotionStatus struct {
 	// +optional
 	StrategyResult *StrategyResult `json:"strategyResult,omitempty"`
 
-	// targets holds the progress of each target of the destination
-	// environment, as resolved when the Promotion started (Running): a
-	// Spoke that joins the environment later (spokeSelector) is not part
-	// of this Promotion but of the next decision (with a rollout, it joins
-	// a wave not done yet), and a target that leaves the environment is
-	// dropped from it.
-	// +optional
-	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=100
-	Targets []PromotionTargetStatus `json:"targets,omitempty"`
+	// There is no list of targets here: each target the Promotion acts on
+	// has its own PromotionTarget (owned by the Promotion, labeled
+	// tugboat.dev/promotion), so a Promotion into 5,000 targets stays
+	// small and an agent's report rewrites one small object. status.rollout
+	// holds the per-wave counts and the failing targets, bounded.
 
 	// notifications records each notifier's notice per event.
 	// +optional

@@ -98,11 +98,10 @@ func plan(p *tugboatv1alpha1.Pipeline, v *view, promos []tugboatv1alpha1.Promoti
 		if finishing(promos, src.env.Name, version) {
 			continue // its promotion into the source has not finished: its post steps check it there first
 		}
-		dstStatus := p.Status.Environments[i+1]
-		if !reported(dstStatus) {
+		if !reported(dst.targets) {
 			continue // what the destination runs is not known yet
 		}
-		if upToDate(dstStatus, version) {
+		if upToDate(dst.targets, version) {
 			continue
 		}
 		if promoted(promos, byName, p.Name, dst.env.Name, version) {
@@ -142,20 +141,20 @@ func soakTime(env *tugboatv1alpha1.Environment) time.Duration {
 
 // reported reports whether what every target of an environment runs is
 // known: a version, or no release at all on a Ready Spoke.
-func reported(es tugboatv1alpha1.EnvironmentStatus) bool {
-	for _, t := range es.Targets {
+func reported(targets []tugboatv1alpha1.TargetStatus) bool {
+	for _, t := range targets {
 		if t.Version == "" && !t.Absent {
 			return false
 		}
 	}
-	return len(es.Targets) > 0
+	return len(targets) > 0
 }
 
 // upToDate reports whether the destination already runs version on every
 // target, or runs something newer somewhere (tugboat never downgrades).
-func upToDate(dst tugboatv1alpha1.EnvironmentStatus, version string) bool {
-	all := len(dst.Targets) > 0
-	for _, t := range dst.Targets {
+func upToDate(dst []tugboatv1alpha1.TargetStatus, version string) bool {
+	all := len(dst) > 0
+	for _, t := range dst {
 		if t.Version != version {
 			all = false
 		}

@@ -1,8 +1,11 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,6 +38,9 @@ type envView struct {
 	// suspended names the environment's Spokes with spec.suspend: nothing
 	// is promoted into or out of the environment while there is one.
 	suspended []string
+	// targets are every target's status (the Pipeline's status lists at
+	// most MaxTargetStatuses of them).
+	targets []tugboatv1alpha1.TargetStatus
 	// unmatched says why the environment's targets are incomplete: a
 	// spokeSelector that matches no Spoke. Nothing is promoted into or
 	// out of it meanwhile.
@@ -216,6 +222,8 @@ func summarize(p *tugboatv1alpha1.Pipeline, f facts, promos []tugboatv1alpha1.Pr
 			es.Versions = append(es.Versions, ver)
 		}
 		sortVersions(es.Versions)
+		ev.targets = es.Targets
+		es.Targets, es.TargetCount, es.HealthyTargets = boundTargets(es.Targets)
 		if len(es.Versions) != 1 {
 			if len(es.Versions) > 1 {
 				ev.notReady = append(ev.notReady, "targets run "+strings.Join(es.Versions, ", "))
@@ -244,6 +252,7 @@ func summarize(p *tugboatv1alpha1.Pipeline, f facts, promos []tugboatv1alpha1.Pr
 		if hold := rolloutHold(promos, env.Name); hold != nil {
 			ev.hold = hold
 		}
+		es.Versions = es.Versions[:min(len(es.Versions), tugboatv1alpha1.MaxTargetStatuses)]
 		statuses = append(statuses, es)
 		v.envs = append(v.envs, ev)
 	}
@@ -393,4 +402,32 @@ func orUnknown(s string) string {
 		return "Unknown"
 	}
 	return s
+}
+
+// boundTargets returns at most MaxTargetStatuses of targets (those not
+// running a release deployed and Current first, each group in spec order),
+// how many there are, and how many report health Current.
+func boundTargets(targets []tugboatv1alpha1.TargetStatus) (shown []tugboatv1alpha1.TargetStatus, count, healthy int32) {
+	for _, t := range targets {
+		if t.Health == tugboatv1alpha1.HealthCurrent {
+			healthy++
+		}
+	}
+	count = int32(min(len(targets), math.MaxInt32))
+	if len(targets) <= tugboatv1alpha1.MaxTargetStatuses {
+		return targets, count, healthy
+	}
+	shown = slices.Clone(targets)
+	slices.SortStableFunc(shown, func(a, b tugboatv1alpha1.TargetStatus) int {
+		return cmp.Compare(targetOK(a), targetOK(b))
+	})
+	return shown[:tugboatv1alpha1.MaxTargetStatuses], count, healthy
+}
+
+// targetOK is 1 for a target that runs a release, Current, else 0.
+func targetOK(t tugboatv1alpha1.TargetStatus) int {
+	if !t.Absent && t.Version != "" && t.Health == tugboatv1alpha1.HealthCurrent {
+		return 1
+	}
+	return 0
 }

@@ -13,8 +13,10 @@ import (
 )
 
 // MaxTargets bounds an environment's targets once its spokeSelectors are
-// expanded (the status lists hold at most as many).
-const MaxTargets = 100
+// expanded. A Promotion keeps one PromotionTarget per target and bounded
+// counts in its status, and a Pipeline's status lists at most
+// MaxTargetStatuses of them, so no object grows with it.
+const MaxTargets = 5000
 
 // ResolvedTarget is one concrete target: a release on one Spoke. Its
 // Target has Spoke set and no SpokeSelector, so ReleaseOf and HistoryName

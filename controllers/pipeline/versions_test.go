@@ -87,7 +87,7 @@ func TestUpToDate(t *testing.T) {
 		{"a target that has not reported", envStatus("", "1.4.0"), "1.4.0", false},
 		{"no targets", envStatus(), "1.4.0", false},
 	} {
-		if got := upToDate(tc.dst, tc.version); got != tc.want {
+		if got := upToDate(tc.dst.Targets, tc.version); got != tc.want {
 			t.Errorf("%s: upToDate(%v, %q) = %v, want %v", tc.name, tc.dst.Targets, tc.version, got, tc.want)
 		}
 	}

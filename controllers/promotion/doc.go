@@ -22,7 +22,7 @@
 // it is aborted. The Pipeline's timeout does not bound a rollout.
 //
 // For the helm strategy, Verifying also queues an agent action per target
-// (status.targets[].action, Pending) for the spoke's agent to fetch through
+// (its PromotionTarget's status.action, Pending) for the spoke's agent to fetch through
 // the hub's receiver (controllers/promotion/actions); an agent that refuses
 // or fails its action fails the Promotion, naming the target and the
 // agent's reason. Those status writes use optimistic locking, since the

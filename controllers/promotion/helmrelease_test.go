@@ -74,8 +74,9 @@ func TestReconciler_failsWithTheMessageOfAHelmReleaseStalledOnTheVersion(t *test
 	g.Eventually(func(g Gomega) {
 		cur := get(g)
 		g.Expect(cur.Status.Phase).To(Equal(tugboatv1alpha1.PromotionVerifying), "%+v", cur.Status)
-		g.Expect(cur.Status.Targets).To(HaveLen(1))
-		g.Expect(cur.Status.Targets[0].Message).To(Equal(
+		pts := promotionTargets(t, pr.Namespace, pr.Name)
+		g.Expect(pts).To(HaveLen(1))
+		g.Expect(pts[0].Status.Message).To(Equal(
 			"at 1.3.0 (deployed, Current); HelmRelease apps/web is suspended: helm-controller applies nothing until it is resumed"))
 	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 
@@ -97,7 +98,7 @@ func TestReconciler_failsWithTheMessageOfAHelmReleaseStalledOnTheVersion(t *test
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Reason).To(Equal(tugboatv1alpha1.StrategyFailedReason.String()))
 		g.Expect(ready.Message).To(Equal(want))
-		g.Expect(cur.Status.Targets[0].Message).To(Equal("HelmRelease apps/web stalled on 1.4.0: RetriesExceeded: " + helmMessage))
+		g.Expect(promotionTargets(t, pr.Namespace, pr.Name)[0].Status.Message).To(Equal("HelmRelease apps/web stalled on 1.4.0: RetriesExceeded: " + helmMessage))
 	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 }
 

@@ -71,6 +71,8 @@ type Reconciler struct {
 
 // +kubebuilder:rbac:groups=tugboat.dev,resources=promotions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=promotions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotiontargets,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotiontargets/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=pipelines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=releasehistories,verbs=get;list;watch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch
@@ -94,6 +96,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&tugboatv1alpha1.Promotion{}).
 		// An agent's preview answer moves a Promotion on (issue 26).
 		Owns(&tugboatv1alpha1.PromotionPreview{}).
+		// An agent fetched or reported an action (controllers/promotion/actions).
+		Owns(&tugboatv1alpha1.PromotionTarget{}).
 		// A lifecycle step's event finished (step_external.go).
 		Owns(&tugboatv1alpha1.LifecycleEvent{}).
 		Watches(&tugboatv1alpha1.ReleaseHistory{}, handler.EnqueueRequestsFromMapFunc(r.promotionsFor)).
@@ -187,7 +191,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	orig := pr.DeepCopy()
 	startPhase := pr.Status.Phase
 	approvedBefore := pr.Status.Approval != nil
+	// The Promotion's PromotionTargets: read once, written back (before
+	// the Promotion's own status) only where they changed.
+	set := &targetSet{stored: map[string]*tugboatv1alpha1.PromotionTarget{}}
+	if startPhase.Started() {
+		var err error
+		if set, err = r.loadTargets(ctx, pr); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	ctx = withTargets(ctx, set)
 	defer func() {
+		if conflict, err := r.writeTargets(ctx, pr, set); err != nil || conflict {
+			// The Promotion's status is derived from its targets: it is
+			// written once they are, on the next reconcile.
+			if err != nil && retErr == nil {
+				retErr = err
+			}
+			if conflict {
+				result, retErr = ctrl.Result{RequeueAfter: time.Second}, nil
+			}
+			return
+		}
 		pr.Status.ObservedGeneration = pr.Generation
 		if equality.Semantic.DeepEqual(orig.Status, pr.Status) {
 			// Nothing changed: no write (a report that changes nothing
@@ -355,8 +380,9 @@ func (r *Reconciler) waitingApproval(ctx context.Context, pr *tugboatv1alpha1.Pr
 }
 
 // start moves the Promotion to Running and records its destination
-// targets, resolved now (pipeline.ResolveTargets), in status.targets: the
-// Promotion carries the version to these. A Spoke that joins the
+// targets, resolved now (pipeline.ResolveTargets), as its PromotionTargets
+// (without a rollout; with one, a target gets its PromotionTarget when its
+// wave is acted on): the Promotion carries the version to these. A Spoke that joins the
 // environment later is left to the next decision (with a rollout, to a
 // wave not done yet); one that leaves is dropped (promotionTargets). With a
 // rollout, the environment's rollout is recorded too (resolveRollout).
@@ -372,10 +398,12 @@ func (r *Reconciler) start(ctx context.Context, pr *tugboatv1alpha1.Promotion, p
 			fmt.Sprintf("waiting for a target in %s: spokeSelector %s matches no spoke", pr.Spec.To, strings.Join(res.Unmatched, ", ")))
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
-	pr.Status.Targets = nil
+	set := targetsOf(ctx)
+	set.items = nil
 	for _, t := range res.Targets {
-		pr.Status.Targets = append(pr.Status.Targets, tugboatv1alpha1.PromotionTargetStatus{
-			Spoke: t.Spoke, Namespace: t.Namespace, Release: pipeline.ReleaseOf(p, &t.Target), Message: "not checked yet",
+		set.items = append(set.items, target{
+			Spoke: t.Spoke, Namespace: t.Namespace, Release: pipeline.ReleaseOf(p, &t.Target),
+			PromotionTargetStatus: tugboatv1alpha1.PromotionTargetStatus{Message: "not checked yet"},
 		})
 	}
 	now := metav1.NewTime(r.Now())
@@ -391,9 +419,9 @@ func (r *Reconciler) start(ctx context.Context, pr *tugboatv1alpha1.Promotion, p
 }
 
 // promotionTargets are the destination targets this Promotion carries the
-// version to: those recorded when it started (status.targets) that the
-// environment still has. A Promotion that started before targets were
-// recorded (status.targets empty) takes every target the environment has,
+// version to: those recorded when it started (its PromotionTargets) that
+// the environment still has. A Promotion with none recorded takes every
+// target the environment has,
 // and so does a rollout, whose planner deals a target that joins to a
 // wave not done yet.
 func (r *Reconciler) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) ([]pipeline.ResolvedTarget, error) {
@@ -401,12 +429,13 @@ func (r *Reconciler) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.P
 	if err != nil {
 		return nil, err
 	}
-	if len(pr.Status.Targets) == 0 || hasRollout(pr) {
+	set := targetsOf(ctx)
+	if len(set.items) == 0 || hasRollout(pr) {
 		return res.Targets, nil
 	}
 	recorded := map[string]bool{}
-	for _, t := range pr.Status.Targets {
-		recorded[t.Spoke+"/"+t.Namespace+"/"+t.Release] = true
+	for i := range set.items {
+		recorded[set.items[i].key()] = true
 	}
 	var out []pipeline.ResolvedTarget
 	for _, t := range res.Targets {

@@ -2,8 +2,8 @@ package promotion
 
 // Automatic rollback (issue 24): a rollout whose failure budget is spent
 // with onFailure Rollback stops, and returns every target this Promotion
-// changed to the revision it ran before (status.targets[].rollout's
-// baseline). The helm strategy queues an agent action per target
+// changed to the revision it ran before (the baseline its PromotionTarget's
+// status.rollout recorded). The helm strategy queues an agent action per target
 // (wire.ActionRollback: a Helm rollback, or the previous chart version in
 // the target's Flux HelmRelease), and waits for the agents' outcomes,
 // bounded by the rollout's progress deadline; the kubernetes strategy sets
@@ -65,7 +65,7 @@ func (r *Reconciler) rollBack(ctx context.Context, pr *tugboatv1alpha1.Promotion
 	st.RollbackStartedAt = &at
 	if !canRollBack(pr.StrategyType()) {
 		// A Pipeline stored before the CEL rule existed.
-		return r.rolledBack(pr, why, fmt.Sprintf("the %s strategy cannot roll back: nothing was rolled back", pr.StrategyType())), nil
+		return r.rolledBack(pr, targetsOf(ctx), why, fmt.Sprintf("the %s strategy cannot roll back: nothing was rolled back", pr.StrategyType())), nil
 	}
 	var skipped []string
 	for _, o := range obs {
@@ -94,7 +94,7 @@ func (r *Reconciler) rollBack(ctx context.Context, pr *tugboatv1alpha1.Promotion
 // changed), the agent refused the upgrade (nothing changed), it ran no
 // release before (a rollback has nothing to return to: it is left as it
 // is), or the revision it ran was not recorded.
-func noRollback(ts *tugboatv1alpha1.PromotionTargetStatus) string {
+func noRollback(ts *target) string {
 	tr := ts.Rollout
 	switch {
 	case tr.Unchanged:
@@ -128,9 +128,10 @@ func (r *Reconciler) rollBackThroughStrategy(ctx context.Context, pr *tugboatv1a
 	if err != nil {
 		return err
 	}
-	byVersion := map[string][]*tugboatv1alpha1.PromotionTargetStatus{}
-	for i := range pr.Status.Targets {
-		ts := &pr.Status.Targets[i]
+	byVersion := map[string][]*target{}
+	set := targetsOf(ctx)
+	for i := range set.items {
+		ts := &set.items[i]
 		if rb := rollbackOf(ts); rb != nil && rb.Phase == tugboatv1alpha1.ActionPending {
 			byVersion[ts.Rollout.BaselineVersion] = append(byVersion[ts.Rollout.BaselineVersion], ts)
 		}
@@ -164,7 +165,7 @@ func (r *Reconciler) rollBackThroughStrategy(ctx context.Context, pr *tugboatv1a
 		back := req
 		back.Version, back.RollbackFrom = v, pr.Spec.Version
 		back.Targets = slices.DeleteFunc(slices.Clone(req.Targets), func(t strategy.Target) bool {
-			return !slices.ContainsFunc(targets, func(ts *tugboatv1alpha1.PromotionTargetStatus) bool {
+			return !slices.ContainsFunc(targets, func(ts *target) bool {
 				return ts.Spoke == t.SpokeName && ts.Namespace == t.Namespace && ts.Release == t.Release
 			})
 		})
@@ -200,13 +201,14 @@ func (r *Reconciler) rollingBack(ctx context.Context, pr *tugboatv1alpha1.Promot
 	}
 	why, _, _ := strings.Cut(st.Message, "; rolling back")
 	var waiting []string
-	for _, ts := range pr.Status.Targets {
+	set := targetsOf(ctx)
+	for _, ts := range set.items {
 		if rb := rollbackOf(&ts); rb != nil && open(rb.Phase) {
 			waiting = append(waiting, targetKey(&ts).String())
 		}
 	}
 	if len(waiting) == 0 {
-		return r.rolledBack(pr, why, ""), nil
+		return r.rolledBack(pr, set, why, ""), nil
 	}
 	start := now
 	if st.RollbackStartedAt != nil {
@@ -214,9 +216,9 @@ func (r *Reconciler) rollingBack(ctx context.Context, pr *tugboatv1alpha1.Promot
 	}
 	deadline := start.Add(progressDeadline(st.Resolved))
 	if !now.Before(deadline) {
-		return r.rolledBack(pr, why, fmt.Sprintf("no outcome within the progress deadline (%s) from %s", progressDeadline(st.Resolved), listOf(waiting, 3))), nil
+		return r.rolledBack(pr, set, why, fmt.Sprintf("no outcome within the progress deadline (%s) from %s", progressDeadline(st.Resolved), listOf(waiting, 3))), nil
 	}
-	msg := why + "; rolling back " + rollbackCounts(pr) + "; waiting for " + listOf(waiting, 3)
+	msg := why + "; rolling back " + rollbackCounts(set) + "; waiting for " + listOf(waiting, 3)
 	if retry != nil {
 		msg += ": " + retry.Error()
 	}
@@ -231,11 +233,11 @@ func (r *Reconciler) rollingBack(ctx context.Context, pr *tugboatv1alpha1.Promot
 // rolledBack ends the rollback: status.rollout.phase RolledBack, and the
 // Promotion Failed with reason RolloutFailed. why says why the rollout
 // stopped; more, when set, why the rollback ended early.
-func (r *Reconciler) rolledBack(pr *tugboatv1alpha1.Promotion, why, more string) ctrl.Result {
+func (r *Reconciler) rolledBack(pr *tugboatv1alpha1.Promotion, set *targetSet, why, more string) ctrl.Result {
 	st := pr.Status.Rollout
 	st.Phase = tugboatv1alpha1.RolloutRolledBack
 	var back, failed []string
-	for _, ts := range pr.Status.Targets {
+	for _, ts := range set.items {
 		rb := rollbackOf(&ts)
 		switch {
 		case rb == nil:
@@ -262,7 +264,7 @@ func (r *Reconciler) rolledBack(pr *tugboatv1alpha1.Promotion, why, more string)
 }
 
 // rollbackOf returns the rollback of target ts, or nil.
-func rollbackOf(ts *tugboatv1alpha1.PromotionTargetStatus) *tugboatv1alpha1.TargetAction {
+func rollbackOf(ts *target) *tugboatv1alpha1.TargetAction {
 	if ts.Rollout == nil {
 		return nil
 	}
@@ -270,10 +272,10 @@ func rollbackOf(ts *tugboatv1alpha1.PromotionTargetStatus) *tugboatv1alpha1.Targ
 }
 
 // rollbackCounts says how many rollbacks are done, of how many.
-func rollbackCounts(pr *tugboatv1alpha1.Promotion) string {
+func rollbackCounts(set *targetSet) string {
 	total, done := 0, 0
-	for i := range pr.Status.Targets {
-		if rb := rollbackOf(&pr.Status.Targets[i]); rb != nil {
+	for i := range set.items {
+		if rb := rollbackOf(&set.items[i]); rb != nil {
 			total++
 			if !open(rb.Phase) {
 				done++

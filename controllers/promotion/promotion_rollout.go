@@ -71,7 +71,8 @@ var errPlan = errors.New("rollout")
 // its waves do. The reconcile is requeued when the plan changes by itself
 // (a soak ends, a deadline passes).
 func (r *Reconciler) rollout(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (ctrl.Result, error) {
-	// Acting is a side effect planned from status.targets[].rollout: never
+	// Acting is a side effect planned from the targets' rollout records
+	// (read live, loadTargets) and status.rollout: never
 	// plan from a cached copy that lags behind the last status write (a
 	// reconcile queued by a report while the previous one acted would act
 	// on the canary again; seen in TestReconciler_pausesARolloutWhoseCanaryFails
@@ -187,7 +188,7 @@ func (r *Reconciler) spokeLabels(ctx context.Context, namespace string) (map[str
 }
 
 // plannerTarget is what the planner reads of one observed target: its
-// report, and what this Promotion did to it (status.targets[].rollout, and
+// report, and what this Promotion did to it (its rollout record, and
 // for the helm strategy the agent's outcome, whose revision is the one the
 // action produced).
 func plannerTarget(o observation, labels map[string]string, now time.Time) rollout.Target {
@@ -232,11 +233,11 @@ func plannerTarget(o observation, labels map[string]string, now time.Time) rollo
 // count32 converts a count for the API, which stores int32.
 func count32(n int) int32 { return int32(min(max(n, 0), math.MaxInt32)) }
 
-func targetKey(ts *tugboatv1alpha1.PromotionTargetStatus) rollout.Key {
+func targetKey(ts *target) rollout.Key {
 	return rollout.Key{Spoke: ts.Spoke, Namespace: ts.Namespace, Release: ts.Release}
 }
 
-// healthySince is when a done target turned done, as status.targets
+// healthySince is when a done target turned done, as its PromotionTarget
 // recorded it. The API keeps times to the second: rounding up never
 // shortens a soak, and never past now, so that no soak delays a wave
 // that has none.

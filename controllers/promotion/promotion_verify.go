@@ -38,7 +38,7 @@ func (r *Reconciler) verifying(ctx context.Context, pr *tugboatv1alpha1.Promotio
 			fmt.Sprintf("every target of %s runs %s, healthy", pr.Spec.To, pr.Spec.Version))
 		return ctrl.Result{}, nil
 	}
-	if msg := failedAction(pr); msg != "" {
+	if msg := failedAction(targetsOf(ctx)); msg != "" {
 		r.finish(pr, tugboatv1alpha1.PromotionFailed, tugboatv1alpha1.StrategyFailedReason, msg)
 		return ctrl.Result{}, nil
 	}
@@ -54,7 +54,7 @@ func (r *Reconciler) verifying(ctx context.Context, pr *tugboatv1alpha1.Promotio
 	return ctrl.Result{RequeueAfter: r.remaining(pr, p)}, nil
 }
 
-// progress fills status.targets and returns the targets not done yet, and
+// progress fills the Promotion's targets (targetsOf) and returns the targets not done yet, and
 // those among them whose Flux HelmRelease stalled on the version
 // (helmReleaseProgress).
 func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (laggards, stalled []string, err error) {
@@ -64,19 +64,20 @@ func (r *Reconciler) progress(ctx context.Context, pr *tugboatv1alpha1.Promotion
 
 // observation is one destination target as observe saw it.
 type observation struct {
-	// status is the target's entry in the Promotion's status.targets.
-	status *tugboatv1alpha1.PromotionTargetStatus
+	// status is the target in the reconcile's working set (targetsOf).
+	status *target
 	// current is what its ReleaseHistory reports now; nil when none.
 	current *tugboatv1alpha1.RevisionSummary
 }
 
 // observe is progress, also returning each target's observation, in the
-// order of status.targets. With a rollout, only a target whose wave was
-// acted on (targets[].rollout) gets a helm action.
+// order of the working set. With a rollout, only a target whose wave was
+// acted on (its rollout record) gets a helm action.
 func (r *Reconciler) observe(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (obs []observation, laggards, stalled []string, err error) {
-	prev := map[string]tugboatv1alpha1.PromotionTargetStatus{}
-	for _, t := range pr.Status.Targets {
-		prev[t.Spoke+"/"+t.Namespace+"/"+t.Release] = t
+	set := targetsOf(ctx)
+	prev := map[string]target{}
+	for _, t := range set.items {
+		prev[t.key()] = t
 	}
 	resolved, err := r.promotionTargets(ctx, pr, p, env)
 	if err != nil {
@@ -85,13 +86,13 @@ func (r *Reconciler) observe(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 	if len(resolved) == 0 {
 		return nil, []string{"every target of " + pr.Spec.To + " this promotion started with left the environment"}, nil, nil
 	}
-	var targets []tugboatv1alpha1.PromotionTargetStatus
+	var targets []target
 	var currents []*tugboatv1alpha1.RevisionSummary
 	for _, rt := range resolved {
 		t := rt.Target
 		rel := pipeline.ReleaseOf(p, &t)
 		id := t.Spoke + "/" + t.Namespace + "/" + rel
-		ts := tugboatv1alpha1.PromotionTargetStatus{Spoke: t.Spoke, Namespace: t.Namespace, Release: rel}
+		ts := target{Spoke: t.Spoke, Namespace: t.Namespace, Release: rel}
 		rh := &tugboatv1alpha1.ReleaseHistory{}
 		err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: pipeline.HistoryName(p, &t)}, rh)
 		switch {
@@ -135,9 +136,9 @@ func (r *Reconciler) observe(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 		targets = append(targets, ts)
 		currents = append(currents, rh.Status.Current)
 	}
-	pr.Status.Targets = targets
+	set.items = targets
 	for i := range targets {
-		obs = append(obs, observation{status: &pr.Status.Targets[i], current: currents[i]})
+		obs = append(obs, observation{status: &set.items[i], current: currents[i]})
 	}
 	return obs, laggards, stalled, nil
 }
@@ -178,7 +179,7 @@ func helmReleaseProgress(rh *tugboatv1alpha1.ReleaseHistory, version string) (ms
 // target's message what an unfinished target waits for. The receiver
 // (controllers/promotion/actions) moves the action on when the spoke's
 // agent fetches it and reports its outcome.
-func (r *Reconciler) trackAction(pr *tugboatv1alpha1.Promotion, prev *tugboatv1alpha1.TargetAction, ts *tugboatv1alpha1.PromotionTargetStatus) {
+func (r *Reconciler) trackAction(pr *tugboatv1alpha1.Promotion, prev *tugboatv1alpha1.TargetAction, ts *target) {
 	id := wire.NewActionID(string(pr.UID), ts.Spoke, ts.Namespace, ts.Release)
 	if prev != nil && prev.ID == id {
 		ts.Action = prev.DeepCopy()
@@ -199,8 +200,8 @@ func (r *Reconciler) trackAction(pr *tugboatv1alpha1.Promotion, prev *tugboatv1a
 
 // failedAction returns why the Promotion failed when the agent of a target
 // that is not done refused or failed its action, else "".
-func failedAction(pr *tugboatv1alpha1.Promotion) string {
-	for _, t := range pr.Status.Targets {
+func failedAction(set *targetSet) string {
+	for _, t := range set.items {
 		if t.Done || t.Action == nil {
 			continue
 		}

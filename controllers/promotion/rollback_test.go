@@ -1,7 +1,6 @@
 package promotion_test
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
@@ -26,30 +24,24 @@ func (f *rolloutFixture) reportAction(name, spoke string, rollback bool, phase t
 	f.t.Helper()
 	g := NewWithT(f.t)
 	g.Eventually(func() error {
-		pr := f.get(name)
-		orig := pr.DeepCopy()
-		for i := range pr.Status.Targets {
-			t := &pr.Status.Targets[i]
-			if t.Spoke != spoke {
-				continue
-			}
+		return patchTarget(f.t, f.ns, name, spoke, func(t *tugboatv1alpha1.PromotionTargetStatus) {
 			a := t.Action
 			if rollback && t.Rollout != nil {
 				a = t.Rollout.Rollback
 			}
 			g.Expect(a).NotTo(BeNil(), "spoke %s has no such action", spoke)
 			a.Phase, a.Revision, a.Message = phase, revision, msg
-		}
-		return hubc.Status().Patch(context.Background(), pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		})
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 }
 
-// rollbacks lists the targets' rollbacks as "spoke phase".
-func rollbacks(pr *tugboatv1alpha1.Promotion) []string {
+// rollbacks lists the rollbacks of Promotion name's targets as "spoke
+// phase".
+func (f *rolloutFixture) rollbacks(name string) []string {
 	var out []string
-	for _, t := range pr.Status.Targets {
-		if t.Rollout != nil && t.Rollout.Rollback != nil {
-			out = append(out, t.Spoke+" "+string(t.Rollout.Rollback.Phase))
+	for _, pt := range promotionTargets(f.t, f.ns, name) {
+		if t := pt.Status; t.Rollout != nil && t.Rollout.Rollback != nil {
+			out = append(out, pt.Spec.Spoke+" "+string(t.Rollout.Rollback.Phase))
 		}
 	}
 	return out
@@ -67,7 +59,7 @@ func TestReconciler_rollsBackTheCanaryWhenItFails(t *testing.T) {
 	f := newRolloutFixture(t, tugboatv1alpha1.StrategyHelm, onFailureRollback)
 	name := f.promote("1.6.0")
 	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}}))
-	g.Eventually(func() *tugboatv1alpha1.TargetAction { return f.get(name).Status.Targets[0].Action }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+	g.Eventually(func() *tugboatv1alpha1.TargetAction { return firstAction(f, name) }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
 
 	f.reportAction(name, "prod-a", false, tugboatv1alpha1.ActionSucceeded, 4, "upgraded to 1.6.0 (revision 4)")
 	f.report("prod-a", 4, "1.6.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthFailed)
@@ -76,9 +68,10 @@ func TestReconciler_rollsBackTheCanaryWhenItFails(t *testing.T) {
 	pr := f.get(name)
 	g.Expect(waves(pr)).To(Equal("RollingBack current=0 [canary 1 0 0 0 1; final 2 2 0 0 0] failed=1/1"))
 	g.Expect(pr.Status.Rollout.RollbackStartedAt).NotTo(BeNil())
-	g.Expect(rollbacks(pr)).To(Equal([]string{"prod-a Pending"}), "only the target the rollout changed is rolled back")
-	a := pr.Status.Targets[0]
-	g.Expect(a.Spoke).To(Equal("prod-a"))
+	g.Expect(f.rollbacks(name)).To(Equal([]string{"prod-a Pending"}), "only the target the rollout changed is rolled back")
+	pt := promotionTargets(t, f.ns, name)[0]
+	a := pt.Status
+	g.Expect(pt.Spec.Spoke).To(Equal("prod-a"))
 	g.Expect(a.Rollout.Rollback.ID).To(Equal(wire.NewRollbackActionID(string(pr.UID), "prod-a", "apps", "web")))
 	g.Expect([]any{a.Rollout.BaselineRevision, a.Rollout.BaselineVersion}).To(Equal([]any{int32(3), "1.3.0"}))
 	ready := findCondition(pr, tugboatv1alpha1.ReadyCondition)
@@ -117,7 +110,7 @@ func TestReconciler_endsARollbackAtTheProgressDeadline(t *testing.T) {
 	})
 	name := f.promote("1.6.1")
 	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}}))
-	g.Eventually(func() *tugboatv1alpha1.TargetAction { return f.get(name).Status.Targets[0].Action }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
+	g.Eventually(func() *tugboatv1alpha1.TargetAction { return firstAction(f, name) }).WithTimeout(10 * time.Second).ShouldNot(BeNil())
 	f.reportAction(name, "prod-a", false, tugboatv1alpha1.ActionFailed, 4, "upgrading release apps/web to web 1.6.1: context deadline exceeded")
 	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return f.get(name).Status.Phase }).WithTimeout(10 * time.Second).
 		Should(Equal(tugboatv1alpha1.PromotionRollingBack))
@@ -128,7 +121,7 @@ func TestReconciler_endsARollbackAtTheProgressDeadline(t *testing.T) {
 	pr := f.get(name)
 	g.Expect(pr.Status.CompletedAt.Time.Sub(started)).To(BeNumerically(">=", 2*time.Second), "not before the deadline (times are kept to the second)")
 	g.Expect(pr.Status.Rollout.Phase).To(Equal(tugboatv1alpha1.RolloutRolledBack))
-	g.Expect(rollbacks(pr)).To(Equal([]string{"prod-a Pending"}))
+	g.Expect(f.rollbacks(name)).To(Equal([]string{"prod-a Pending"}))
 	g.Expect(findCondition(pr, tugboatv1alpha1.ReadyCondition).Message).To(ContainSubstring(
 		"rolled back 0 target(s) to the revision they ran before; no outcome within the progress deadline (3s) from prod-a/apps/web"))
 }
@@ -150,7 +143,7 @@ func TestReconciler_rollsBackKubernetesTargetsToTheVersionTheyRan(t *testing.T) 
 	g.Expect(f.versions).To(Equal([]string{"1.6.2", "1.3.0 (rollback from 1.6.2)"}))
 	f.mu.Unlock()
 	pr := f.get(name)
-	g.Expect(rollbacks(pr)).To(Equal([]string{"prod-a Succeeded"}))
+	g.Expect(f.rollbacks(name)).To(Equal([]string{"prod-a Succeeded"}))
 	g.Expect(findCondition(pr, tugboatv1alpha1.ReadyCondition).Reason).To(Equal(tugboatv1alpha1.RolloutFailedReason.String()))
 	g.Expect(pr.Status.Rollout.Phase).To(Equal(tugboatv1alpha1.RolloutRolledBack))
 }
@@ -174,8 +167,17 @@ func TestReconciler_opensARevertPullRequestForPullRequestTargets(t *testing.T) {
 	g.Expect(f.versions).To(Equal([]string{"1.6.3", "1.3.0 (rollback from 1.6.3)"}))
 	f.mu.Unlock()
 	pr := f.get(name)
-	g.Expect(rollbacks(pr)).To(Equal([]string{"prod-a Succeeded"}))
-	g.Expect(pr.Status.Targets[0].Rollout.Rollback.Message).To(Equal(
+	g.Expect(f.rollbacks(name)).To(Equal([]string{"prod-a Succeeded"}))
+	g.Expect(promotionTargets(t, f.ns, name)[0].Status.Rollout.Rollback.Message).To(Equal(
 		"revert pull request to 1.3.0 (the target returns once it is merged): acted on " + webA))
 	g.Expect(findCondition(pr, tugboatv1alpha1.ReadyCondition).Reason).To(Equal(tugboatv1alpha1.RolloutFailedReason.String()))
+}
+
+// firstAction returns the upgrade action of the first target of
+// Promotion name, nil while it has none.
+func firstAction(f *rolloutFixture, name string) *tugboatv1alpha1.TargetAction {
+	if pts := promotionTargets(f.t, f.ns, name); len(pts) > 0 {
+		return pts[0].Status.Action
+	}
+	return nil
 }

@@ -331,15 +331,14 @@ func TestReconciler_pausesARolloutWhoseCanaryFails(t *testing.T) {
 // action.
 func TestReconciler_advancesOnlyOnTheRevisionTheAgentsActionProduced(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	f := newRolloutFixture(t, tugboatv1alpha1.StrategyHelm)
 	name := f.promote("1.6.0")
 	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}}))
 	actions := func() []string {
 		var out []string
-		for _, t := range f.get(name).Status.Targets {
-			if t.Action != nil {
-				out = append(out, t.Spoke+" "+string(t.Action.Phase))
+		for _, pt := range promotionTargets(t, f.ns, name) {
+			if a := pt.Status.Action; a != nil {
+				out = append(out, pt.Spec.Spoke+" "+string(a.Phase))
 			}
 		}
 		return out
@@ -348,14 +347,11 @@ func TestReconciler_advancesOnlyOnTheRevisionTheAgentsActionProduced(t *testing.
 
 	// The agent reports its upgrade, as the hub's receiver records it.
 	g.Eventually(func() error {
-		pr := f.get(name)
-		orig := pr.DeepCopy()
-		for i := range pr.Status.Targets {
-			if a := pr.Status.Targets[i].Action; a != nil && pr.Status.Targets[i].Spoke == "prod-a" {
+		return patchTarget(t, f.ns, name, "prod-a", func(t *tugboatv1alpha1.PromotionTargetStatus) {
+			if a := t.Action; a != nil {
 				a.Phase, a.Revision, a.Message = tugboatv1alpha1.ActionSucceeded, 5, "upgraded to 1.6.0 (revision 5)"
 			}
-		}
-		return hubc.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		})
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 
 	f.report("prod-a", 4, "1.6.0", tugboatv1alpha1.ReleaseStatusDeployed, tugboatv1alpha1.HealthCurrent)

@@ -137,15 +137,20 @@ func (r *Reconciler) publishEvent(ctx context.Context, pr *tugboatv1alpha1.Promo
 		return nil, nil, err
 	}
 	deadline := deadlineOf(st.StartedAt, r.Now(), stepTimeout(spec, lc.Spec.Timeout))
-	ev := newEvent(pr, p, st, name, lc.Name, lc.Spec.EventKey, deadline)
-	ev, err := r.createEvent(ctx, ev)
+	count, targets, err := r.eventTargets(ctx, pr, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	ev := newEvent(pr, p, st, name, lc.Name, lc.Spec.EventKey, deadline, count, targets)
+	ev, err = r.createEvent(ctx, ev)
 	return ev, nil, err
 }
 
 // newEvent returns the LifecycleEvent name of st's current attempt, owned
-// by pr, for lifecycle with eventKey, due by deadline.
+// by pr, for lifecycle with eventKey, due by deadline, naming targets of
+// the count the Promotion has.
 func newEvent(pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, st *tugboatv1alpha1.StepStatus, name, lifecycle, eventKey string,
-	deadline metav1.Time) *tugboatv1alpha1.LifecycleEvent {
+	deadline metav1.Time, count int, targets []tugboatv1alpha1.EventTarget) *tugboatv1alpha1.LifecycleEvent {
 	ev := &tugboatv1alpha1.LifecycleEvent{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: pr.Namespace, Name: name,
@@ -157,14 +162,11 @@ func newEvent(pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, st *tu
 		Spec: tugboatv1alpha1.LifecycleEventSpec{
 			Lifecycle: lifecycle, EventKey: eventKey, Promotion: pr.Name, Pipeline: p.Name, Environment: pr.Spec.To,
 			Version: pr.Spec.Version, Step: st.Name, Stage: st.Stage, Attempt: st.Attempts,
-			TargetCount: count32(len(pr.Status.Targets)), Deadline: deadline,
+			TargetCount: count32(count), Deadline: deadline, Targets: targets,
 		},
 	}
 	if len(validation.IsValidLabelValue(pr.Name)) == 0 {
 		ev.Labels[tugboatv1alpha1.LabelPromotion] = pr.Name
-	}
-	for _, t := range pr.Status.Targets[:min(len(pr.Status.Targets), tugboatv1alpha1.MaxEventTargets)] {
-		ev.Spec.Targets = append(ev.Spec.Targets, tugboatv1alpha1.EventTarget{Spoke: t.Spoke, Namespace: t.Namespace, Release: t.Release})
 	}
 	return ev
 }

@@ -3,7 +3,7 @@ package promotion
 // helmTest steps (issue 25): the agent of each tested target runs the
 // release's Helm test hooks (wire.ActionHelmTest), on the revision this
 // Promotion produced, and reports pass or fail. Each attempt queues one
-// action per tested target in status.targets[].helmTest, with a
+// action per tested target in its PromotionTarget's status.helmTest, with a
 // deterministic id (wire.NewHelmTestActionID: the Promotion's UID, the
 // step, the attempt and the target), so a hub that restarts mid-step finds
 // the same actions and their outcomes, and never asks an agent twice for
@@ -28,15 +28,18 @@ const helmTestPoll = 10 * time.Second
 
 // helmTestTargets returns the targets of pr that a helmTest step with
 // configuration spec tests: with waves Canary (the default) and a rollout,
-// those of its first wave; else (All, Each) every target. With Each, the
-// targets of the waves before the last were tested between the waves
-// (helmTestBetweenWaves), under the same attempt's action ids: their
+// those of its first wave; else (All, Each) every target acted on. With
+// Each, the targets of the waves before the last were tested between the
+// waves (helmTestBetweenWaves), under the same attempt's action ids: their
 // outcomes stand.
-func helmTestTargets(pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step) []*tugboatv1alpha1.PromotionTargetStatus {
+func helmTestTargets(pr *tugboatv1alpha1.Promotion, set *targetSet, spec *tugboatv1alpha1.Step) []*target {
 	canary := spec.HelmTest == nil || spec.HelmTest.Waves == "" || spec.HelmTest.Waves == tugboatv1alpha1.HelmTestCanary
-	var out []*tugboatv1alpha1.PromotionTargetStatus
-	for i := range pr.Status.Targets {
-		ts := &pr.Status.Targets[i]
+	var out []*target
+	for i := range set.items {
+		ts := &set.items[i]
+		if !kept(pr, ts) {
+			continue // a target no wave acted on
+		}
 		if canary && hasRollout(pr) && (ts.Rollout == nil || ts.Rollout.Wave != 0) {
 			continue
 		}
@@ -47,7 +50,7 @@ func helmTestTargets(pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step) 
 
 // testedRevision is the revision of target ts that a helm test tests: the
 // one its upgrade action made or found, else the one it reports.
-func testedRevision(ts *tugboatv1alpha1.PromotionTargetStatus) int32 {
+func testedRevision(ts *target) int32 {
 	if ts.Action != nil && ts.Action.Revision > 0 {
 		return ts.Action.Revision
 	}
@@ -59,11 +62,11 @@ func testedRevision(ts *tugboatv1alpha1.PromotionTargetStatus) int32 {
 // when every tested target passed, fails at the first target that failed
 // or refused (naming it, with its agent's message: the failing test Pod
 // and its log excerpt), and times out after the step's timeout.
-func (r *Reconciler) helmTestAttempt(_ context.Context, pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step, st *tugboatv1alpha1.StepStatus) (attemptResult, error) {
+func (r *Reconciler) helmTestAttempt(ctx context.Context, pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step, st *tugboatv1alpha1.StepStatus) (attemptResult, error) {
 	if pr.StrategyType() != tugboatv1alpha1.StrategyHelm {
 		return attemptResult{done: true, message: fmt.Sprintf("a helmTest step needs the helm strategy (this promotion uses %s): the destination's agents run the tests", pr.StrategyType())}, nil
 	}
-	return r.helmTestOn(pr, spec, st, helmTestTargets(pr, spec)), nil
+	return r.helmTestOn(pr, spec, st, helmTestTargets(pr, targetsOf(ctx), spec)), nil
 }
 
 // helmTestOn is helmTestAttempt on the targets tested. The attempt's
@@ -71,7 +74,7 @@ func (r *Reconciler) helmTestAttempt(_ context.Context, pr *tugboatv1alpha1.Prom
 // before: with waves Each, a wave's tests are bounded by the step's
 // timeout from when they were asked, whatever the soak of the waves
 // before.
-func (r *Reconciler) helmTestOn(pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step, st *tugboatv1alpha1.StepStatus, tested []*tugboatv1alpha1.PromotionTargetStatus) attemptResult {
+func (r *Reconciler) helmTestOn(pr *tugboatv1alpha1.Promotion, spec *tugboatv1alpha1.Step, st *tugboatv1alpha1.StepStatus, tested []*target) attemptResult {
 	if len(tested) == 0 {
 		return attemptResult{done: true, message: "no target to test"}
 	}

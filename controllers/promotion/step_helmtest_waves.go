@@ -56,7 +56,7 @@ func (r *Reconciler) helmTestBetweenWaves(ctx context.Context, pr *tugboatv1alph
 	if st.Phase == tugboatv1alpha1.StepPending {
 		r.startAttempt(st)
 	}
-	var tested []*tugboatv1alpha1.PromotionTargetStatus
+	var tested []*target
 	for _, o := range obs {
 		if tr := o.status.Rollout; tr != nil && int(tr.Wave) < plan.Current {
 			tested = append(tested, o.status)

@@ -128,14 +128,15 @@ func (r *Reconciler) webhookAttempt(ctx context.Context, pr *tugboatv1alpha1.Pro
 			return fail("webhook signing key: key \"key\" of Secret %s holds %d bytes; at least %d are required", ref, len(key), wire.MinKeySize)
 		}
 	}
+	count, targets, err := r.eventTargets(ctx, pr, p)
+	if err != nil {
+		return attemptResult{}, err
+	}
 	body := StepRequest{
 		APIVersion: StepAPIVersion, Kind: StepKind, ID: id,
 		Namespace: pr.Namespace, Pipeline: p.Name, Promotion: pr.Name, Environment: pr.Spec.To, Version: pr.Spec.Version,
-		Step: st.Name, Stage: string(st.Stage), Attempt: st.Attempts, TargetCount: len(pr.Status.Targets),
-		Targets: []tugboatv1alpha1.EventTarget{},
-	}
-	for _, t := range pr.Status.Targets[:min(len(pr.Status.Targets), tugboatv1alpha1.MaxEventTargets)] {
-		body.Targets = append(body.Targets, tugboatv1alpha1.EventTarget{Spoke: t.Spoke, Namespace: t.Namespace, Release: t.Release})
+		Step: st.Name, Stage: string(st.Stage), Attempt: st.Attempts, TargetCount: count,
+		Targets: targets,
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
@@ -176,7 +177,7 @@ func (r *Reconciler) webhookAttempt(ctx context.Context, pr *tugboatv1alpha1.Pro
 	}()
 	if resp.StatusCode == http.StatusAccepted {
 		deadline := deadlineOf(st.StartedAt, r.Now(), stepTimeout(spec, nil))
-		ev, err := r.createEvent(ctx, newEvent(pr, p, st, name, WebhookLifecycle, WebhookLifecycle, deadline))
+		ev, err := r.createEvent(ctx, newEvent(pr, p, st, name, WebhookLifecycle, WebhookLifecycle, deadline, count, targets))
 		if err != nil {
 			return attemptResult{}, err
 		}

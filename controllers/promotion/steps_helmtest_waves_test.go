@@ -1,12 +1,10 @@
 package promotion_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
@@ -20,11 +18,11 @@ func eachWaveSmoke(env *tugboatv1alpha1.Environment) {
 }
 
 // helmTests lists the targets' helm test actions as "spoke phase".
-func helmTests(pr *tugboatv1alpha1.Promotion) []string {
+func (f *rolloutFixture) helmTests(pr *tugboatv1alpha1.Promotion) []string {
 	var out []string
-	for _, t := range pr.Status.Targets {
-		if t.HelmTest != nil {
-			out = append(out, t.Spoke+" "+string(t.HelmTest.Phase))
+	for _, pt := range promotionTargets(f.t, f.ns, pr.Name) {
+		if t := pt.Status.HelmTest; t != nil {
+			out = append(out, pt.Spec.Spoke+" "+string(t.Phase))
 		}
 	}
 	return out
@@ -36,15 +34,10 @@ func (f *rolloutFixture) reportHelmTest(name, spoke string, phase tugboatv1alpha
 	f.t.Helper()
 	g := NewWithT(f.t)
 	g.Eventually(func() error {
-		pr := f.get(name)
-		orig := pr.DeepCopy()
-		for i := range pr.Status.Targets {
-			if t := &pr.Status.Targets[i]; t.Spoke == spoke {
-				g.Expect(t.HelmTest).NotTo(BeNil(), "spoke %s has no helm test", spoke)
-				t.HelmTest.Phase, t.HelmTest.Message = phase, msg
-			}
-		}
-		return hubc.Status().Patch(context.Background(), pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		return patchTarget(f.t, f.ns, name, spoke, func(t *tugboatv1alpha1.PromotionTargetStatus) {
+			g.Expect(t.HelmTest).NotTo(BeNil(), "spoke %s has no helm test", spoke)
+			t.HelmTest.Phase, t.HelmTest.Message = phase, msg
+		})
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 }
 
@@ -53,9 +46,9 @@ func (f *rolloutFixture) reportHelmTest(name, spoke string, phase tugboatv1alpha
 func (f *rolloutFixture) upgraded(g Gomega, name, spoke, version string) {
 	f.t.Helper()
 	g.Eventually(func() bool {
-		for _, t := range f.get(name).Status.Targets {
-			if t.Spoke == spoke {
-				return t.Action != nil
+		for _, pt := range promotionTargets(f.t, f.ns, name) {
+			if pt.Spec.Spoke == spoke {
+				return pt.Status.Action != nil
 			}
 		}
 		return false
@@ -76,7 +69,7 @@ func TestSteps_aHelmTestOfEachWaveRunsBeforeTheNextWave(t *testing.T) {
 	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}}))
 	f.upgraded(g, name, "prod-a", "1.7.1")
 
-	g.Eventually(func() []string { return helmTests(f.get(name)) }).WithTimeout(10 * time.Second).Should(Equal([]string{"prod-a Pending"}))
+	g.Eventually(func() []string { return f.helmTests(f.get(name)) }).WithTimeout(10 * time.Second).Should(Equal([]string{"prod-a Pending"}))
 	g.Consistently(f.acted).WithTimeout(1500*time.Millisecond).Should(HaveLen(1), "the final wave waits for the canary's tests")
 	pr := f.get(name)
 	g.Expect(pr.Status.Phase).To(Equal(tugboatv1alpha1.PromotionRunning))
@@ -91,7 +84,7 @@ func TestSteps_aHelmTestOfEachWaveRunsBeforeTheNextWave(t *testing.T) {
 	f.upgraded(g, name, "prod-b", "1.7.1")
 	f.upgraded(g, name, "prod-c", "1.7.1")
 
-	g.Eventually(func() []string { return helmTests(f.get(name)) }).WithTimeout(10*time.Second).Should(Equal([]string{"prod-a Succeeded", "prod-b Pending", "prod-c Pending"}),
+	g.Eventually(func() []string { return f.helmTests(f.get(name)) }).WithTimeout(10*time.Second).Should(Equal([]string{"prod-a Succeeded", "prod-b Pending", "prod-c Pending"}),
 		"the last wave is tested; the canary's outcome stands")
 	g.Expect(f.get(name).Status.Phase).To(Equal(tugboatv1alpha1.PromotionVerifying))
 	f.reportHelmTest(name, "prod-b", tugboatv1alpha1.ActionSucceeded, "passed")
@@ -113,13 +106,13 @@ func TestSteps_aHelmTestThatFailsOnTheCanaryStopsTheRollout(t *testing.T) {
 	name := f.promote("1.7.2")
 	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}}))
 	f.upgraded(g, name, "prod-a", "1.7.2")
-	g.Eventually(func() []string { return helmTests(f.get(name)) }).WithTimeout(10 * time.Second).Should(Equal([]string{"prod-a Pending"}))
+	g.Eventually(func() []string { return f.helmTests(f.get(name)) }).WithTimeout(10 * time.Second).Should(Equal([]string{"prod-a Pending"}))
 
 	f.reportHelmTest(name, "prod-a", tugboatv1alpha1.ActionFailed, "helm test of release apps/web (revision 4): test pod web-smoke failed: log (last lines): connection refused")
 	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return f.get(name).Status.Phase }).WithTimeout(10 * time.Second).
 		Should(Equal(tugboatv1alpha1.PromotionRollingBack))
 	pr := f.get(name)
-	g.Expect(rollbacks(pr)).To(Equal([]string{"prod-a Pending"}), "only the canary was changed")
+	g.Expect(f.rollbacks(name)).To(Equal([]string{"prod-a Pending"}), "only the canary was changed")
 	f.reportAction(name, "prod-a", true, tugboatv1alpha1.ActionSucceeded, 5, "rolled back release apps/web to revision 3")
 	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return f.get(name).Status.Phase }).WithTimeout(10 * time.Second).
 		Should(Equal(tugboatv1alpha1.PromotionFailed))

@@ -56,9 +56,9 @@ func (f *rolloutFixture) rollOutAll(g Gomega, name, version string) {
 	upgraded := func(spoke string) {
 		if f.typ == tugboatv1alpha1.StrategyHelm {
 			g.Eventually(func() bool {
-				for _, t := range f.get(name).Status.Targets {
-					if t.Spoke == spoke {
-						return t.Action != nil
+				for _, pt := range promotionTargets(f.t, f.ns, name) {
+					if pt.Spec.Spoke == spoke {
+						return pt.Status.Action != nil
 					}
 				}
 				return false
@@ -93,7 +93,7 @@ func TestSteps_aFailedPostStepRollsBackWithOnFailureRollback(t *testing.T) {
 	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return f.get(name).Status.Phase }).WithTimeout(10 * time.Second).
 		Should(Equal(tugboatv1alpha1.PromotionRollingBack))
 	pr := f.get(name)
-	g.Expect(rollbacks(pr)).To(Equal([]string{"prod-a Pending", "prod-b Pending", "prod-c Pending"}), "every target the rollout changed")
+	g.Expect(f.rollbacks(name)).To(Equal([]string{"prod-a Pending", "prod-b Pending", "prod-c Pending"}), "every target the rollout changed")
 	g.Expect(pr.Status.Rollout.Phase).To(Equal(tugboatv1alpha1.RolloutRollingBack))
 	g.Expect(pr.Status.Rollout.RollbackStartedAt).NotTo(BeNil())
 	ready := findCondition(pr, tugboatv1alpha1.ReadyCondition)
@@ -139,7 +139,7 @@ func TestSteps_aFailedPostStepSetsFluxTargetsBack(t *testing.T) {
 	g.Expect(f.versions).To(Equal([]string{"1.6.5", "1.6.5", "1.3.0 (rollback from 1.6.5)"}))
 	f.mu.Unlock()
 	pr := f.get(name)
-	g.Expect(rollbacks(pr)).To(Equal([]string{"prod-a Succeeded", "prod-b Succeeded", "prod-c Succeeded"}))
+	g.Expect(f.rollbacks(name)).To(Equal([]string{"prod-a Succeeded", "prod-b Succeeded", "prod-c Succeeded"}))
 	g.Expect(findCondition(pr, tugboatv1alpha1.ReadyCondition).Reason).To(Equal(tugboatv1alpha1.RolloutFailedReason.String()))
 	g.Expect(findCondition(pr, tugboatv1alpha1.ReadyCondition).Message).To(HavePrefix(
 		"rollout of 1.6.5 into production stopped after its last wave: post step smoke (external) failed after 1 attempt(s): "))
@@ -162,7 +162,7 @@ func TestSteps_aFailedPostStepOfAPausingRolloutChangesNothing(t *testing.T) {
 	pr := f.get(name)
 	ready := findCondition(pr, tugboatv1alpha1.ReadyCondition)
 	g.Expect([]string{ready.Reason, ready.Message}).To(Equal([]string{promotion.StepFailedReason.String(), want}))
-	g.Expect(rollbacks(pr)).To(BeEmpty())
+	g.Expect(f.rollbacks(name)).To(BeEmpty())
 	g.Expect(pr.Status.Rollout.RollbackStartedAt).To(BeNil())
 	g.Consistently(f.acted).WithTimeout(time.Second).Should(HaveLen(2), "no rollback")
 }

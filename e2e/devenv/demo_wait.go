@@ -139,9 +139,14 @@ func (d *demoRun) waitPromotion(ctx context.Context, env, version string, phase 
 			status += ": " + oneLine(msg, 200)
 		}
 		if !pr.Status.Phase.Terminal() {
-			for _, t := range pr.Status.Targets {
-				if !t.Done && t.Message != "" {
-					status += fmt.Sprintf("; %s/%s/%s %s", t.Spoke, t.Namespace, t.Release, oneLine(t.Message, 160))
+			var pts tugboatv1alpha1.PromotionTargetList
+			if err := d.Env.Hub.Client.List(ctx, &pts, client.InNamespace(d.Env.Namespace),
+				client.MatchingLabels{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(name)}); err != nil {
+				return "", false, err
+			}
+			for _, pt := range pts.Items {
+				if t := pt.Status; !t.Done && t.Message != "" {
+					status += fmt.Sprintf("; %s %s", pt.Key(), oneLine(t.Message, 160))
 				}
 			}
 		}

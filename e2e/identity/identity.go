@@ -213,6 +213,7 @@ func grant(ctx context.Context, admin client.Client, namespace, user, verb strin
 	name := prefix + strings.NewReplacer(":", "-", "@", "-", "/", "-").Replace(user)
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"pipelines", "promotions"}, Verbs: []string{"get", "list", "watch", "create"}},
+		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"promotiontargets"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"promotions/status"}, Verbs: []string{"get", "patch", "update"}},
 	}
 	if len(environments) > 0 {

@@ -151,7 +151,7 @@ func grantView(t *testing.T, ns, user string) {
 	ctx := context.Background()
 	name := "view-" + user
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"pipelines", "promotions", "releasehistories", "spokes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"tugboat.dev"}, Resources: []string{"pipelines", "promotions", "promotiontargets", "releasehistories", "spokes"}, Verbs: []string{"get", "list", "watch"}},
 	}}
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -294,7 +294,6 @@ func seed(t *testing.T) fixture {
 		Phase: tugboatv1alpha1.PromotionSucceeded, Attempts: 1, StartedAt: started, CompletedAt: completed,
 		Strategy:       &tugboatv1alpha1.PromotionStrategy{Type: tugboatv1alpha1.StrategyNotification},
 		StrategyResult: &tugboatv1alpha1.StrategyResult{URL: "https://git.example.com/fleet/web/pulls/42", Reference: "tugboat/web/staging/1.4.0", Message: "opened pull request #42"},
-		Targets:        []tugboatv1alpha1.PromotionTargetStatus{{Spoke: "staging-1", Namespace: "apps", Release: "web", Version: "1.4.0", Revision: 7, Health: tugboatv1alpha1.HealthCurrent, Done: true, LastTransitionTime: completed}},
 		Notifications: []tugboatv1alpha1.NotificationDelivery{
 			{Notifier: "slack", Event: tugboatv1alpha1.EventPromotionRunning, DeliveryState: tugboatv1alpha1.DeliveryState{Phase: tugboatv1alpha1.NotificationDelivered, Attempts: 1, LastAttemptAt: started, DeliveredAt: started}},
 			{Notifier: "email", Event: tugboatv1alpha1.EventPromotionSucceeded, DeliveryState: tugboatv1alpha1.DeliveryState{Phase: tugboatv1alpha1.NotificationDelivered, Attempts: 2, LastAttemptAt: completed, DeliveredAt: completed}},
@@ -302,6 +301,17 @@ func seed(t *testing.T) fixture {
 		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "staging runs 1.4.0, healthy", LastTransitionTime: *completed}},
 	}
 	must(hubc.Status().Update(ctx, done))
+	pt := &tugboatv1alpha1.PromotionTarget{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: tugboatv1alpha1.PromotionTargetName(done.Name, "staging-1", "apps", "web"),
+			Labels:          map[string]string{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(done.Name), tugboatv1alpha1.LabelSpoke: "staging-1"},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(done, tugboatv1alpha1.GroupVersion.WithKind("Promotion"))},
+		},
+		Spec: tugboatv1alpha1.PromotionTargetSpec{Promotion: done.Name, Spoke: "staging-1", Namespace: "apps", Release: "web"},
+	}
+	must(hubc.Create(ctx, pt))
+	pt.Status = tugboatv1alpha1.PromotionTargetStatus{Version: "1.4.0", Revision: 7, Health: tugboatv1alpha1.HealthCurrent, Done: true, LastTransitionTime: completed}
+	must(hubc.Status().Update(ctx, pt))
 
 	newPromotion(t, ns, f.Waiting, "staging", "production", tugboatv1alpha1.RequestedByAuto, "")
 	setPhase(t, ns, f.Waiting, tugboatv1alpha1.PromotionWaitingApproval, "promotion of 1.4.0 into production has 0 of 1 approval; waiting for 1 more approval (tugboat approve web-production-1.4.0)")

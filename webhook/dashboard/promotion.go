@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -32,9 +34,13 @@ type promotionPage struct {
 	// failed.
 	Ready    string
 	Timeline []entry
-	Tally    string
-	Missing  string
-	Decide   decideView
+	// TargetList is the Promotion's PromotionTargets, not done first, at
+	// most maxTimelineTargets; MoreTargets counts the others.
+	TargetList  []tugboatv1alpha1.PromotionTarget
+	MoreTargets int
+	Tally       string
+	Missing     string
+	Decide      decideView
 	// Steer is the rollout's Pause, Resume and Abort buttons.
 	Steer steerView
 	CSRF  string
@@ -98,7 +104,12 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 			p.Tally, p.Missing = t.Summary(), t.Missing()
 		}
 	}
-	p.Timeline = timeline(pr)
+	targets, more, err := s.promotionTargets(ctx, pr)
+	if err != nil {
+		p.Warnings = append(p.Warnings, err.Error())
+	}
+	p.TargetList, p.MoreTargets = targets, more
+	p.Timeline = timeline(pr, targets)
 	p.Steps = stepsOf(pr)
 	if r := pr.Status.Rollout; r != nil {
 		p.Targets, p.Succeeded = r.Counts()
@@ -112,7 +123,7 @@ func (s *Server) servePromotion(w http.ResponseWriter, r *http.Request) {
 // timeline orders what happened to pr: created, votes, the gate's outcome,
 // started with the strategy's result, targets converging, notices
 // delivered, completed.
-func timeline(pr *tugboatv1alpha1.Promotion) []entry {
+func timeline(pr *tugboatv1alpha1.Promotion, targets []tugboatv1alpha1.PromotionTarget) []entry {
 	by := string(pr.Spec.RequestedBy)
 	if pr.Spec.Requester != "" {
 		by += ": " + pr.Spec.Requester
@@ -158,12 +169,13 @@ func timeline(pr *tugboatv1alpha1.Promotion) []entry {
 		}
 		out = append(out, e)
 	}
-	for _, t := range pr.Status.Targets {
+	for _, pt := range targets {
+		t := pt.Status
 		state := "waiting"
 		if t.Done {
 			state = "done"
 		}
-		title := fmt.Sprintf("%s/%s/%s %s", t.Spoke, t.Namespace, t.Release, state)
+		title := fmt.Sprintf("%s %s", pt.Key(), state)
 		detail := t.Message
 		if t.Version != "" {
 			detail = strings.TrimSpace(fmt.Sprintf("reports %s (revision %d, %s). %s", t.Version, t.Revision, orUnknown(t.Health), t.Message))
@@ -373,4 +385,30 @@ func isForbidden(err error) bool { return apierrors.IsForbidden(err) }
 
 func isNotFound(err error) bool {
 	return apierrors.IsNotFound(err) || errors.Is(err, request.ErrNotFound)
+}
+
+// maxTimelineTargets bounds the targets a Promotion's timeline shows (not
+// done first); status.rollout counts them all.
+const maxTimelineTargets = 100
+
+// promotionTargets reads pr's PromotionTargets: those not done first, at
+// most maxTimelineTargets, and how many more there are.
+func (s *Server) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion) ([]tugboatv1alpha1.PromotionTarget, int, error) {
+	var list tugboatv1alpha1.PromotionTargetList
+	if err := s.reader.List(ctx, &list, client.InNamespace(pr.Namespace),
+		client.MatchingLabels{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(pr.Name)}); err != nil {
+		return nil, 0, fmt.Errorf("reading the targets of promotion %s: %w", pr.Name, err)
+	}
+	out := slices.DeleteFunc(list.Items, func(pt tugboatv1alpha1.PromotionTarget) bool { return pt.Spec.Promotion != pr.Name })
+	slices.SortStableFunc(out, func(a, b tugboatv1alpha1.PromotionTarget) int {
+		if a.Status.Done != b.Status.Done {
+			if a.Status.Done {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Key(), b.Key())
+	})
+	n := min(len(out), maxTimelineTargets)
+	return out[:n], len(out) - n, nil
 }

@@ -112,7 +112,7 @@ type tugboatKind struct{ plural, kind string }
 // tugboatKinds are the CRDs this CLI speaks, in the order doctor names them.
 var tugboatKinds = []tugboatKind{
 	{"spokes", "Spoke"}, {"releasehistories", "ReleaseHistory"}, {"pipelines", "Pipeline"}, {"promotions", "Promotion"},
-	{"promotionpreviews", "PromotionPreview"}, {"lifecycles", "Lifecycle"}, {"lifecycleevents", "LifecycleEvent"},
+	{"promotiontargets", "PromotionTarget"}, {"promotionpreviews", "PromotionPreview"}, {"lifecycles", "Lifecycle"}, {"lifecycleevents", "LifecycleEvent"},
 	{"spokeclasses", "SpokeClass"},
 }
 
@@ -193,7 +193,7 @@ func (d *doctor) run(ctx context.Context) []finding {
 				if pipelines != nil {
 					ps = pipelines.Items
 				}
-				d.checkPromotions(promotions.Items, ps)
+				d.checkPromotions(ctx, promotions.Items, ps)
 			}
 			d.checkLifecycles(ctx)
 			d.checkTimeouts(ctx)

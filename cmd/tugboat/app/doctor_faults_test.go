@@ -344,8 +344,8 @@ var doctorFaults = []doctorFault{
 	}), want: []want{{code: "promotion-past-timeout", severity: "error", object: "{ns}/web-staging-1.4.0", message: "1.4.0 into staging of pipeline web is Running for 2h, past its 30m timeout, and the hub has not failed it", hint: "see the hub check"}}},
 	{name: "Promotion near its timeout", inject: onFleet(func(t *testing.T, _ string, p *tugboatv1alpha1.Pipeline) {
 		started := ago(27 * time.Minute)
-		promotionIn(t, p, "staging", "1.4.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionVerifying, StartedAt: &started,
-			Targets: []tugboatv1alpha1.PromotionTargetStatus{{Spoke: "staging-1", Namespace: "apps", Release: "web", Message: "runs 1.3.0"}}})
+		pr := newPromotion(t, p, "staging", "1.4.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionVerifying, StartedAt: &started})
+		newTarget(t, pr, "staging-1", "apps", "web", tugboatv1alpha1.PromotionTargetStatus{Message: "runs 1.3.0"})
 	}), want: []want{{code: "promotion-near-timeout", severity: "warning", object: "{ns}/web-staging-1.4.0", message: "is Verifying for 27m of its 30m timeout; waiting for staging-1/apps/web (runs 1.3.0)", hint: "tugboat status web -n {ns}"}}},
 	{name: "Promotion rolling out past the Pipeline's timeout", inject: onFleet(func(t *testing.T, _ string, p *tugboatv1alpha1.Pipeline) {
 		// Its waves' progress deadlines bound a rollout, not the timeout.

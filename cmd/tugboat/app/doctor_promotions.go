@@ -11,13 +11,14 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 )
 
 // checkPromotions reports Promotions stuck waiting for approval, near or
 // past their timeout, not started, and each Pipeline's recent failures.
-func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelines []tugboatv1alpha1.Pipeline) {
+func (d *doctor) checkPromotions(ctx context.Context, promotions []tugboatv1alpha1.Promotion, pipelines []tugboatv1alpha1.Pipeline) {
 	now := d.now()
 	byName := map[string]*tugboatv1alpha1.Pipeline{}
 	for i := range pipelines {
@@ -82,7 +83,7 @@ func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelin
 				start = pr.Status.StartedAt.Time
 			}
 			elapsed := now.Sub(start)
-			waiting := waitingTargets(pr)
+			waiting := d.waitingTargets(ctx, pr)
 			switch {
 			case elapsed > timeout+d.opts.reconcileGrace:
 				add(codePromotionPastTimeout, severityError, obj, fmt.Sprintf("%s is %s for %s, past its %s timeout, and the hub has not failed it%s", what, pr.Status.Phase, age(elapsed), age(timeout), waiting),
@@ -133,18 +134,34 @@ func (d *doctor) checkPromotions(promotions []tugboatv1alpha1.Promotion, pipelin
 	}
 }
 
-// waitingTargets lists the destination targets a Promotion still waits for.
-func waitingTargets(pr *tugboatv1alpha1.Promotion) string {
+// waitingTargets lists the destination targets a Promotion still waits
+// for (its PromotionTargets not done; the first 5); "" when there are
+// none or they cannot be read.
+func (d *doctor) waitingTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion) string {
+	var list tugboatv1alpha1.PromotionTargetList
+	if err := d.c.List(ctx, &list, client.InNamespace(pr.Namespace),
+		client.MatchingLabels{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(pr.Name)}); err != nil {
+		return ""
+	}
 	var parts []string
-	for _, t := range pr.Status.Targets {
-		if t.Done {
+	more := 0
+	for i := range list.Items {
+		pt := &list.Items[i]
+		if pt.Spec.Promotion != pr.Name || pt.Status.Done {
 			continue
 		}
-		s := t.Spoke + "/" + t.Namespace + "/" + t.Release
-		if t.Message != "" {
-			s += " (" + t.Message + ")"
+		if len(parts) == 5 {
+			more++
+			continue
+		}
+		s := pt.Key()
+		if pt.Status.Message != "" {
+			s += " (" + pt.Status.Message + ")"
 		}
 		parts = append(parts, s)
+	}
+	if more > 0 {
+		parts = append(parts, fmt.Sprintf("%d more", more))
 	}
 	if len(parts) == 0 {
 		return ""

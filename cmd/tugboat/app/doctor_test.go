@@ -101,6 +101,28 @@ func newPromotion(t *testing.T, p *tugboatv1alpha1.Pipeline, env, version string
 	return pr
 }
 
+// newTarget creates the PromotionTarget of pr's target spoke/namespace/
+// release, owned by pr, with status st.
+func newTarget(t *testing.T, pr *tugboatv1alpha1.Promotion, spoke, namespace, release string, st tugboatv1alpha1.PromotionTargetStatus) {
+	t.Helper()
+	ctx := context.Background()
+	pt := &tugboatv1alpha1.PromotionTarget{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: pr.Namespace, Name: tugboatv1alpha1.PromotionTargetName(pr.Name, spoke, namespace, release),
+			Labels:          map[string]string{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(pr.Name), tugboatv1alpha1.LabelSpoke: spoke},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pr, tugboatv1alpha1.GroupVersion.WithKind("Promotion"))},
+		},
+		Spec: tugboatv1alpha1.PromotionTargetSpec{Promotion: pr.Name, Spoke: spoke, Namespace: namespace, Release: release},
+	}
+	if err := cluster.Client.Create(ctx, pt); err != nil {
+		t.Fatal(err)
+	}
+	pt.Status = st
+	if err := cluster.Client.Status().Update(ctx, pt); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func promotionCondition(status metav1.ConditionStatus, reason, msg string, since metav1.Time) []metav1.Condition {
 	return []metav1.Condition{{Type: "Ready", Status: status, Reason: reason, Message: msg, LastTransitionTime: since, ObservedGeneration: 1}}
 }
@@ -181,7 +203,7 @@ func TestDoctor_healthyNamespaceHasNoProblems(t *testing.T) {
 	findings, err := doctorJSON(t, cluster.KubeconfigPath, "-n", ns)
 	g.Expect(err).NotTo(HaveOccurred(), "%+v", findings)
 	g.Expect(severities(findings)).To(Equal(map[string]int{"ok": 7}), "%+v", findings)
-	g.Expect(findingsOf(findings, "crds", "")).To(haveFinding("ok", "Spoke, ReleaseHistory, Pipeline, Promotion, PromotionPreview, Lifecycle, LifecycleEvent and SpokeClass are installed, established and serve tugboat.dev/v1alpha1"))
+	g.Expect(findingsOf(findings, "crds", "")).To(haveFinding("ok", "Spoke, ReleaseHistory, Pipeline, Promotion, PromotionTarget, PromotionPreview, Lifecycle, LifecycleEvent and SpokeClass are installed, established and serve tugboat.dev/v1alpha1"))
 	g.Expect(findingsOf(findings, "hub", "")).To(haveFinding("ok", "the receiver records heartbeats: 1 of 1 Spoke reported in the last 10m"))
 	g.Expect(findingsOf(findings, "hub", "")).To(haveFinding("ok", "the controllers reconcile: 2 of 2 Spokes and Pipelines are up to date"))
 	g.Expect(findingsOf(findings, "spoke", ns+"/dev-1")).To(ConsistOf(HaveField("Message", MatchRegexp(`^Ready, last seen \d+s ago, agent v0\.3\.1, Kubernetes v1\.36\.3, 3 releases$`))))
@@ -228,8 +250,8 @@ func TestDoctor_reportsProblemsAndFails(t *testing.T) {
 	newPromotion(t, web, "production", "1.4.1", tugboatv1alpha1.PromotionStatus{Phase: waiting,
 		Conditions: promotionCondition(metav1.ConditionUnknown, "WaitingForApproval", "waits for approval", ago(time.Hour))})
 	started := ago(27 * time.Minute)
-	nearTimeout := newPromotion(t, web, "staging", "1.5.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionVerifying, StartedAt: &started,
-		Targets: []tugboatv1alpha1.PromotionTargetStatus{{Spoke: "staging-1", Namespace: "apps", Release: "web", Message: "runs 1.4.0"}}})
+	nearTimeout := newPromotion(t, web, "staging", "1.5.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionVerifying, StartedAt: &started})
+	newTarget(t, nearTimeout, "staging-1", "apps", "web", tugboatv1alpha1.PromotionTargetStatus{Message: "runs 1.4.0"})
 	startedLong := ago(2 * time.Hour)
 	pastTimeout := newPromotion(t, api, "staging", "2.0.0", tugboatv1alpha1.PromotionStatus{Phase: tugboatv1alpha1.PromotionRunning, StartedAt: &startedLong})
 	failedAt := ago(time.Hour)

@@ -37,6 +37,10 @@ type environmentView struct {
 	RequireApproval bool                             `json:"requireApproval,omitempty"`
 	Hold            *tugboatv1alpha1.HeldEnvironment `json:"hold,omitempty"`
 	Targets         []tugboatv1alpha1.TargetStatus   `json:"targets,omitempty"`
+	// TargetCount and HealthyTargets count every target (Targets lists at
+	// most 100).
+	TargetCount    int32 `json:"targetCount,omitempty"`
+	HealthyTargets int32 `json:"healthyTargets,omitempty"`
 	// Rollout is the active Promotion's progress in waves (status_rollout.go).
 	Rollout *rolloutView `json:"rollout,omitempty"`
 	// Steps are the lifecycle steps of the active promotion (one pipeline
@@ -64,7 +68,7 @@ func viewOf(p *tugboatv1alpha1.Pipeline) pipelineView {
 		es := status[env.Name]
 		ev := environmentView{
 			Name: env.Name, Versions: es.Versions, HealthySince: es.HealthySince, ActivePromotion: es.ActivePromotion,
-			RequireApproval: env.Gates.RequireApproval, Targets: es.Targets,
+			RequireApproval: env.Gates.RequireApproval, Targets: es.Targets, TargetCount: es.TargetCount, HealthyTargets: es.HealthyTargets,
 		}
 		if h, ok := holds[env.Name]; ok {
 			ev.Hold = &h
@@ -218,8 +222,12 @@ func approvalText(ev environmentView) string {
 	return ""
 }
 
-// healthyTargets is "<Current>/<all>" of an environment's targets.
+// healthyTargets is "<Current>/<all>" of an environment's targets: the
+// hub's counts (the status lists at most 100 targets), else the list's.
 func healthyTargets(ev environmentView) string {
+	if ev.TargetCount > 0 {
+		return fmt.Sprintf("%d/%d", ev.HealthyTargets, ev.TargetCount)
+	}
 	n := 0
 	for _, t := range ev.Targets {
 		if t.Health == tugboatv1alpha1.HealthCurrent {

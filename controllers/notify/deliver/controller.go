@@ -11,6 +11,7 @@ import (
 
 // +kubebuilder:rbac:groups=tugboat.dev,resources=promotions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=promotions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotiontargets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=pipelines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=pipelines/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=releasehistories,verbs=get;list;watch

@@ -36,6 +36,25 @@ func newPromotion(t *testing.T, ns string) *tugboatv1alpha1.Promotion {
 }
 
 // setStatus changes a Promotion's status as the Promotion controller does.
+// setTarget creates the PromotionTarget of Promotion name's target
+// spoke/namespace/release, owned by it, with status st.
+func setTarget(g Gomega, ns, name, spoke, namespace, release string, st tugboatv1alpha1.PromotionTargetStatus) {
+	ctx := context.Background()
+	pr := &tugboatv1alpha1.Promotion{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pr)).To(Succeed())
+	pt := &tugboatv1alpha1.PromotionTarget{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: tugboatv1alpha1.PromotionTargetName(name, spoke, namespace, release),
+			Labels:          map[string]string{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(name), tugboatv1alpha1.LabelSpoke: spoke},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pr, tugboatv1alpha1.GroupVersion.WithKind("Promotion"))},
+		},
+		Spec: tugboatv1alpha1.PromotionTargetSpec{Promotion: name, Spoke: spoke, Namespace: namespace, Release: release},
+	}
+	g.Expect(cluster.Client.Create(ctx, pt)).To(Succeed())
+	pt.Status = st
+	g.Expect(cluster.Client.Status().Update(ctx, pt)).To(Succeed())
+}
+
 func setStatus(g Gomega, ns, name string, mutate func(*tugboatv1alpha1.PromotionStatus)) {
 	g.Eventually(func() error {
 		pr := &tugboatv1alpha1.Promotion{}
@@ -169,11 +188,11 @@ func TestDeliver_summaryOnceAfterCompletionAcrossRestart(t *testing.T) {
 	opts.RetryBase, opts.RetryMax = time.Minute, time.Minute // the first hub never retries
 	stop := startDeliverer(t, opts)
 	pr := newPromotion(t, ns)
+	now := metav1.Now()
+	setTarget(g, ns, pr.Name, "prod-1", "apps", "web", tugboatv1alpha1.PromotionTargetStatus{Version: "1.4.0", Revision: 4,
+		Health: tugboatv1alpha1.HealthCurrent, Done: true, LastTransitionTime: &now})
 	setStatus(g, ns, pr.Name, func(s *tugboatv1alpha1.PromotionStatus) {
-		now := metav1.Now()
 		s.Phase, s.StartedAt = tugboatv1alpha1.PromotionVerifying, &now
-		s.Targets = []tugboatv1alpha1.PromotionTargetStatus{{Spoke: "prod-1", Namespace: "apps", Release: "web", Version: "1.4.0", Revision: 4,
-			Health: tugboatv1alpha1.HealthCurrent, Done: true, LastTransitionTime: &now}}
 	})
 	g.Consistently(rcv.events, 2*time.Second, 100*time.Millisecond).Should(BeEmpty(), "a summary before completion")
 	setStatus(g, ns, pr.Name, func(s *tugboatv1alpha1.PromotionStatus) {

@@ -87,11 +87,11 @@ func TestDeliver_emailSummaryOnceAfterCompletion(t *testing.T) {
 	g.Consistently(ms.Messages, 2*time.Second, 100*time.Millisecond).Should(BeEmpty(), "an email before completion")
 
 	stop() // the hub goes down before the promotion completes
+	now := metav1.Now()
+	setTarget(g, ns, pr.Name, "prod-1", "apps", "web", tugboatv1alpha1.PromotionTargetStatus{Version: "1.4.0", Revision: 5,
+		Health: tugboatv1alpha1.HealthCurrent, Done: true, LastTransitionTime: &now})
 	setStatus(g, ns, pr.Name, func(s *tugboatv1alpha1.PromotionStatus) {
-		now := metav1.Now()
 		s.Phase, s.CompletedAt = tugboatv1alpha1.PromotionSucceeded, &now
-		s.Targets = []tugboatv1alpha1.PromotionTargetStatus{{Spoke: "prod-1", Namespace: "apps", Release: "web", Version: "1.4.0", Revision: 5,
-			Health: tugboatv1alpha1.HealthCurrent, Done: true, LastTransitionTime: &now}}
 		s.Conditions = ready(metav1.ConditionTrue, tugboatv1alpha1.SucceededReason, "every target of production runs 1.4.0, healthy")
 	})
 	stop = startDeliverer(t, fastOptions())

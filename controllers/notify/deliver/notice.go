@@ -3,6 +3,7 @@ package deliver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tugboat.dev/tugboat/api/clip"
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
@@ -84,7 +86,7 @@ func (r *deliverer) promotionNotice(ctx context.Context, p *tugboatv1alpha1.Pipe
 		}
 		return helmReleaseOf(p, spoke, namespace, release)
 	}
-	for _, t := range s.Targets {
+	for _, t := range r.promotionTargets(ctx, pr) {
 		n.Targets = append(n.Targets, notify.Target{
 			Environment: pr.Spec.To, Spoke: t.Spoke, Namespace: t.Namespace, Release: t.Release,
 			Version: t.Version, Revision: t.Revision, Health: t.Health, Done: t.Done, Message: t.Message,
@@ -240,7 +242,7 @@ func (r *deliverer) promotionTimeline(ctx context.Context, p *tugboatv1alpha1.Pi
 			add(t, "hub", "strategy result: %s", text)
 		}
 	}
-	for _, t := range s.Targets {
+	for _, t := range r.promotionTargets(ctx, pr) {
 		source := t.Spoke + "/" + t.Namespace + "/" + t.Release
 		r.revisionSteps(ctx, p.Namespace, t.Spoke, t.Namespace, t.Release, pr.Spec.Version, pr.CreationTimestamp.Time, &steps)
 		if t.LastTransitionTime != nil {
@@ -343,4 +345,42 @@ func shownVotes(votes []tugboatv1alpha1.ApprovalVote) []tugboatv1alpha1.Approval
 		out[i] = v
 	}
 	return out
+}
+
+// maxNoticeTargets bounds the targets a notice lists; status.rollout
+// counts them all.
+const maxNoticeTargets = 100
+
+// noticeTarget is one PromotionTarget as a notice shows it.
+type noticeTarget struct {
+	Spoke, Namespace, Release string
+	tugboatv1alpha1.PromotionTargetStatus
+}
+
+// promotionTargets returns the targets pr acted on (its PromotionTargets,
+// from the cache): those not done first, at most maxNoticeTargets; none
+// when they cannot be read (the notice then lists the environment's).
+func (r *deliverer) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Promotion) []noticeTarget {
+	var list tugboatv1alpha1.PromotionTargetList
+	if err := r.client.List(ctx, &list, client.InNamespace(pr.Namespace),
+		client.MatchingLabels{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(pr.Name)}); err != nil {
+		return nil
+	}
+	out := make([]noticeTarget, 0, len(list.Items))
+	for i := range list.Items {
+		pt := &list.Items[i]
+		if pt.Spec.Promotion == pr.Name {
+			out = append(out, noticeTarget{Spoke: pt.Spec.Spoke, Namespace: pt.Spec.Namespace, Release: pt.Spec.Release, PromotionTargetStatus: pt.Status})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b noticeTarget) int {
+		if a.Done != b.Done {
+			if a.Done {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Spoke+"/"+a.Namespace+"/"+a.Release, b.Spoke+"/"+b.Namespace+"/"+b.Release)
+	})
+	return out[:min(len(out), maxNoticeTargets)]
 }

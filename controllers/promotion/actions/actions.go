@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -25,16 +26,17 @@ import (
 	"tugboat.dev/tugboat/controllers/releasehistory"
 )
 
-// SpokeIndex is the cache field index of helm Promotions by the spokes of
-// their targets that have an action.
-const SpokeIndex = "tugboat.dev/promotion-action-spokes"
+// SpokeIndex is the cache field index of PromotionTargets by their
+// spec.spoke.
+const SpokeIndex = "tugboat.dev/promotiontarget-spoke"
 
-// maxMessage is the longest outcome message kept (status.targets[].action
-// .message allows 1024 characters).
+// maxMessage is the longest outcome message kept (a PromotionTarget's
+// status.action.message allows 1024 characters).
 const maxMessage = 1024
 
 // +kubebuilder:rbac:groups=tugboat.dev,resources=promotions,verbs=get;list;watch
-// +kubebuilder:rbac:groups=tugboat.dev,resources=promotions/status,verbs=get;patch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotiontargets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tugboat.dev,resources=promotiontargets/status,verbs=get;patch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=pipelines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=tugboat.dev,resources=spokes,verbs=get;list;watch
 
@@ -65,54 +67,84 @@ func New(c client.Client, api client.Reader) *Store {
 	}
 }
 
-// SetupWithManager registers SpokeIndex and a Promotion event handler that
-// wakes Wait. releasehistory.IndexSpokeNames must have run on mgr.
+// SetupWithManager registers SpokeIndex, and event handlers on
+// PromotionTargets and Promotions that wake Wait.
+// releasehistory.IndexSpokeNames must have run on mgr.
 func (s *Store) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &tugboatv1alpha1.Promotion{}, SpokeIndex, indexSpokes); err != nil {
-		return fmt.Errorf("indexing promotions by action spoke: %w", err)
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &tugboatv1alpha1.PromotionTarget{}, SpokeIndex, func(o client.Object) []string {
+		if pt, ok := o.(*tugboatv1alpha1.PromotionTarget); ok {
+			return []string{pt.Spec.Spoke}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing promotion targets by spoke: %w", err)
 	}
-	inf, err := mgr.GetCache().GetInformer(ctx, &tugboatv1alpha1.Promotion{})
-	if err != nil {
-		return fmt.Errorf("watching promotions: %w", err)
-	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    s.observe,
-		UpdateFunc: func(_, o any) { s.observe(o) },
-	})
-	if err != nil {
-		return err
+	for _, obj := range []client.Object{&tugboatv1alpha1.PromotionTarget{}, &tugboatv1alpha1.Promotion{}} {
+		inf, err := mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { s.observe(ctx, o) },
+			UpdateFunc: func(_, o any) { s.observe(ctx, o) },
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return s.setupPreviews(ctx, mgr)
 }
 
-// indexSpokes returns the spokes of a helm Promotion's targets that have
-// an action.
-func indexSpokes(o client.Object) []string {
-	pr, ok := o.(*tugboatv1alpha1.Promotion)
-	if !ok || pr.StrategyType() != tugboatv1alpha1.StrategyHelm {
-		return nil
-	}
-	var spokes []string
-	for _, t := range pr.Status.Targets {
-		if (t.Action != nil || rollbackOf(&t) != nil || t.HelmTest != nil) && !slices.Contains(spokes, t.Spoke) {
-			spokes = append(spokes, t.Spoke)
-		}
-	}
-	return spokes
+// target is one PromotionTarget as the store works on it: which release
+// on which Spoke, and its status (a pointer into the object, so that the
+// store's changes are patched).
+type target struct {
+	Spoke, Namespace, Release string
+	*tugboatv1alpha1.PromotionTargetStatus
 }
 
-// observe wakes the waiters of every spoke with a Pending action in pr.
-func (s *Store) observe(o any) {
-	pr, ok := o.(*tugboatv1alpha1.Promotion)
-	if !ok || !offered(pr) {
+func viewOf(pt *tugboatv1alpha1.PromotionTarget) *target {
+	return &target{Spoke: pt.Spec.Spoke, Namespace: pt.Spec.Namespace, Release: pt.Spec.Release, PromotionTargetStatus: &pt.Status}
+}
+
+// observe wakes the waiters of every spoke with a Pending action: that of
+// a PromotionTarget that changed, or those of the targets of a Promotion
+// that changed (it may offer its actions now: Verifying, RollingBack, a
+// helmTest step started).
+func (s *Store) observe(ctx context.Context, o any) {
+	switch o := o.(type) {
+	case *tugboatv1alpha1.PromotionTarget:
+		pr := &tugboatv1alpha1.Promotion{}
+		if err := s.client.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: o.Spec.Promotion}, pr); err != nil {
+			return
+		}
+		s.observeTarget(pr, o)
+	case *tugboatv1alpha1.Promotion:
+		if !offered(o) {
+			return
+		}
+		var list tugboatv1alpha1.PromotionTargetList
+		if err := s.client.List(ctx, &list, client.InNamespace(o.Namespace),
+			client.MatchingLabels{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(o.Name)}); err != nil {
+			return
+		}
+		for i := range list.Items {
+			s.observeTarget(o, &list.Items[i])
+		}
+	}
+}
+
+// observeTarget wakes the waiters of pt's spoke when pr offers one of its
+// actions and it is Pending.
+func (s *Store) observeTarget(pr *tugboatv1alpha1.Promotion, pt *tugboatv1alpha1.PromotionTarget) {
+	if !offered(pr) || pt.Spec.Promotion != pr.Name {
 		return
 	}
-	for _, t := range pr.Status.Targets {
-		if a := offeredAction(pr, &t); a != nil && a.Phase == tugboatv1alpha1.ActionPending ||
-			openHelmTest(pr, &t) && t.HelmTest.Phase == tugboatv1alpha1.ActionPending {
-			// A Pipeline's targets are Spokes of its own namespace.
-			s.notify(ingest.Spoke{Namespace: pr.Namespace, Name: t.Spoke})
-		}
+	t := viewOf(pt)
+	if a := offeredAction(pr, t); a != nil && a.Phase == tugboatv1alpha1.ActionPending ||
+		openHelmTest(pr, t) && t.HelmTest.Phase == tugboatv1alpha1.ActionPending {
+		// A Pipeline's targets are Spokes of its own namespace.
+		s.notify(ingest.Spoke{Namespace: pr.Namespace, Name: t.Spoke})
 	}
 }
 
@@ -171,19 +203,25 @@ func (s *Store) Pending(ctx context.Context, who ingest.Spoke) ([]wire.Action, e
 	if err != nil {
 		return nil, err
 	}
-	promos, err := s.promotions(ctx, who)
+	pts, err := s.targets(ctx, who)
 	if err != nil {
 		return nil, err
 	}
-	for i := range promos {
-		pr := &promos[i]
-		if !offered(pr) || !slices.ContainsFunc(pr.Status.Targets, func(t tugboatv1alpha1.PromotionTargetStatus) bool {
-			a := offeredAction(pr, &t)
-			return t.Spoke == spoke && (a != nil && open(a.Phase) || openHelmTest(pr, &t))
-		}) {
+	for i := range pts {
+		pt := &pts[i]
+		pr := &tugboatv1alpha1.Promotion{}
+		if err := s.client.Get(ctx, types.NamespacedName{Namespace: pt.Namespace, Name: pt.Spec.Promotion}, pr); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				return nil, err
+			}
 			continue
 		}
-		acts, err := s.deliver(ctx, client.ObjectKeyFromObject(pr), spoke)
+		if t := viewOf(pt); !offered(pr) || !metav1.IsControlledBy(pt, pr) || t.Spoke != spoke {
+			continue
+		} else if a := offeredAction(pr, t); (a == nil || !open(a.Phase)) && !openHelmTest(pr, t) {
+			continue
+		}
+		acts, err := s.deliver(ctx, client.ObjectKeyFromObject(pt), spoke)
 		if err != nil {
 			return nil, err
 		}
@@ -195,17 +233,21 @@ func (s *Store) Pending(ctx context.Context, who ingest.Spoke) ([]wire.Action, e
 	return out, nil
 }
 
-// deliver marks the open actions of one Promotion for spoke Delivered and
-// returns them, from a fresh read.
+// deliver marks the open actions of one PromotionTarget of spoke
+// Delivered and returns them, from a fresh read.
 func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke string) ([]wire.Action, error) {
 	var acts []wire.Action
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		acts = nil
-		pr := &tugboatv1alpha1.Promotion{}
-		if err := s.api.Get(ctx, key, pr); err != nil {
+		pt := &tugboatv1alpha1.PromotionTarget{}
+		if err := s.api.Get(ctx, key, pt); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if !offered(pr) {
+		pr := &tugboatv1alpha1.Promotion{}
+		if err := s.api.Get(ctx, types.NamespacedName{Namespace: pt.Namespace, Name: pt.Spec.Promotion}, pr); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if !offered(pr) || !metav1.IsControlledBy(pt, pr) || pt.Spec.Spoke != spoke {
 			return nil
 		}
 		p := &tugboatv1alpha1.Pipeline{}
@@ -213,29 +255,26 @@ func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke str
 			// Gone: the reconciler aborts the Promotion.
 			return client.IgnoreNotFound(err)
 		}
-		orig := pr.DeepCopy()
+		orig := pt.DeepCopy()
 		now := metav1.NewTime(s.now())
-		for i := range pr.Status.Targets {
-			t := &pr.Status.Targets[i]
-			if t.Spoke == spoke && rollingBack(pr) {
-				if a, ok := s.deliverRollback(ctx, pr, p, t, now); ok {
-					acts = append(acts, a)
-				}
-				continue
+		t := viewOf(pt)
+		switch {
+		case rollingBack(pr):
+			if a, ok := s.deliverRollback(ctx, pr, p, t, now); ok {
+				acts = append(acts, a)
 			}
-			if t.Spoke == spoke {
-				if a, ok := s.deliverHelmTest(ctx, pr, p, t, now); ok {
-					acts = append(acts, a)
-				}
+		default:
+			if a, ok := s.deliverHelmTest(ctx, pr, p, t, now); ok {
+				acts = append(acts, a)
 			}
-			if t.Spoke != spoke || t.Action == nil || !open(t.Action.Phase) ||
+			if t.Action == nil || !open(t.Action.Phase) ||
 				t.Action.ID != wire.NewActionID(string(pr.UID), t.Spoke, t.Namespace, t.Release) {
-				continue
+				break
 			}
 			a, err := action(ctx, s.client, pr, p, t)
 			if err != nil {
-				s.log.Info("Not offering an action", "promotion", key.String(), "spoke", spoke, "error", err.Error())
-				continue
+				s.log.Info("Not offering an action", "promotion", pr.Namespace+"/"+pr.Name, "spoke", spoke, "error", err.Error())
+				break
 			}
 			if t.Action.Phase == tugboatv1alpha1.ActionPending {
 				t.Action.Phase, t.Action.LastUpdateTime = tugboatv1alpha1.ActionDelivered, &now
@@ -246,10 +285,10 @@ func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke str
 		if len(acts) == 0 {
 			return nil
 		}
-		return s.client.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		return s.client.Status().Patch(ctx, pt, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	})
 	if err != nil {
-		return nil, fmt.Errorf("marking the actions of promotion %s delivered: %w", key, err)
+		return nil, fmt.Errorf("marking the actions of %s delivered: %w", key, err)
 	}
 	return acts, nil
 }
@@ -258,7 +297,7 @@ func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke str
 // p.
 // p's targets are resolved through c (pipeline.ResolveTargets): a Spoke
 // that left the environment gets no action.
-func action(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *tugboatv1alpha1.PromotionTargetStatus) (wire.Action, error) {
+func action(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *target) (wire.Action, error) {
 	var hr *wire.HelmReleaseRef
 	found := false
 	if i := pipeline.EnvironmentIndex(p, pr.Spec.To); i >= 0 {
@@ -324,28 +363,38 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 	}
 	msg := clip.String(o.Message, maxMessage)
 	rev := int32(min(max(o.Revision, 0), 1<<31-1))
-	promos, err := s.promotions(ctx, who)
+	pts, err := s.targets(ctx, who)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(promos, func(pr tugboatv1alpha1.Promotion) bool { return target(&pr, spoke, o.ID) != nil })
+	i := slices.IndexFunc(pts, func(pt tugboatv1alpha1.PromotionTarget) bool { return actionByID(viewOf(&pt), o.ID) != nil })
 	if i < 0 {
 		return fmt.Errorf("%w: %s", ingest.ErrActionNotFound, o.ID)
 	}
-	key := client.ObjectKeyFromObject(&promos[i])
+	key := client.ObjectKeyFromObject(&pts[i])
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		pr := &tugboatv1alpha1.Promotion{}
-		if err := s.api.Get(ctx, key, pr); err != nil {
-			return fmt.Errorf("reading promotion %s: %w", key, err)
+		pt := &tugboatv1alpha1.PromotionTarget{}
+		if err := s.api.Get(ctx, key, pt); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("%w: %s", ingest.ErrActionNotFound, o.ID)
+			}
+			return fmt.Errorf("reading promotion target %s: %w", key, err)
 		}
-		orig := pr.DeepCopy()
-		t := target(pr, spoke, o.ID)
+		pr := &tugboatv1alpha1.Promotion{}
+		if err := s.api.Get(ctx, types.NamespacedName{Namespace: pt.Namespace, Name: pt.Spec.Promotion}, pr); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("%w: %s", ingest.ErrActionNotFound, o.ID)
+			}
+			return fmt.Errorf("reading promotion %s: %w", pt.Spec.Promotion, err)
+		}
+		orig := pt.DeepCopy()
+		t := viewOf(pt)
 		var act *tugboatv1alpha1.TargetAction
-		if t != nil {
+		if t.Spoke == spoke && pr.StrategyType() == tugboatv1alpha1.StrategyHelm && metav1.IsControlledBy(pt, pr) {
 			act = actionByID(t, o.ID)
 		}
 		switch {
-		case t == nil:
+		case act == nil:
 			return fmt.Errorf("%w: %s", ingest.ErrActionNotFound, o.ID)
 		case !open(act.Phase):
 			if act.Phase == phase && act.Message == msg && act.Revision == rev {
@@ -355,10 +404,10 @@ func (s *Store) Report(ctx context.Context, who ingest.Spoke, o wire.ActionOutco
 		}
 		now := metav1.NewTime(s.now())
 		act.Phase, act.Message, act.Revision, act.LastUpdateTime = phase, msg, rev, &now
-		if err := s.client.Status().Patch(ctx, pr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := s.client.Status().Patch(ctx, pt, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
-		s.log.Info("Agent reported an action", "promotion", key.String(), "spoke", spoke, "namespace", t.Namespace, "release", t.Release, "result", o.Result)
+		s.log.Info("Agent reported an action", "promotion", pt.Namespace+"/"+pt.Spec.Promotion, "spoke", spoke, "namespace", t.Namespace, "release", t.Release, "result", o.Result)
 		return nil
 	})
 }
@@ -375,29 +424,15 @@ var phases = map[string]tugboatv1alpha1.ActionPhase{
 	wire.ActionRefused:   tugboatv1alpha1.ActionRefused,
 }
 
-// target returns pr's target on spoke whose action has id, or nil.
-func target(pr *tugboatv1alpha1.Promotion, spoke, id string) *tugboatv1alpha1.PromotionTargetStatus {
-	if pr.StrategyType() != tugboatv1alpha1.StrategyHelm {
-		return nil
-	}
-	for i := range pr.Status.Targets {
-		t := &pr.Status.Targets[i]
-		if t.Spoke == spoke && actionByID(t, id) != nil {
-			return t
-		}
-	}
-	return nil
-}
-
-// promotions lists, from the cache, the helm Promotions with actions for
-// the Spoke who in its namespace: a Pipeline's targets name Spokes in its
-// own namespace, so a Promotion elsewhere never reaches this spoke. Without
+// targets lists, from the cache, the PromotionTargets of the Spoke who,
+// in its namespace: a Pipeline's targets name Spokes in its own
+// namespace, so a Promotion elsewhere never reaches this spoke. Without
 // a namespace (a receiver that knows names alone), the namespace is that of
 // the one live Spoke of the name; an unknown or ambiguous name has none.
-func (s *Store) promotions(ctx context.Context, who ingest.Spoke) ([]tugboatv1alpha1.Promotion, error) {
+func (s *Store) targets(ctx context.Context, who ingest.Spoke) ([]tugboatv1alpha1.PromotionTarget, error) {
 	spoke := who.Name
 	if who.Namespace != "" {
-		return s.promotionsIn(ctx, who.Namespace, spoke)
+		return s.targetsIn(ctx, who.Namespace, spoke)
 	}
 	var spokes tugboatv1alpha1.SpokeList
 	if err := s.client.List(ctx, &spokes, client.MatchingFields{releasehistory.SpokeNameIndex: spoke}); err != nil {
@@ -412,15 +447,15 @@ func (s *Store) promotions(ctx context.Context, who ingest.Spoke) ([]tugboatv1al
 	if len(ns) != 1 {
 		return nil, nil
 	}
-	return s.promotionsIn(ctx, ns[0], spoke)
+	return s.targetsIn(ctx, ns[0], spoke)
 }
 
-// promotionsIn lists, from the cache, the helm Promotions of namespace
-// with actions for spoke.
-func (s *Store) promotionsIn(ctx context.Context, namespace, spoke string) ([]tugboatv1alpha1.Promotion, error) {
-	var list tugboatv1alpha1.PromotionList
+// targetsIn lists, from the cache, the PromotionTargets of namespace on
+// spoke (SpokeIndex).
+func (s *Store) targetsIn(ctx context.Context, namespace, spoke string) ([]tugboatv1alpha1.PromotionTarget, error) {
+	var list tugboatv1alpha1.PromotionTargetList
 	if err := s.client.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{SpokeIndex: spoke}); err != nil {
-		return nil, fmt.Errorf("listing promotions: %w", err)
+		return nil, fmt.Errorf("listing promotion targets: %w", err)
 	}
 	return list.Items, nil
 }

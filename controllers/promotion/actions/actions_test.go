@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,12 +142,34 @@ func getPromotion(g Gomega, ns, name string) *tugboatv1alpha1.Promotion {
 	return pr
 }
 
+// target is a PromotionTarget, flattened.
+type target struct {
+	Spoke, Namespace, Release string
+	tugboatv1alpha1.PromotionTargetStatus
+}
+
+// getTargets reads the PromotionTargets of Promotion name in ns, sorted
+// by target.
+func getTargets(g Gomega, ns, name string) []target {
+	var list tugboatv1alpha1.PromotionTargetList
+	g.Expect(cluster.Client.List(context.Background(), &list, client.InNamespace(ns),
+		client.MatchingLabels{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(name)})).To(Succeed())
+	out := make([]target, 0, len(list.Items))
+	for _, pt := range list.Items {
+		out = append(out, target{Spoke: pt.Spec.Spoke, Namespace: pt.Spec.Namespace, Release: pt.Spec.Release, PromotionTargetStatus: pt.Status})
+	}
+	slices.SortFunc(out, func(a, b target) int {
+		return strings.Compare(a.Spoke+"/"+a.Namespace+"/"+a.Release, b.Spoke+"/"+b.Namespace+"/"+b.Release)
+	})
+	return out
+}
+
 // actionPhases returns the phase of each target's action, by release
 // namespace.
 func actionPhases(ns, name string) func(g Gomega) map[string]tugboatv1alpha1.ActionPhase {
 	return func(g Gomega) map[string]tugboatv1alpha1.ActionPhase {
 		out := map[string]tugboatv1alpha1.ActionPhase{}
-		for _, t := range getPromotion(g, ns, name).Status.Targets {
+		for _, t := range getTargets(g, ns, name) {
 			if t.Action != nil {
 				out[t.Namespace] = t.Action.Phase
 			}
@@ -214,12 +238,13 @@ func TestActions_agentsPromoteThroughTheHub(t *testing.T) {
 	g.Eventually(actionPhases(ns, name)).WithTimeout(30 * time.Second).Should(Equal(map[string]tugboatv1alpha1.ActionPhase{
 		"apps": tugboatv1alpha1.ActionPending, "flux": tugboatv1alpha1.ActionPending,
 	}))
+	// The targets are written before the Promotion's status.
+	g.Eventually(phase(ns, name)).WithTimeout(10 * time.Second).Should(Equal(tugboatv1alpha1.PromotionVerifying))
 	pr := getPromotion(g, ns, name)
-	g.Expect(pr.Status.Phase).To(Equal(tugboatv1alpha1.PromotionVerifying))
 	g.Expect(pr.Status.StrategyResult.Message).To(Equal("queued an action for 2 targets"))
-	g.Expect(pr.Status.Targets[0].Message).To(HavePrefix("action not fetched by the agent (is it running?)"))
+	g.Expect(getTargets(g, ns, name)[0].Message).To(HavePrefix("action not fetched by the agent (is it running?)"))
 	ids := map[string]string{}
-	for _, tg := range pr.Status.Targets {
+	for _, tg := range getTargets(g, ns, name) {
 		ids[tg.Namespace] = wire.NewActionID(string(pr.UID), "staging-a", tg.Namespace, "web")
 		g.Expect(tg.Action.ID).To(Equal(ids[tg.Namespace]))
 	}
@@ -241,14 +266,13 @@ func TestActions_agentsPromoteThroughTheHub(t *testing.T) {
 			g.Expect(a.HelmRelease).To(BeNil())
 		}
 	}
-	pr = getPromotion(g, ns, name)
-	for _, tg := range pr.Status.Targets {
+	for _, tg := range getTargets(g, ns, name) {
 		g.Expect(tg.Action.Phase).To(Equal(tugboatv1alpha1.ActionDelivered))
 		g.Expect(tg.Action.Deliveries).To(BeEquivalentTo(1))
 	}
 	// Asked again (an agent that restarted), it gets them again.
 	g.Expect(staging.poll(g)).To(HaveLen(2))
-	g.Expect(getPromotion(g, ns, name).Status.Targets[0].Action.Deliveries).To(BeEquivalentTo(2))
+	g.Expect(getTargets(g, ns, name)[0].Action.Deliveries).To(BeEquivalentTo(2))
 
 	// dev-a cannot report staging-a's action.
 	g.Expect(dev.outcome(g, ids["apps"], wire.ActionSucceeded, "", 2)).To(Equal(http.StatusNotFound))
@@ -268,8 +292,7 @@ func TestActions_agentsPromoteThroughTheHub(t *testing.T) {
 
 	staging.report(g, release("apps", "web", "1.0.0", 2), release("flux", "web", "1.0.0", 4))
 	g.Eventually(phase(ns, name)).WithTimeout(30 * time.Second).Should(Equal(tugboatv1alpha1.PromotionSucceeded))
-	pr = getPromotion(g, ns, name)
-	for _, tg := range pr.Status.Targets {
+	for _, tg := range getTargets(g, ns, name) {
 		g.Expect(tg.Action.Phase).To(Equal(tugboatv1alpha1.ActionSucceeded))
 		g.Expect(tg.Action.Revision).To(BeEquivalentTo(2))
 		g.Expect(tg.Action.Message).To(Equal("upgraded to 1.0.0"))

@@ -12,7 +12,7 @@ import (
 )
 
 // Helm test actions: while a helmTest step of a helm Promotion runs, the
-// Promotion reconciler queues one (status.targets[].helmTest) per tested
+// Promotion reconciler queues one (a PromotionTarget's status.helmTest) per tested
 // target for the step's current attempt. The store offers them to the
 // targets' agents, with the revision to test, and records their outcomes
 // as it does an upgrade's. An action whose id is not the one the running
@@ -32,7 +32,7 @@ func runningHelmTest(pr *tugboatv1alpha1.Promotion) *tugboatv1alpha1.StepStatus 
 
 // openHelmTest reports whether t has a helm test of pr's running step that
 // waits for its outcome.
-func openHelmTest(pr *tugboatv1alpha1.Promotion, t *tugboatv1alpha1.PromotionTargetStatus) bool {
+func openHelmTest(pr *tugboatv1alpha1.Promotion, t *target) bool {
 	st := runningHelmTest(pr)
 	return st != nil && t.HelmTest != nil && open(t.HelmTest.Phase) && t.Action != nil &&
 		t.HelmTest.ID == wire.NewHelmTestActionID(string(pr.UID), st.Name, st.Attempts, t.Spoke, t.Namespace, t.Release)
@@ -41,7 +41,7 @@ func openHelmTest(pr *tugboatv1alpha1.Promotion, t *tugboatv1alpha1.PromotionTar
 // deliverHelmTest returns the wire action of t's open helm test, marking
 // it Delivered (at now) and counting the delivery; ok is false when t has
 // none to offer.
-func (s *Store) deliverHelmTest(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *tugboatv1alpha1.PromotionTargetStatus, now metav1.Time) (wire.Action, bool) {
+func (s *Store) deliverHelmTest(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *target, now metav1.Time) (wire.Action, bool) {
 	if pr.Status.Phase != tugboatv1alpha1.PromotionVerifying || !openHelmTest(pr, t) {
 		return wire.Action{}, false
 	}

@@ -51,9 +51,10 @@ func TestActions_helmTestStepRetriesAndSurvivesAHubRestart(t *testing.T) {
 	uid := string(pr.UID)
 	first := wire.NewHelmTestActionID(uid, "smoke", 1, "staging-ht", "apps", "web")
 	g.Eventually(func(g Gomega) *tugboatv1alpha1.TargetAction {
-		return getPromotion(g, ns, name).Status.Targets[0].HelmTest
+		return getTargets(g, ns, name)[0].HelmTest
 	}).WithTimeout(30 * time.Second).Should(And(Not(BeNil()), HaveField("ID", first), HaveField("Phase", tugboatv1alpha1.ActionPending)))
-	g.Expect(readyMessage(g, ns, name)).To(HavePrefix("post step smoke (helmTest, attempt 1 of 2): waiting for the Helm tests of 1 of 1 target(s): staging-ht/apps/web (not fetched by its agent yet)"))
+	// The targets are written before the Promotion's status.
+	g.Eventually(func(g Gomega) string { return readyMessage(g, ns, name) }).WithTimeout(10 * time.Second).Should(HavePrefix("post step smoke (helmTest, attempt 1 of 2): waiting for the Helm tests of 1 of 1 target(s): staging-ht/apps/web (not fetched by its agent yet)"))
 	acts = staging.poll(g)
 	g.Expect(acts).To(HaveLen(1))
 	g.Expect(acts[0].ID).To(Equal(first))
@@ -70,7 +71,7 @@ func TestActions_helmTestStepRetriesAndSurvivesAHubRestart(t *testing.T) {
 	g.Expect(acts[0].ID).To(Equal(first), "the same action, not a new attempt")
 	pr = getPromotion(g, ns, name)
 	g.Expect(pr.Status.Steps[0].Attempts).To(BeEquivalentTo(1))
-	g.Expect(pr.Status.Targets[0].HelmTest.Deliveries).To(BeEquivalentTo(2))
+	g.Expect(getTargets(g, ns, name)[0].HelmTest.Deliveries).To(BeEquivalentTo(2))
 
 	// Failed: the retry is a new action.
 	g.Expect(staging.outcome(g, first, wire.ActionFailed, "helm test of release apps/web (revision 2): test pod web-test failed: log (last lines): connection refused", 2)).
@@ -78,11 +79,12 @@ func TestActions_helmTestStepRetriesAndSurvivesAHubRestart(t *testing.T) {
 	second := wire.NewHelmTestActionID(uid, "smoke", 2, "staging-ht", "apps", "web")
 	g.Expect(second).NotTo(Equal(first))
 	g.Eventually(func(g Gomega) string {
-		return getPromotion(g, ns, name).Status.Targets[0].HelmTest.ID
+		return getTargets(g, ns, name)[0].HelmTest.ID
 	}).WithTimeout(30 * time.Second).Should(Equal(second))
-	pr = getPromotion(g, ns, name)
-	g.Expect(pr.Status.Steps[0].Attempts).To(BeEquivalentTo(2))
-	g.Expect(pr.Status.Steps[0].Phase).To(Equal(tugboatv1alpha1.StepRunning))
+	g.Eventually(func(g Gomega) []any {
+		st := getPromotion(g, ns, name).Status.Steps[0]
+		return []any{st.Attempts, st.Phase}
+	}).WithTimeout(10 * time.Second).Should(Equal([]any{int32(2), tugboatv1alpha1.StepRunning}))
 	g.Expect(staging.outcome(g, first, wire.ActionFailed, "late", 2)).To(Equal(http.StatusNotFound), "an earlier attempt's action is done with")
 	acts = staging.poll(g)
 	g.Expect(acts).To(HaveLen(1))

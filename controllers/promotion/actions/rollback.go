@@ -11,7 +11,7 @@ import (
 
 // Rollback actions: a helm Promotion whose rollout spent its failure
 // budget with onFailure Rollback is RollingBack; the Promotion reconciler
-// queued a rollback (status.targets[].rollout.rollback) for every target
+// queued a rollback (its PromotionTarget's status.rollout.rollback) for every target
 // it changed. While it is, the store offers those, and only those, to the
 // targets' agents, and records their outcomes as it does an upgrade's.
 
@@ -22,7 +22,7 @@ func rollingBack(pr *tugboatv1alpha1.Promotion) bool {
 }
 
 // rollbackOf returns the rollback of target t, or nil.
-func rollbackOf(t *tugboatv1alpha1.PromotionTargetStatus) *tugboatv1alpha1.TargetAction {
+func rollbackOf(t *target) *tugboatv1alpha1.TargetAction {
 	if t.Rollout == nil {
 		return nil
 	}
@@ -31,7 +31,7 @@ func rollbackOf(t *tugboatv1alpha1.PromotionTargetStatus) *tugboatv1alpha1.Targe
 
 // offeredAction returns the action of t that pr offers in its phase: the
 // rollback while it rolls back, else the upgrade. Nil when it has none.
-func offeredAction(pr *tugboatv1alpha1.Promotion, t *tugboatv1alpha1.PromotionTargetStatus) *tugboatv1alpha1.TargetAction {
+func offeredAction(pr *tugboatv1alpha1.Promotion, t *target) *tugboatv1alpha1.TargetAction {
 	if rollingBack(pr) {
 		return rollbackOf(t)
 	}
@@ -40,7 +40,7 @@ func offeredAction(pr *tugboatv1alpha1.Promotion, t *tugboatv1alpha1.PromotionTa
 
 // actionByID returns t's upgrade, rollback or helm test whose id is id,
 // or nil.
-func actionByID(t *tugboatv1alpha1.PromotionTargetStatus, id string) *tugboatv1alpha1.TargetAction {
+func actionByID(t *target, id string) *tugboatv1alpha1.TargetAction {
 	if t.HelmTest != nil && t.HelmTest.ID == id {
 		return t.HelmTest
 	}
@@ -57,7 +57,7 @@ func actionByID(t *tugboatv1alpha1.PromotionTargetStatus, id string) *tugboatv1a
 // it Delivered (at now) and counting the delivery; ok is false when t has
 // none to offer. A rollback whose id is not the one this Promotion
 // derives for t is never offered (nobody but the reconciler queues them).
-func (s *Store) deliverRollback(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *tugboatv1alpha1.PromotionTargetStatus, now metav1.Time) (wire.Action, bool) {
+func (s *Store) deliverRollback(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *target, now metav1.Time) (wire.Action, bool) {
 	rb := rollbackOf(t)
 	if rb == nil || !open(rb.Phase) || t.Action == nil ||
 		rb.ID != wire.NewRollbackActionID(string(pr.UID), t.Spoke, t.Namespace, t.Release) {

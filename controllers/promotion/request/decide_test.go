@@ -351,9 +351,6 @@ func TestPolicy_onlyTheHubWritesTheOutcomeAndOtherStatus(t *testing.T) {
 		{"the strategy result", func(s *tugboatv1alpha1.PromotionStatus) {
 			s.StrategyResult = &tugboatv1alpha1.StrategyResult{URL: "https://example.com/pr/1"}
 		}, "only the tugboat hub writes"},
-		{"the targets", func(s *tugboatv1alpha1.PromotionStatus) {
-			s.Targets = []tugboatv1alpha1.PromotionTargetStatus{{Spoke: "prod-1", Namespace: "apps", Release: "web", Done: true}}
-		}, "only the tugboat hub writes"},
 		{"the rollout", func(s *tugboatv1alpha1.PromotionStatus) {
 			s.Rollout = &tugboatv1alpha1.RolloutStatus{Phase: tugboatv1alpha1.RolloutProgressing, CurrentWave: 3}
 		}, "only the tugboat hub writes"},

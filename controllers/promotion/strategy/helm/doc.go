@@ -2,7 +2,7 @@
 // agents carry the promotion out, so the hub needs no credentials to a
 // spoke. Promote only checks the configuration; the work is an agent
 // action per destination target, derived from the Promotion itself: the
-// Promotion reconciler records one (status.targets[].action, Pending) once
+// Promotion reconciler records one (a PromotionTarget's status.action, Pending) once
 // the Promotion is Verifying (with a rollout: for each wave's targets as
 // the wave is acted on; the agent's reported revision is the one the wave
 // is verified on), the hub's receiver hands it to the spoke's
