@@ -217,7 +217,7 @@ func (g *Generator) Grow(spokes []Spoke) {
 		g.client.CloseIdleConnections()
 	}
 	g.client = &http.Client{Transport: &http.Transport{
-		Proxy:               nil,
+		Proxy: nil,
 		// Two per spoke: under ServeActions each holds a poll while it
 		// reports or posts its snapshot.
 		MaxIdleConns:        2*len(g.sims) + 16,
