@@ -142,6 +142,16 @@ func (pt *PromotionTarget) Key() string {
 	return pt.Spec.Spoke + "/" + pt.Spec.Namespace + "/" + pt.Spec.Release
 }
 
+// Of reports whether pt is pr's target as the hub made it: it names pr,
+// pr is its controller, and its name is the one the hub gives that target
+// (PromotionTargetName). Readers skip any other object that carries pr's
+// label, e.g. one left by an earlier Promotion of the same name until the
+// garbage collector deletes it.
+func (pt *PromotionTarget) Of(pr *Promotion) bool {
+	return pt != nil && pr != nil && pt.Spec.Promotion == pr.Name && metav1.IsControlledBy(pt, pr) &&
+		pt.Name == PromotionTargetName(pr.Name, pt.Spec.Spoke, pt.Spec.Namespace, pt.Spec.Release)
+}
+
 // PromotionTargetName is the name of the PromotionTarget of promotion's
 // target (spoke, namespace, release): the Promotion's name, cut so that
 // the whole stays a DNS subdomain of at most 253 characters, and a hash

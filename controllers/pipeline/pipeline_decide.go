@@ -165,21 +165,23 @@ func upToDate(dst []tugboatv1alpha1.TargetStatus, version string) bool {
 	return all
 }
 
-// activeRunning names a Promotion into env that is already carrying out its
-// strategy, or whose rollout is paused (it still holds the environment).
-// finishing reports whether a Promotion of version into env has started
-// and not finished: its targets may run the version already, but its
-// post steps (lifecycle steps) have not all passed, so the version has
-// not proved itself in env yet.
+// finishing reports whether a Promotion of version into env has not
+// finished: its targets may run the version already, but its post steps
+// (lifecycle steps) have not all passed, so the version has not proved
+// itself in env yet. One not started yet counts too: a retry of a
+// promotion whose post step failed, waiting for approval while env still
+// runs the version, has not proved it either.
 func finishing(promos []tugboatv1alpha1.Promotion, env, version string) bool {
 	for _, pr := range promos {
-		if pr.Spec.To == env && pr.Spec.Version == version && pr.Status.Phase.Started() {
+		if pr.Spec.To == env && pr.Spec.Version == version && !pr.Status.Phase.Terminal() {
 			return true
 		}
 	}
 	return false
 }
 
+// activeRunning names a Promotion into env that is already carrying out its
+// strategy, or whose rollout is paused (it still holds the environment).
 func activeRunning(promos []tugboatv1alpha1.Promotion, env string) string {
 	for _, pr := range promos {
 		if pr.Spec.To == env && pr.Status.Phase.Started() {

@@ -78,6 +78,20 @@ func TestRules_aVersionThatFailedAPostStepStopsThere(t *testing.T) {
 		got, _, _ := w.reconcile(t0)
 		g.Expect(got).To(Equal([]string{"production@1.2.0"}))
 	})
+	t.Run("a retry not started yet holds it", func(t *testing.T) {
+		for _, phase := range []tugboatv1alpha1.PromotionPhase{"", tugboatv1alpha1.PromotionPending, tugboatv1alpha1.PromotionWaitingApproval} {
+			g := NewWithT(t)
+			w := staged()
+			w.failedStep("smoke", tugboatv1alpha1.StepHelmTest, tugboatv1alpha1.StepFailed)
+			w.promos = append(w.promos, tugboatv1alpha1.Promotion{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: AlternatePromotionName("web", "staging", "1.2.0"), CreationTimestamp: metav1.Time{Time: t0.Add(-10 * time.Minute)}},
+				Spec:       tugboatv1alpha1.PromotionSpec{Pipeline: "web", To: "staging", Version: "1.2.0"},
+				Status:     tugboatv1alpha1.PromotionStatus{Phase: phase},
+			})
+			got, _, _ := w.reconcile(t0)
+			g.Expect(got).To(BeEmpty(), "phase %q: the retry has not run its post steps yet", phase)
+		}
+	})
 	t.Run("another failure stops nothing", func(t *testing.T) {
 		g := NewWithT(t)
 		w := staged() // failed at its timeout, no step failed

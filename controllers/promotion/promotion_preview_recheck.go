@@ -104,6 +104,9 @@ func (r *Reconciler) recheckPreview(ctx context.Context, pr *tugboatv1alpha1.Pro
 				RecomputedAt: &now, ChangedSinceApproval: true, ComputedAt: &now,
 				Reason: clip.String(stale+"; it could not be computed again: "+why, 1024),
 			}
+			if env.Gates.ReapproveOnChange {
+				askApprovalAgain(pr)
+			}
 			return false, 0, nil
 		}
 		pr.Status.Preview = &tugboatv1alpha1.PreviewSummary{

@@ -71,7 +71,7 @@ func listTargets(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promo
 		return nil, fmt.Errorf("listing the targets of promotion %s: %w", pr.Name, err)
 	}
 	out := slices.DeleteFunc(list.Items, func(pt tugboatv1alpha1.PromotionTarget) bool {
-		return pt.Spec.Promotion != pr.Name || !metav1.IsControlledBy(&pt, pr)
+		return !pt.Of(pr)
 	})
 	slices.SortFunc(out, func(a, b tugboatv1alpha1.PromotionTarget) int { return strings.Compare(a.Key(), b.Key()) })
 	return out, nil
@@ -123,8 +123,13 @@ func (r *Reconciler) writeTargets(ctx context.Context, pr *tugboatv1alpha1.Promo
 				// same target of the same Promotion, so it is this one.
 				pt = &tugboatv1alpha1.PromotionTarget{}
 				key := client.ObjectKey{Namespace: pr.Namespace, Name: tugboatv1alpha1.PromotionTargetName(pr.Name, t.Spoke, t.Namespace, t.Release)}
-				if err := r.APIReader.Get(ctx, key, pt); err != nil {
-					return false, client.IgnoreNotFound(err)
+				if err := r.APIReader.Get(ctx, key, pt); apierrors.IsNotFound(err) {
+					// Gone since (the garbage collector deleting the
+					// target of an earlier Promotion of this name): the
+					// reconcile is repeated, so no target is left out.
+					return true, nil
+				} else if err != nil {
+					return false, err
 				}
 				if !metav1.IsControlledBy(pt, pr) || pt.Spec.Promotion != pr.Name || pt.Key() != t.key() {
 					return false, fmt.Errorf("promotion target %s exists and is not promotion %s's target %s", key.Name, pr.Name, t.key())

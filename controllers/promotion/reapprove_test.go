@@ -52,7 +52,7 @@ func TestReconciler_reapproveOnChangeAsksForApprovalAgain(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "reapprove-"}}
 	g.Expect(cluster.Client.Create(ctx, ns)).To(Succeed())
 	pipelines := map[string]*tugboatv1alpha1.Pipeline{}
-	for name, reapprove := range map[string]bool{"strict": true, "lenient": false} {
+	for name, reapprove := range map[string]bool{"strict": true, "lenient": false, "blocked": true} {
 		p := &tugboatv1alpha1.Pipeline{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
 			Spec: tugboatv1alpha1.PipelineSpec{
@@ -78,7 +78,7 @@ func TestReconciler_reapproveOnChangeAsksForApprovalAgain(t *testing.T) {
 		rh.Status.Revisions = []tugboatv1alpha1.Revision{{RevisionSummary: *rh.Status.Current}}
 		g.Expect(cluster.Client.Status().Update(ctx, rh)).To(Succeed())
 	}
-	g.Expect(identity.Grant(ctx, cluster.Client, ns.Name, "alice", "strict/production", "lenient/production")).To(Succeed())
+	g.Expect(identity.Grant(ctx, cluster.Client, ns.Name, "alice", "strict/production", "lenient/production", "blocked/production")).To(Succeed())
 	opts := hubtest.Options()
 	opts.Promotion.PreviewTimeout = 2 * time.Minute
 	hubtest.Start(t, identity.HubConfig(cluster.RESTConfig), opts)
@@ -121,10 +121,38 @@ func TestReconciler_reapproveOnChangeAsksForApprovalAgain(t *testing.T) {
 		g.Expect(cluster.Client.Status().Update(ctx, rh)).To(Succeed())
 		g.Eventually(previewPhase(pr.Name), 30*time.Second, 50*time.Millisecond).Should(Equal(tugboatv1alpha1.PreviewStale), name)
 
+		if name == "blocked" {
+			// A Flux HelmRelease manages the release now: no target can
+			// be previewed again, so what the strategy will do is unknown.
+			g.Eventually(func() error {
+				p := &tugboatv1alpha1.Pipeline{}
+				if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: name}, p); err != nil {
+					return err
+				}
+				p.Spec.Environments[0].Targets[0].HelmRelease = &tugboatv1alpha1.ObjectReference{Name: name}
+				return cluster.Client.Update(ctx, p)
+			}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+			approve(pr.Name, "looks fine")
+			continue
+		}
 		approve(pr.Name, "looks fine")
 		// Computed again after the approval: another change.
 		answerPreview(g, ns.Name, pr.Name+"-recheck", 3, changed)
 	}
+
+	// With reapproveOnChange, a preview that could not be computed again
+	// asks for approval again too.
+	blocked := names["blocked"]
+	g.Eventually(func() int32 {
+		if sum := get(blocked).Status.Preview; sum != nil {
+			return sum.ApprovalsReset
+		}
+		return 0
+	}, 30*time.Second, 50*time.Millisecond).Should(BeEquivalentTo(1))
+	g.Expect(get(blocked).Status.Approval).To(BeNil())
+	g.Expect(get(blocked).Status.Preview.Phase).To(Equal(tugboatv1alpha1.PreviewFailed))
+	g.Expect(get(blocked).Status.Preview.Reason).To(ContainSubstring("could not be computed again"))
+	g.Consistently(func() *metav1.Time { return get(blocked).Status.StartedAt }, 2*time.Second, 100*time.Millisecond).Should(BeNil())
 
 	// Without reapproveOnChange: told, and it proceeds.
 	lenient := names["lenient"]

@@ -399,7 +399,7 @@ func (s *Server) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Promo
 		client.MatchingLabels{tugboatv1alpha1.LabelPromotion: tugboatv1alpha1.PromotionLabelValue(pr.Name)}); err != nil {
 		return nil, 0, fmt.Errorf("reading the targets of promotion %s: %w", pr.Name, err)
 	}
-	out := slices.DeleteFunc(list.Items, func(pt tugboatv1alpha1.PromotionTarget) bool { return pt.Spec.Promotion != pr.Name })
+	out := slices.DeleteFunc(list.Items, func(pt tugboatv1alpha1.PromotionTarget) bool { return !pt.Of(pr) })
 	slices.SortStableFunc(out, func(a, b tugboatv1alpha1.PromotionTarget) int {
 		if a.Status.Done != b.Status.Done {
 			if a.Status.Done {

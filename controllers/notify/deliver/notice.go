@@ -369,7 +369,7 @@ func (r *deliverer) promotionTargets(ctx context.Context, pr *tugboatv1alpha1.Pr
 	out := make([]noticeTarget, 0, len(list.Items))
 	for i := range list.Items {
 		pt := &list.Items[i]
-		if pt.Spec.Promotion == pr.Name {
+		if pt.Of(pr) {
 			out = append(out, noticeTarget{Spoke: pt.Spec.Spoke, Namespace: pt.Spec.Namespace, Release: pt.Spec.Release, PromotionTargetStatus: pt.Status})
 		}
 	}

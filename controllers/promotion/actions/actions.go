@@ -51,6 +51,31 @@ type Store struct {
 
 	mu      sync.Mutex
 	changed map[ingest.Spoke]chan struct{} // by namespace and name; closed on a change
+
+	resolvedMu sync.Mutex
+	resolved   map[resolvedKey]resolvedTargets // environments' targets, briefly kept
+}
+
+// resolvedFor is how long the store keeps an environment's resolved
+// targets: each agent's poll checks that its target is still in the
+// environment, and resolving lists every Spoke of the namespace, so with
+// thousands of targets polling at once it is resolved once per second,
+// not once per poll. A Spoke that leaves the environment is seen within
+// it.
+const resolvedFor = time.Second
+
+// maxResolved bounds the environments kept.
+const maxResolved = 256
+
+// resolvedKey names an environment at one version of its Pipeline.
+type resolvedKey struct {
+	namespace, pipeline, resourceVersion, env string
+}
+
+// resolvedTargets is an environment's resolution, as of at.
+type resolvedTargets struct {
+	at  time.Time
+	res pipeline.Resolution
 }
 
 var _ ingest.ActionStore = (*Store)(nil)
@@ -59,11 +84,12 @@ var _ ingest.ActionStore = (*Store)(nil)
 // api (its APIReader).
 func New(c client.Client, api client.Reader) *Store {
 	return &Store{
-		client:  c,
-		api:     api,
-		now:     time.Now,
-		log:     ctrl.Log.WithName("actions"),
-		changed: map[ingest.Spoke]chan struct{}{},
+		client:   c,
+		api:      api,
+		now:      time.Now,
+		log:      ctrl.Log.WithName("actions"),
+		changed:  map[ingest.Spoke]chan struct{}{},
+		resolved: map[resolvedKey]resolvedTargets{},
 	}
 }
 
@@ -271,7 +297,7 @@ func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke str
 				t.Action.ID != wire.NewActionID(string(pr.UID), t.Spoke, t.Namespace, t.Release) {
 				break
 			}
-			a, err := action(ctx, s.client, pr, p, t)
+			a, err := s.action(ctx, pr, p, t)
 			if err != nil {
 				s.log.Info("Not offering an action", "promotion", pr.Namespace+"/"+pr.Name, "spoke", spoke, "error", err.Error())
 				break
@@ -295,13 +321,13 @@ func (s *Store) deliver(ctx context.Context, key types.NamespacedName, spoke str
 
 // action builds the wire action of target t of pr, a Promotion of Pipeline
 // p.
-// p's targets are resolved through c (pipeline.ResolveTargets): a Spoke
+// p's targets are resolved through the store's cache (resolve): a Spoke
 // that left the environment gets no action.
-func action(ctx context.Context, c client.Reader, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *target) (wire.Action, error) {
+func (s *Store) action(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *target) (wire.Action, error) {
 	var hr *wire.HelmReleaseRef
 	found := false
 	if i := pipeline.EnvironmentIndex(p, pr.Spec.To); i >= 0 {
-		res, err := pipeline.ResolveTargets(ctx, c, p, &p.Spec.Environments[i])
+		res, err := s.resolve(ctx, p, &p.Spec.Environments[i])
 		if err != nil {
 			return wire.Action{}, err
 		}
@@ -457,5 +483,39 @@ func (s *Store) targetsIn(ctx context.Context, namespace, spoke string) ([]tugbo
 	if err := s.client.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{SpokeIndex: spoke}); err != nil {
 		return nil, fmt.Errorf("listing promotion targets: %w", err)
 	}
-	return list.Items, nil
+	// Only the hub's: each target has one name, which the hub gives it.
+	return slices.DeleteFunc(list.Items, func(pt tugboatv1alpha1.PromotionTarget) bool {
+		return pt.Name != tugboatv1alpha1.PromotionTargetName(pt.Spec.Promotion, pt.Spec.Spoke, pt.Spec.Namespace, pt.Spec.Release)
+	}), nil
+}
+
+// resolve returns env's targets in p (pipeline.ResolveTargets), kept for
+// resolvedFor per version of p.
+func (s *Store) resolve(ctx context.Context, p *tugboatv1alpha1.Pipeline, env *tugboatv1alpha1.Environment) (pipeline.Resolution, error) {
+	key := resolvedKey{namespace: p.Namespace, pipeline: p.Name, resourceVersion: p.ResourceVersion, env: env.Name}
+	now := s.now()
+	s.resolvedMu.Lock()
+	kept, ok := s.resolved[key]
+	s.resolvedMu.Unlock()
+	if ok && now.Sub(kept.at) < resolvedFor && !now.Before(kept.at) {
+		return kept.res, nil
+	}
+	res, err := pipeline.ResolveTargets(ctx, s.client, p, env)
+	if err != nil {
+		return pipeline.Resolution{}, err
+	}
+	s.resolvedMu.Lock()
+	defer s.resolvedMu.Unlock()
+	if len(s.resolved) >= maxResolved {
+		for k, v := range s.resolved {
+			if now.Sub(v.at) >= resolvedFor || now.Before(v.at) {
+				delete(s.resolved, k)
+			}
+		}
+		if len(s.resolved) >= maxResolved {
+			clear(s.resolved)
+		}
+	}
+	s.resolved[key] = resolvedTargets{at: now, res: res}
+	return res, nil
 }

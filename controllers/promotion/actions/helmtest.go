@@ -42,10 +42,12 @@ func openHelmTest(pr *tugboatv1alpha1.Promotion, t *target) bool {
 // it Delivered (at now) and counting the delivery; ok is false when t has
 // none to offer.
 func (s *Store) deliverHelmTest(ctx context.Context, pr *tugboatv1alpha1.Promotion, p *tugboatv1alpha1.Pipeline, t *target, now metav1.Time) (wire.Action, bool) {
-	if pr.Status.Phase != tugboatv1alpha1.PromotionVerifying || !openHelmTest(pr, t) {
+	// Verifying, or Running a rollout: a helmTest step with waves Each
+	// tests a wave's targets before the next wave is acted on.
+	if !offered(pr) || rollingBack(pr) || !openHelmTest(pr, t) {
 		return wire.Action{}, false
 	}
-	up, err := action(ctx, s.client, pr, p, t)
+	up, err := s.action(ctx, pr, p, t)
 	if err != nil {
 		s.log.Info("Not offering a helm test", "promotion", pr.Namespace+"/"+pr.Name, "spoke", t.Spoke, "error", err.Error())
 		return wire.Action{}, false

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	tugboatv1alpha1 "tugboat.dev/tugboat/api/v1alpha1"
 	"tugboat.dev/tugboat/api/wire"
@@ -95,4 +96,56 @@ func TestActions_helmTestStepRetriesAndSurvivesAHubRestart(t *testing.T) {
 	st := getPromotion(g, ns, name).Status.Steps[0]
 	g.Expect([]any{st.Phase, st.Attempts, st.Message}).To(Equal([]any{tugboatv1alpha1.StepSucceeded, int32(2),
 		"release apps/web (revision 2, chart version 1.1.0): 1 test(s) passed: web-test"}))
+}
+
+// TestActions_helmTestOfEachWaveIsOfferedBetweenWaves: with a rollout and
+// a helmTest step with waves Each, the canary's helm test is queued once
+// the canary qualified, while the Promotion is still Running, and the
+// canary's agent is offered it; the final wave is acted on only once it
+// passed.
+func TestActions_helmTestOfEachWaveIsOfferedBetweenWaves(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "helmtest-each")
+	dev := registerSpoke(t, ns, "dev-he")
+	canary, other := registerSpoke(t, ns, "staging-he-a"), registerSpoke(t, ns, "staging-he-b")
+	dev.report(g, release("apps", "web", "1.1.0", 1))
+	canary.report(g, release("apps", "web", "1.0.0", 1))
+	other.report(g, release("apps", "web", "1.0.0", 1))
+
+	p := helmPipeline(ns, "dev-he", &tugboatv1alpha1.HelmStrategy{Repository: "https://charts.example.com", Chart: "web"},
+		tugboatv1alpha1.Target{Spoke: "staging-he-a", Namespace: "apps"}, tugboatv1alpha1.Target{Spoke: "staging-he-b", Namespace: "apps"})
+	p.Spec.Environments[1].Rollout = &tugboatv1alpha1.Rollout{Canary: &tugboatv1alpha1.CanaryWave{Count: ptr.To[int32](1)}}
+	p.Spec.Environments[1].Steps = &tugboatv1alpha1.Steps{Post: []tugboatv1alpha1.Step{{
+		Name: "smoke", Type: tugboatv1alpha1.StepHelmTest, Timeout: &metav1.Duration{Duration: time.Minute},
+		HelmTest: &tugboatv1alpha1.HelmTestStep{Waves: tugboatv1alpha1.HelmTestEach},
+	}}}
+	g.Expect(cluster.Client.Create(ctx, p)).To(Succeed())
+	name := pipeline.PromotionName("web", "staging", "1.1.0")
+	spokes := func(g Gomega) []string {
+		var out []string
+		for _, t := range getTargets(g, ns, name) {
+			out = append(out, t.Spoke)
+		}
+		return out
+	}
+	g.Eventually(spokes).WithTimeout(30 * time.Second).Should(Equal([]string{"staging-he-a"}), "the canary is acted on alone")
+	acts := canary.poll(g)
+	g.Expect(acts).To(HaveLen(1))
+	g.Expect(acts[0].TypeOf()).To(Equal(wire.ActionUpgrade))
+	g.Expect(canary.outcome(g, acts[0].ID, wire.ActionSucceeded, "upgraded to 1.1.0", 2)).To(Equal(http.StatusOK))
+	canary.report(g, release("apps", "web", "1.1.0", 2))
+
+	// The canary qualified: its helm test is queued while the rollout runs.
+	g.Eventually(func(g Gomega) *tugboatv1alpha1.TargetAction {
+		return getTargets(g, ns, name)[0].HelmTest
+	}).WithTimeout(30 * time.Second).Should(And(Not(BeNil()), HaveField("Phase", tugboatv1alpha1.ActionPending)))
+	g.Expect(getPromotion(g, ns, name).Status.Phase).To(Equal(tugboatv1alpha1.PromotionRunning))
+	acts = canary.poll(g)
+	g.Expect(acts).To(HaveLen(1), "the canary's agent is offered its helm test between the waves")
+	g.Expect(acts[0].Type).To(Equal(wire.ActionHelmTest))
+	g.Expect(spokes(g)).To(Equal([]string{"staging-he-a"}), "the final wave waits for the canary's tests")
+	g.Expect(canary.outcome(g, acts[0].ID, wire.ActionSucceeded, "release apps/web (revision 2, chart version 1.1.0): 1 test(s) passed: web-test", 2)).
+		To(Equal(http.StatusOK))
+	g.Eventually(spokes).WithTimeout(30*time.Second).Should(Equal([]string{"staging-he-a", "staging-he-b"}), "then the final wave is acted on")
 }

@@ -63,7 +63,7 @@ func (s *Store) deliverRollback(ctx context.Context, pr *tugboatv1alpha1.Promoti
 		rb.ID != wire.NewRollbackActionID(string(pr.UID), t.Spoke, t.Namespace, t.Release) {
 		return wire.Action{}, false
 	}
-	up, err := action(ctx, s.client, pr, p, t)
+	up, err := s.action(ctx, pr, p, t)
 	if err != nil {
 		s.log.Info("Not offering a rollback", "promotion", pr.Namespace+"/"+pr.Name, "spoke", t.Spoke, "error", err.Error())
 		return wire.Action{}, false
