@@ -129,7 +129,7 @@ func TestActions_helmTestOfEachWaveIsOfferedBetweenWaves(t *testing.T) {
 		}
 		return out
 	}
-	g.Eventually(spokes).WithTimeout(30 * time.Second).Should(Equal([]string{"staging-he-a"}), "the canary is acted on alone")
+	g.Eventually(spokes).WithTimeout(30*time.Second).Should(Equal([]string{"staging-he-a"}), "the canary is acted on alone")
 	acts := canary.poll(g)
 	g.Expect(acts).To(HaveLen(1))
 	g.Expect(acts[0].TypeOf()).To(Equal(wire.ActionUpgrade))
