@@ -111,12 +111,11 @@ func TestSteps_aHelmTestThatFailsOnTheCanaryStopsTheRollout(t *testing.T) {
 	f.reportHelmTest(name, "prod-a", tugboatv1alpha1.ActionFailed, "helm test of release apps/web (revision 4): test pod web-smoke failed: log (last lines): connection refused")
 	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return f.get(name).Status.Phase }).WithTimeout(10 * time.Second).
 		Should(Equal(tugboatv1alpha1.PromotionRollingBack))
-	pr := f.get(name)
 	g.Expect(f.rollbacks(name)).To(Equal([]string{"prod-a Pending"}), "only the canary was changed")
 	f.reportAction(name, "prod-a", true, tugboatv1alpha1.ActionSucceeded, 5, "rolled back release apps/web to revision 3")
 	g.Eventually(func() tugboatv1alpha1.PromotionPhase { return f.get(name).Status.Phase }).WithTimeout(10 * time.Second).
 		Should(Equal(tugboatv1alpha1.PromotionFailed))
-	pr = f.get(name)
+	pr := f.get(name)
 	ready := findCondition(pr, tugboatv1alpha1.ReadyCondition)
 	g.Expect(ready.Reason).To(Equal(tugboatv1alpha1.RolloutFailedReason.String()))
 	g.Expect(ready.Message).To(Equal("rollout of 1.7.2 into production stopped before wave final: post step smoke (helmTest) failed after 1 attempt(s): " +
