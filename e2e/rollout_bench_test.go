@@ -255,6 +255,15 @@ func BenchmarkRollout_fleet(b *testing.B) {
 		j, _ := json.Marshal(&rhs.Items[i])
 		historyBytes = max(historyBytes, len(j))
 	}
+	var pts tugboatv1alpha1.PromotionTargetList
+	if err := hubCluster.Client.List(ctx, &pts, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	targetBytes := 0
+	for i := range pts.Items {
+		j, _ := json.Marshal(&pts.Items[i])
+		targetBytes = max(targetBytes, len(j))
+	}
 	stopServing()
 	res := <-served
 	served <- res // for the deferred stop
@@ -283,8 +292,8 @@ func BenchmarkRollout_fleet(b *testing.B) {
 	progress(b, "wave gap from the hub's answer to that report (persisted): p50 %s p99 %s", loadgen.Quantile(gapsPersisted, 0.5), loadgen.Quantile(gapsPersisted, 0.99))
 	progress(b, "hub CPU %s over %d promotions (%.1f ms per target); API server writes %.0f (%.2f per target): %s",
 		cpu.Round(time.Millisecond), promotions, float64(cpu.Milliseconds())/targets, writes, writes/targets, strings.Join(kinds, ", "))
-	progress(b, "largest Promotion: %d bytes as served at the end, %d bytes the largest version seen on the watch (re-encoded; %d versions written); the Pipeline %d bytes; largest ReleaseHistory %d bytes",
-		promotionBytes, pw.maxBytes(), pw.versions(), pipelineBytes, historyBytes)
+	progress(b, "largest Promotion: %d bytes as served at the end, %d bytes the largest version seen on the watch (re-encoded; %d versions written); the Pipeline %d bytes; largest ReleaseHistory %d bytes; largest PromotionTarget %d bytes (%d of them)",
+		promotionBytes, pw.maxBytes(), pw.versions(), pipelineBytes, historyBytes, targetBytes, len(pts.Items))
 
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(millis(loadgen.Quantile(gaps, 0.5)), "wave-gap-p50-ms")
@@ -300,6 +309,7 @@ func BenchmarkRollout_fleet(b *testing.B) {
 	b.ReportMetric(float64(max(promotionBytes, pw.maxBytes())), "promotion-max-bytes")
 	b.ReportMetric(float64(pipelineBytes), "pipeline-bytes")
 	b.ReportMetric(float64(historyBytes), "releasehistory-bytes")
+	b.ReportMetric(float64(targetBytes), "promotiontarget-max-bytes")
 }
 
 // rolloutTimes are one promotion's times, wave by wave.
