@@ -34,6 +34,19 @@ import (
 	"tugboat.dev/tugboat/e2e/harness"
 )
 
+// binDir is the directory buildTugboat built into; TestMain removes it.
+var binDir string
+
+// TestMain removes the binary the package's tests built (about 160 MB;
+// left behind, every run filled the disk a little more).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // buildTugboat builds the real binary once for the package's tests.
 var buildTugboat = sync.OnceValues(func() (string, error) {
 	root, err := bins.FindRepoRoot(".")
@@ -44,6 +57,7 @@ var buildTugboat = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	out := filepath.Join(dir, "tugboat")
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/tugboat")
 	cmd.Dir = root

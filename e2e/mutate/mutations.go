@@ -16,7 +16,7 @@ var mutations = []mutation{
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_decide.go", Name: "suspended source Spoke promoted from",
 		Old: "if len(src.suspended) > 0 || len(dst.suspended) > 0 {", New: "if len(dst.suspended) > 0 {"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_decide.go", Name: "destination not reported promoted into",
-		Old: "if !reported(dstStatus) {", New: "if false {"},
+		Old: "if !reported(dst.targets) {", New: "if false {"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_decide.go", Name: "second Promotion for the same version",
 		Old: "if promoted(promos, byName, p.Name, dst.env.Name, version) {", New: "if false {"},
 	{Pkg: "controllers/pipeline", File: "controllers/pipeline/pipeline_decide.go", Name: "promote while one is running",
