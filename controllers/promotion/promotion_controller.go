@@ -474,6 +474,9 @@ func (r *Reconciler) running(ctx context.Context, pr *tugboatv1alpha1.Promotion,
 						pr.Spec.Version, pr.Spec.To, strings.Join(suspended, ", ")))
 				return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 			}
+			if behind, ferr := r.behind(ctx, pr); ferr != nil || behind {
+				return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, ferr
+			}
 			result, err = s.Promote(ctx, req)
 		}
 		if err == nil {
@@ -633,4 +636,21 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// behind reports whether pr, as the cache gave it, is older than the
+// Promotion on the API server: a reconcile the event of one of its own
+// writes started (a PromotionTarget it created, written before the
+// Promotion's status) may read the Promotion before the cache saw that
+// status, still Running, and would call the strategy again. The strategy
+// is only called on the Promotion as it is.
+func (r *Reconciler) behind(ctx context.Context, pr *tugboatv1alpha1.Promotion) (bool, error) {
+	if r.APIReader == nil {
+		return false, nil
+	}
+	fresh := &tugboatv1alpha1.Promotion{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pr), fresh); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return fresh.ResourceVersion != pr.ResourceVersion, nil
 }

@@ -179,6 +179,17 @@ func TestReconciler_honorsEachRolloutRequestOnceAcrossHubRestarts(t *testing.T) 
 	f.startHub()
 	g.Eventually(f.acted).WithTimeout(30 * time.Second).Should(Equal([][]string{{webA}, {webB, webC}}))
 	g.Eventually(func() int64 { return f.get(f.name).Status.Rollout.ObservedRequest }).WithTimeout(10 * time.Second).Should(Equal(int64(2)))
+	// Events are written asynchronously: wait for it before the hub stops.
+	resumed := func(g Gomega) int {
+		n := 0
+		for _, e := range promotionEvents(g, f.ns, f.name) {
+			if strings.HasPrefix(e, "Normal RolloutResumed") {
+				n++
+			}
+		}
+		return n
+	}
+	g.Eventually(resumed).WithTimeout(10*time.Second).Should(Equal(1), "one Event for the resume")
 
 	f.stopHub()
 	f.startHub()
@@ -186,11 +197,5 @@ func TestReconciler_honorsEachRolloutRequestOnceAcrossHubRestarts(t *testing.T) 
 	pr := f.get(f.name)
 	g.Expect(pr.Status.Phase).To(Equal(tugboatv1alpha1.PromotionVerifying))
 	g.Expect([]int32{pr.Status.Rollout.Pauses, pr.Status.Rollout.Resumes}).To(Equal([]int32{1, 1}))
-	resumed := 0
-	for _, e := range promotionEvents(g, f.ns, f.name) {
-		if strings.HasPrefix(e, "Normal RolloutResumed") {
-			resumed++
-		}
-	}
-	g.Expect(resumed).To(Equal(1), "one Event for one resume")
+	g.Consistently(resumed).WithTimeout(time.Second).Should(Equal(1), "one Event for one resume, none again after the restart")
 }
